@@ -1,0 +1,1 @@
+"""Dataset construction: schema, TTS, script generation, timeline assembly and HF dataset writing."""

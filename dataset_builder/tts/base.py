@@ -1,0 +1,48 @@
+"""The TTS backend protocol and its lazy registry.
+
+A backend turns (text, voice id) into float32 mono audio on the 24 kHz session clock. Same text, voice and
+backend configuration must give identical samples: builds are hashed and compared across runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+
+@runtime_checkable
+class TTSBackend(Protocol):
+    name: str  # provenance string stored with every build, e.g. "piper:en_US-joe-medium"
+
+    def voices(self) -> list[str]:
+        """Voice ids this backend can speak with, in a stable order."""
+        ...
+
+    def synthesize(self, text: str, voice: str) -> np.ndarray:
+        """Float32 mono audio at 24 kHz, deterministic for a given (text, voice)."""
+        ...
+
+
+_REGISTRY: dict[str, str] = {
+    "piper": "dataset_builder.tts.piper_backend:PiperTTS",
+    "espeak": "dataset_builder.tts.espeak_backend:EspeakTTS",
+    "http": "dataset_builder.tts.http_backend:HttpTTS",
+}
+
+
+def register_tts(name: str, target: str) -> None:
+    """Register a backend as a lazy "module:Class" string, imported only when chosen."""
+    _REGISTRY[name] = target
+
+
+def tts_names() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def get_tts(name: str, **kwargs: Any) -> TTSBackend:
+    if name not in _REGISTRY:
+        raise KeyError(f"unknown TTS backend {name!r}; known: {tts_names()}")
+    module, _, cls = _REGISTRY[name].partition(":")
+    return getattr(importlib.import_module(module), cls)(**kwargs)
