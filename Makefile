@@ -1,0 +1,40 @@
+# The README's two commands: `make demo` and `make test`. Each does all of its own set-up.
+SHELL := /bin/bash
+PY := .venv/bin/python
+APT_PKGS := libavutil57 libavcodec59 libavformat59 libavdevice59 libavfilter8 libswscale6 libswresample4 espeak-ng
+STAMP := .venv/.installed
+
+.PHONY: setup demo test lint bench clean
+
+# System libraries: Debian's FFmpeg 5.1 (torchcodec 0.13 decodes dataset audio with it) and espeak-ng.
+.system-deps:
+	@if ! dpkg -s $(APT_PKGS) >/dev/null 2>&1; then \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $(APT_PKGS) >/dev/null; \
+	fi
+	@touch $@
+
+$(STAMP): pyproject.toml .system-deps
+	@test -x $(PY) || python3 -m venv .venv
+	@$(PY) -m pip install -q --upgrade pip
+	# torch is pinned to the CPU range first, so nothing can pull a CUDA build.
+	@$(PY) -m pip install -q "torch>=2.8,<2.14"
+	@$(PY) -m pip install -q -e ".[dev]"
+	@touch $@
+
+setup: $(STAMP)
+
+demo: setup
+	@$(PY) -m eval.cli demo --out out
+
+test: setup
+	@$(PY) -m pytest -q
+
+lint: setup
+	@.venv/bin/ruff check .
+
+bench: setup
+	@$(PY) benchmarks/bench_mpe.py
+
+clean:
+	rm -rf out .cache .pytest_cache

@@ -1,0 +1,89 @@
+"""`oracle`: does the right thing at the right time from the case's gold metadata (SPEC §3).
+
+It hears realised timeline cues (one frame late, like a listener) and speaks through the project's TTS, so
+its audio goes through the same VAD, ASR and judge as any model's: its score tests the whole chain.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from adapters.base import SpeechQueue
+from adapters.protocol import Frame, TimelineCue
+from dataset_builder.audio import SESSION_SR, resample, seconds_to_samples
+from dataset_builder.tts import get_tts
+from dataset_builder.tts.cache import CachedTTS
+
+# Long enough to still be speaking when N4R starts after the answering window, so yielding is exercised.
+HOLDING_REPLY = ("Sure, let me look into that for you. I am checking what I know about it, "
+                 "and I will have an answer for you in just a moment.")
+
+
+def answer_sentence(gold_answer: str) -> str:
+    return f"The answer is {gold_answer}."
+
+
+class OracleAgent:
+    name = "oracle"
+    version = "1"
+    realtime = False
+    capabilities = frozenset({"gold_cues"})
+
+    def __init__(self, frame_size: int = 1920, sample_rate: int = SESSION_SR, tts: str = "piper",
+                 cache_dir: str | Path | None = None, answer_delay_s: float = 0.3,
+                 stop_delay_s: float = 0.0, **tts_kwargs: Any) -> None:
+        self.frame_size = frame_size
+        self.sample_rate = sample_rate
+        backend = get_tts(tts, **tts_kwargs)
+        self.tts = CachedTTS(backend, Path(cache_dir)) if cache_dir else backend
+        self.voice = backend.assistant_voice  # type: ignore[attr-defined]
+        self.answer_delay_s = answer_delay_s
+        self.stop_delay_s = stop_delay_s
+        self.queue = SpeechQueue()
+        self.labels: dict[str, str] = {}
+        self.planned: list[tuple[int, str, np.ndarray | None]] = []  # (sample, what, audio)
+        self.t = 0
+        self.answer = np.zeros(0, np.float32)
+        self.holding = np.zeros(0, np.float32)
+
+    def _speech(self, text: str) -> np.ndarray:
+        return resample(self.tts.synthesize(text, self.voice), SESSION_SR, self.sample_rate)
+
+    def reset(self, system_prompt: str | None, seed: int) -> None:
+        self.queue.stop()
+        self.planned = []
+        self.labels = {}
+        self.t = 0
+
+    def bind_case(self, case: Any) -> None:
+        self.labels = {t.turn_id: t.label for t in case.script.turns}
+        self.answer = self._speech(answer_sentence(case.script.gold_answer))
+        self.holding = self._speech(HOLDING_REPLY) if "N4Q" in self.labels.values() else self.holding
+
+    def cue(self, event: TimelineCue) -> None:
+        label = self.labels.get(event.turn_id)
+        delay = seconds_to_samples(self.answer_delay_s, self.sample_rate)
+        if event.kind == "clip_end" and label == "T":
+            self.planned.append((event.sample + delay, "say", self.answer))
+        elif event.kind == "clip_end" and label == "N4Q":
+            self.planned.append((event.sample + delay, "say", self.holding))
+        elif event.kind == "clip_start" and label == "N4R":
+            self.planned.append((event.sample + seconds_to_samples(self.stop_delay_s, self.sample_rate),
+                                 "stop", None))
+
+    def step(self, user_frame: np.ndarray, forced_model_frame: np.ndarray | None = None) -> Frame:
+        due = [p for p in self.planned if p[0] <= self.t]
+        self.planned = [p for p in self.planned if p[0] > self.t]
+        for _, what, audio in sorted(due, key=lambda p: p[0]):
+            if what == "stop":
+                self.queue.stop()
+            elif audio is not None:
+                self.queue.say(audio)
+        self.t += self.frame_size
+        return Frame(self.queue.next_frame(self.frame_size))
+
+    def close(self) -> None:
+        self.queue.stop()

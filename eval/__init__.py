@@ -1,0 +1,1 @@
+"""Orchestration: the virtual-clock episode runner, schedulers, run sharding and the CLI."""

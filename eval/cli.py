@@ -1,0 +1,134 @@
+"""`duplex-eval`: build datasets, run adapters, score runs, write reports, or do all of it (demo)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from dataset_builder.schema import SchemaError
+from eval.run import add_run_arguments, config_from_args, parse_kv, run
+
+DEFAULT_OUT = Path("out")
+DEFAULT_CACHE = Path(".cache") / "tts"
+
+
+def cmd_build(a: argparse.Namespace) -> int:
+    from dataset_builder.build import BuildOptions, build_mpe
+
+    if a.benchmark != "mpe":
+        raise SystemExit(f"benchmark {a.benchmark!r} is not implemented yet (available: mpe)")
+    out = Path(a.out or DEFAULT_OUT / "datasets" / "duplex-mpe")
+    info = build_mpe(out, BuildOptions(preset=a.preset, seed=a.seed, tts=a.tts, n_pairs=a.n_pairs,
+                                       cache_dir=None if a.no_cache else Path(a.cache_dir)))
+    print(json.dumps(info, indent=2))
+    print(f"dataset written to {out} (load with datasets.load_dataset({str(out)!r}, 'mpe', split='test'))")
+    return 0
+
+
+def cmd_run(a: argparse.Namespace) -> int:
+    print(json.dumps(run(config_from_args(a))))
+    return 0
+
+
+def _score(run_dir: Path, a: argparse.Namespace) -> dict:
+    from metrics.asr import get_asr
+    from metrics.judges import get_judge
+    from metrics.mpe.score import score_run
+
+    overrides = {k: float(v) for k, v in parse_kv(a.param, "--param").items()}
+    asr = None if a.reuse else get_asr(a.asr)
+    judge = None if a.reuse else get_judge(a.judge, **parse_kv(a.judge_arg, "--judge-arg"))
+    return score_run(run_dir, asr=asr, judge=judge, overrides=overrides, reuse_measurements=a.reuse)
+
+
+def cmd_score(a: argparse.Namespace) -> int:
+    from eval.tables import paired_line, provenance, side_by_side
+
+    for run_dir in a.run_dirs:
+        result = _score(Path(run_dir), a)
+        print(f"== {run_dir}  adapter={result['adapter']}  episodes={result['n_episodes']}")
+        print(side_by_side({result["adapter"]: result}))
+        for cond in result["by_condition"]:
+            print(f"-- {cond}")
+            print(side_by_side({result["adapter"]: result}, "by_condition", cond))
+        print(paired_line(result))
+        print(provenance(result))
+        for f in result["failed_episodes"]:
+            print(f"FAILED {f['case_id']}: {f['reason']}")
+        print(f"scores: {Path(run_dir) / 'scores.json'}")
+    return 0
+
+
+def cmd_report(a: argparse.Namespace) -> int:
+    from eval.report import write_report
+
+    path = write_report([Path(r) for r in a.run_dirs], Path(a.out), max_plots=a.max_plots)
+    print(f"report: {path}")
+    return 0
+
+
+def cmd_demo(a: argparse.Namespace) -> int:
+    from eval.demo import demo
+
+    return demo(Path(a.out), preset=a.preset, adapters=a.adapters.split(","))
+
+
+def add_score_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--asr", default="whisper-tiny-en", help="ASR backend (whisper-tiny-en, qwen3-asr)")
+    p.add_argument("--judge", default="heuristic", help="judge backend (heuristic, openai)")
+    p.add_argument("--judge-arg", action="append", default=[], metavar="K=V",
+                   help="judge constructor arg, e.g. base_url=http://127.0.0.1:8000 model=qwen")
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                   help="threshold override, e.g. t_onset_window_s=3 yield_tolerance_s=0.5")
+    p.add_argument("--reuse", action="store_true",
+                   help="re-apply thresholds to stored measurements.jsonl (no VAD/ASR/judge)")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="duplex-eval", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("build", help="build a benchmark dataset folder")
+    b.add_argument("benchmark", choices=["mpe"])
+    b.add_argument("--preset", default="mini", choices=["mini", "full"])
+    b.add_argument("--n-pairs", type=int, default=None, help="override the preset's number of scenario pairs")
+    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--tts", default="piper", help="TTS backend: piper (default), espeak, http")
+    b.add_argument("--out", default=None, help="dataset folder (default out/datasets/duplex-mpe)")
+    b.add_argument("--cache-dir", default=str(DEFAULT_CACHE), help="TTS clip cache")
+    b.add_argument("--no-cache", action="store_true")
+    b.set_defaults(func=cmd_build)
+    r = sub.add_parser("run", help="run an adapter over a dataset (resumable)")
+    add_run_arguments(r)
+    r.set_defaults(func=cmd_run)
+    s = sub.add_parser("score", help="score run folders; writes RUN_DIR/scores.json")
+    s.add_argument("run_dirs", nargs="+")
+    add_score_arguments(s)
+    s.set_defaults(func=cmd_score)
+    rp = sub.add_parser("report", help="HTML report with per-episode timeline plots and audio")
+    rp.add_argument("run_dirs", nargs="+")
+    rp.add_argument("--out", default=str(DEFAULT_OUT / "report"))
+    rp.add_argument("--max-plots", type=int, default=40)
+    rp.set_defaults(func=cmd_report)
+    d = sub.add_parser("demo", help="build the mini set, run silent/oracle/cascade, score, report")
+    d.add_argument("--out", default=str(DEFAULT_OUT))
+    d.add_argument("--preset", default="mini", choices=["mini", "full"])
+    d.add_argument("--adapters", default="silent,oracle,cascade")
+    d.set_defaults(func=cmd_demo)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    a = parser().parse_args(argv)
+    try:
+        return int(a.func(a))
+    except (SchemaError, FileNotFoundError, KeyError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,40 @@
+"""The Duplex-MPE user-stream plan (SPEC §5): preamble, turns with gaps, waits after T, N4 windows."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dataset_builder.audio import SESSION_SR, resample, seconds_to_samples
+from dataset_builder.protocols import MPEProtocol
+from dataset_builder.schema import Case
+from eval.schedule import AwaitResponse, Play, Silence, Step
+
+PREAMBLE_ID = "preamble"
+
+
+def cut_clips(case: Case, audio: np.ndarray, sr: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The preamble and each turn's clip, cut from the nominal 24 kHz audio and resampled to `sr`."""
+
+    def cut(a: float, b: float) -> np.ndarray:
+        return resample(audio[seconds_to_samples(a):seconds_to_samples(b)], SESSION_SR, sr)
+
+    return cut(0.0, case.preamble_end_s), {c.turn_id: cut(c.start_s, c.end_s) for c in case.clips}
+
+
+def mpe_steps(case: Case, audio: np.ndarray, protocol: MPEProtocol, sr: int) -> list[Step]:
+    preamble, clips = cut_clips(case, audio, sr)
+    confirm_s = protocol.vad_min_speech_ms / 1000
+    steps: list[Step] = [Play(PREAMBLE_ID, "PRE", preamble),
+                         Silence(seconds_to_samples(protocol.post_preamble_s, sr))]
+    for turn, clip in zip(case.script.turns, case.clips, strict=True):
+        # N4R plays after a fixed answering window whether or not the model is speaking.
+        gap = protocol.n4_answer_window_s if turn.label == "N4R" else clip.gap_before_s
+        steps.append(Silence(seconds_to_samples(gap, sr)))
+        steps.append(Play(turn.turn_id, turn.label, clips[turn.turn_id]))
+        if turn.label == "T":
+            steps.append(AwaitResponse(protocol.t_onset_window_s, protocol.endpoint_s,
+                                       protocol.response_cap_s, confirm_s))
+    steps.append(Silence(seconds_to_samples(protocol.tail_s, sr)))
+    # Never cut the model off mid-utterance at the end: wait for its silence (capped).
+    steps.append(AwaitResponse(0.0, protocol.endpoint_s, protocol.response_cap_s))
+    return steps

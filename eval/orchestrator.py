@@ -1,0 +1,167 @@
+"""Runs one case through one agent on a virtual clock and writes the episode (SPEC §4).
+
+The orchestrator controls only the user stream. Each frame: the scheduler picks the user audio, the agent
+steps, both channels are appended and a streaming VAD on the model channel drives the waits. Local agents
+run as fast as they step; only `realtime=True` agents are paced in wall-clock time.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as StepTimeout
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from adapters.protocol import DuplexAgent, TimelineCue
+from dataset_builder.atomic import round_ms
+from dataset_builder.audio import SESSION_SR, resample, write_wav
+from dataset_builder.episode import Episode, TimelineEvent
+from dataset_builder.protocols import MPEProtocol
+from dataset_builder.schema import Case
+from eval.mpe_plan import PREAMBLE_ID, mpe_steps
+from eval.schedule import Ctx, StepScheduler
+from metrics.vad import VAD_PRESETS, StreamingVAD
+
+HARNESS_VERSION = "0.1.0"
+
+
+class EpisodeFailure(RuntimeError):
+    """The agent misbehaved; the episode is recorded as failed with this reason and the run goes on."""
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    step_timeout_s: float | None = 30.0
+    max_episode_s: float = 600.0  # hard stop on the stream clock, whatever the scheduler says
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"step_timeout_s": self.step_timeout_s, "max_episode_s": self.max_episode_s}
+
+
+def episode_paths(out_dir: Path, case_id: str) -> tuple[Path, Path]:
+    return out_dir / f"{case_id}.wav", out_dir / f"{case_id}.rec.json"
+
+
+def adapter_info(agent: DuplexAgent) -> dict[str, Any]:
+    return {"name": agent.name, "version": getattr(agent, "version", "unknown"),
+            "sample_rate": agent.sample_rate, "frame_size": agent.frame_size, "realtime": agent.realtime,
+            "capabilities": sorted(agent.capabilities)}
+
+
+class _Stepper:
+    """Calls agent.step, in a worker thread when a per-step timeout is set, and checks what comes back."""
+
+    def __init__(self, agent: DuplexAgent, timeout_s: float | None) -> None:
+        self.agent = agent
+        self.timeout_s = timeout_s
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="agent-step") if timeout_s else None
+
+    def __call__(self, user: np.ndarray, t_s: float) -> tuple[np.ndarray, str | None]:
+        try:
+            if self.pool is None:
+                frame = self.agent.step(user, None)
+            else:
+                frame = self.pool.submit(self.agent.step, user, None).result(timeout=self.timeout_s)
+        except StepTimeout:
+            raise EpisodeFailure(f"step stalled: no frame within {self.timeout_s}s at t={t_s:.3f}s") from None
+        except EpisodeFailure:
+            raise
+        except Exception as err:  # the agent's own error: recorded as data, the run goes on
+            raise EpisodeFailure(f"step raised {type(err).__name__}: {err} at t={t_s:.3f}s") from err
+        audio, text = (frame[0], frame[1]) if isinstance(frame, tuple) else (frame, None)
+        audio = np.asarray(audio)
+        if audio.shape != (self.agent.frame_size,):
+            raise EpisodeFailure(
+                f"wrong frame shape {audio.shape}, expected ({self.agent.frame_size},) at t={t_s:.3f}s")
+        if not np.all(np.isfinite(audio)):
+            raise EpisodeFailure(f"non-finite samples (NaN/inf) in model frame at t={t_s:.3f}s")
+        return audio.astype(np.float32, copy=False), text
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def run_mpe_episode(agent: DuplexAgent, case: Case, audio: np.ndarray, protocol: MPEProtocol,
+                    out_dir: Path, *, seed: int = 0, options: RunOptions = RunOptions()) -> Episode:
+    """Run one case and write `{case_id}.wav` (ch0 user, ch1 model, 24 kHz) and `{case_id}.rec.json`."""
+    sr, n = agent.sample_rate, agent.frame_size
+    vad_params = replace(VAD_PRESETS["mpe"], min_speech_ms=protocol.vad_min_speech_ms,
+                         merge_gap_ms=protocol.vad_merge_gap_ms)
+    vad = StreamingVAD(vad_params, sr=sr)
+    sched = StepScheduler(mpe_steps(case, audio, protocol, sr))
+    ctx = Ctx(sample=0, sr=sr, model=vad)
+    labels = {t.turn_id: t.label for t in case.script.turns} | {PREAMBLE_ID: "PRE"}
+    starts: dict[str, int] = {}
+    timeline: list[TimelineEvent] = []
+    user_frames: list[np.ndarray] = []
+    model_frames: list[np.ndarray] = []
+    model_text: list[list[Any]] = []
+    failure: str | None = None
+    gold_aware = "gold_cues" in agent.capabilities
+    stepper = _Stepper(agent, options.step_timeout_s)
+    wall0 = time.perf_counter()
+    max_samples = int(options.max_episode_s * sr)
+    try:
+        try:
+            agent.reset(None, seed)
+            if gold_aware:
+                agent.bind_case(case)  # type: ignore[attr-defined]
+        except Exception as err:
+            raise EpisodeFailure(f"reset raised {type(err).__name__}: {err}") from err
+        pending: list[TimelineCue] = []
+        while not sched.done:
+            pos = ctx.sample
+            if pos >= max_samples:
+                raise EpisodeFailure(f"episode exceeded max_episode_s={options.max_episode_s}")
+            user = sched.fill(n, ctx)
+            if gold_aware:
+                # Cues arrive one frame late: the oracle learns of an event only after hearing it.
+                for cue in pending:
+                    agent.cue(cue)  # type: ignore[attr-defined]
+            pending = ctx.cues
+            for cue in ctx.cues:
+                if cue.kind == "clip_start":
+                    starts[cue.turn_id] = cue.sample
+                else:
+                    timeline.append(TimelineEvent(cue.turn_id, labels[cue.turn_id],
+                                                  round_ms(starts[cue.turn_id] / sr), round_ms(cue.sample / sr)))
+            ctx.cues = []
+            model, text = stepper(user, pos / sr)
+            if text:
+                model_text.append([round_ms(pos / sr), text])
+            user_frames.append(user)
+            model_frames.append(model)
+            vad.push(model)
+            if agent.realtime:
+                lag = pos / sr + n / sr - (time.perf_counter() - wall0)
+                if lag > 0:
+                    time.sleep(lag)
+    except EpisodeFailure as err:
+        failure = str(err)
+    finally:
+        stepper.close()
+    user_ch = np.concatenate(user_frames) if user_frames else np.zeros(0, np.float32)
+    model_ch = np.concatenate(model_frames) if model_frames else np.zeros(0, np.float32)
+    if sr != SESSION_SR:
+        user_ch, model_ch = resample(user_ch, sr, SESSION_SR), resample(model_ch, sr, SESSION_SR)
+    wav_path, rec_path = episode_paths(out_dir, case.case_id)
+    write_wav(wav_path, np.stack([user_ch, model_ch], axis=1))
+    s = case.script
+    episode = Episode(
+        case_id=case.case_id, benchmark=case.benchmark, condition=s.condition, pair_id=s.pair_id,
+        status="failed" if failure else "ok", failure=failure, adapter=adapter_info(agent),
+        params={"protocol": protocol.to_dict(), "vad": asdict(vad_params) | {"preset": "mpe"},
+                "run": options.to_dict(), "harness_version": HARNESS_VERSION, "tts_backend": case.tts_backend},
+        seed=seed, timeline=timeline, duration_s=round_ms(len(user_ch) / SESSION_SR),
+        gold={"question": s.question, "gold_answer": s.gold_answer, "gold_aliases": list(s.gold_aliases),
+              "task_type": s.task_type, "t_position": s.t_position,
+              "labels": {t.turn_id: t.label for t in s.turns}},
+        model_text=model_text, wall_s=round_ms(time.perf_counter() - wall0),
+    )
+    episode.save(rec_path)  # written last: its presence marks the episode complete
+    return episode

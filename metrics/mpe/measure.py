@@ -1,0 +1,88 @@
+"""Continuous measurements for every scored window of one Duplex-MPE episode.
+
+Nothing here applies a threshold: a measurement keeps onset latencies, active flags, speech seconds,
+transcripts and judge labels, so `verdicts.py` can re-decide under other thresholds without VAD or ASR.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import numpy as np
+
+from dataset_builder.atomic import round_ms
+from dataset_builder.episode import Episode
+from dataset_builder.schema import SILENT_LABELS
+from metrics.spans import Span, active_at, onsets_in, speech_in
+
+
+class Transcriber(Protocol):
+    def __call__(self, spans: list[Span]) -> str: ...
+
+
+class AnswerJudge(Protocol):
+    def judge_answer(self, question: str, gold: str, aliases: list[str], response: str) -> Any: ...
+
+    def classify_ack(self, transcript: str) -> Any: ...
+
+
+def _spans_json(spans: list[Span]) -> list[list[float]]:
+    return [[round_ms(s.start_s), round_ms(s.end_s)] for s in spans]
+
+
+def overlapping(spans: list[Span], a: float, b: float) -> list[Span]:
+    return [s for s in spans if s.start_s < b and s.end_s > a]
+
+
+def measure_episode(ep: Episode, spans: list[Span], transcribe: Transcriber, judge: AnswerJudge
+                    ) -> list[dict[str, Any]]:
+    """One record per scored window: every T, every N1/N2/N3 turn, every N4Q/N4R event."""
+    events = [e for e in ep.timeline if e.turn_id != "preamble"]
+    labels: dict[str, str] = ep.gold["labels"]
+    base = {"case_id": ep.case_id, "pair_id": ep.pair_id, "condition": ep.condition}
+    records: list[dict[str, Any]] = []
+    for i, ev in enumerate(events):
+        label = labels.get(ev.turn_id, ev.label)
+        next_start = events[i + 1].start_s if i + 1 < len(events) else ep.duration_s
+        if label == "T":
+            active = active_at(spans, ev.end_s)
+            later = [s for s in onsets_in(spans, ev.end_s, next_start) if s is not active]
+            response = overlapping(spans, ev.end_s, next_start)
+            transcript = transcribe(response) if response else ""
+            verdict = judge.judge_answer(ep.gold["question"], ep.gold["gold_answer"],
+                                         list(ep.gold.get("gold_aliases", [])), transcript)
+            records.append(base | {
+                "kind": "T", "label": "T", "turn_id": ev.turn_id, "t_end_s": ev.end_s,
+                "next_start_s": next_start, "active_at_end": active is not None,
+                "onset_latency_s": round_ms(later[0].start_s - ev.end_s) if later else None,
+                "response_spans": _spans_json(response), "transcript": transcript,
+                "answer_verdict": verdict.label if response else None,
+            })
+        elif label in SILENT_LABELS:
+            inside = overlapping(spans, ev.start_s, next_start)
+            speech = speech_in(spans, ev.start_s, next_start)
+            transcript = transcribe(inside) if inside else ""
+            records.append(base | {
+                "kind": "silence", "label": label, "turn_id": ev.turn_id, "window": [ev.start_s, next_start],
+                "speech_s": round_ms(speech), "spans": _spans_json(inside), "transcript": transcript,
+                "ack_verdict": judge.classify_ack(transcript).label if inside else None,
+            })
+        elif label == "N4Q" and i + 1 < len(events) and labels.get(events[i + 1].turn_id) == "N4R":
+            r = events[i + 1]
+            active = active_at(spans, r.start_s)
+            new = [s for s in onsets_in(spans, r.start_s, r.end_s) if s is not active]
+            records.append(base | {
+                "kind": "N4", "label": "N4", "turn_id": ev.turn_id, "q_end_s": ev.end_s,
+                "r_start_s": r.start_s, "r_end_s": r.end_s,
+                "window_speech_s": round_ms(speech_in(spans, ev.end_s, r.start_s)),
+                "active_at_r_start": active is not None,
+                "stop_latency_s": round_ms(active.end_s - r.start_s) if active else None,
+                "new_onsets_in_r": len(new),
+            })
+    return records
+
+
+def span_audio(audio: np.ndarray, sr: int, spans: list[Span]) -> np.ndarray:
+    """The model speech of these spans joined end to end (what the ASR hears)."""
+    parts = [audio[int(s.start_s * sr):int(s.end_s * sr)] for s in spans]
+    return np.concatenate(parts) if parts else np.zeros(0, np.float32)

@@ -1,0 +1,63 @@
+"""Verdicts from stored measurements under a set of thresholds (SPEC §5, Table 2 numerators)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    t_onset_window_s: float = 5.0
+    yield_tolerance_s: float = 1.0
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any]) -> Thresholds:
+        return cls(**{k: float(params[k]) for k in ("t_onset_window_s", "yield_tolerance_s") if k in params})
+
+
+def fresh_onset(m: dict[str, Any], th: Thresholds) -> bool:
+    lat = m["onset_latency_s"]
+    return not m["active_at_end"] and lat is not None and lat <= th.t_onset_window_s
+
+
+def response_presence(m: dict[str, Any], th: Thresholds) -> bool:
+    lat = m["onset_latency_s"]
+    return bool(m["active_at_end"]) or (lat is not None and lat <= th.t_onset_window_s)
+
+
+def answer_correct(m: dict[str, Any]) -> bool:
+    # Unparseable verdicts count as incorrect (SPEC §5).
+    return m["answer_verdict"] == "correct"
+
+
+def silence_preserved(m: dict[str, Any]) -> bool:
+    # Speech passes only as a judged brief acknowledgement; an empty transcript gets no exemption.
+    return m["speech_s"] == 0 or m["ack_verdict"] == "acknowledgement"
+
+
+def window_response(m: dict[str, Any]) -> bool:
+    return m["window_speech_s"] > 0
+
+
+def answering_window_yield(m: dict[str, Any], th: Thresholds) -> bool:
+    stopped = not m["active_at_r_start"] or m["stop_latency_s"] <= th.yield_tolerance_s
+    return stopped and m["new_onsets_in_r"] == 0
+
+
+METRICS = ("fresh_onset_rate", "response_presence", "answer_accuracy", "silence_preservation",
+           "window_response", "answering_window_yield")
+
+
+def outcomes(m: dict[str, Any], th: Thresholds) -> dict[str, bool]:
+    """Each metric this window counts toward, with its success (a window outside a denominator is absent)."""
+    if m["kind"] == "T":
+        out = {"fresh_onset_rate": fresh_onset(m, th), "response_presence": response_presence(m, th)}
+        if out["response_presence"]:
+            out["answer_accuracy"] = answer_correct(m)
+        return out
+    if m["kind"] == "silence":
+        return {"silence_preservation": silence_preserved(m)}
+    if m["kind"] == "N4":
+        return {"window_response": window_response(m), "answering_window_yield": answering_window_yield(m, th)}
+    raise ValueError(f"unknown measurement kind {m['kind']!r} in {m.get('case_id')}")

@@ -1,0 +1,38 @@
+"""Small statistics for reported rates: Wilson score intervals and the exact McNemar test (SPEC §5)."""
+
+from __future__ import annotations
+
+import math
+
+
+def rate(k: int, n: int) -> float | None:
+    """k/n, or None when there is no denominator (never a silent 0)."""
+    return None if n == 0 else k / n
+
+
+def wilson_interval(k: int, n: int, z: float = 1.959964) -> tuple[float, float] | None:
+    """Wilson score interval for a binomial proportion (95 % by default); None when n == 0."""
+    if n == 0:
+        return None
+    if not 0 <= k <= n:
+        raise ValueError(f"need 0 <= k <= n, got k={k}, n={n}")
+    p = k / n
+    denom = 1.0 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    # Clamp float noise: at k == 0 the lower bound is exactly 0, at k == n the upper exactly 1.
+    lo = 0.0 if k == 0 else max(0.0, centre - half)
+    hi = 1.0 if k == n else min(1.0, centre + half)
+    return lo, hi
+
+
+def mcnemar_exact(b: int, c: int) -> float:
+    """Two-sided exact McNemar p-value: binomial test of b vs c discordant pairs at p = 0.5."""
+    if b < 0 or c < 0:
+        raise ValueError("counts must be >= 0")
+    n = b + c
+    if n == 0:
+        return 1.0
+    k = min(b, c)
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2.0**n
+    return min(1.0, 2.0 * tail)

@@ -1,0 +1,308 @@
+"""Silero VAD (ONNX) on 16 kHz audio: batch spans for scoring and a streaming detector for the scheduler.
+
+Both paths share one chunk-level state machine (hysteresis -> merge -> minimum duration), so a streamed
+recording and the same recording scored offline give the same onsets. All times live on the 32 ms chunk
+grid of the 16 kHz signal; any input rate is resampled first (a VAD fed 24 kHz audio as 16 kHz stretches every
+timestamp by 1.5x — STYLE, "What to avoid").
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+import numpy as np
+import soxr
+
+from dataset_builder.audio import SESSION_SR, VAD_SR, resample
+from metrics.spans import Span
+
+CHUNK = 512  # samples per Silero call at 16 kHz = 32 ms
+CHUNK_S = CHUNK / VAD_SR
+_CONTEXT = 64  # samples of the previous chunk the ONNX model expects in front of each chunk
+# After this many skipped (below-floor) chunks the recurrent state is reset, so the model's memory never
+# reaches across a long pause and streamed vs batch results do not depend on what was said long ago.
+_RESET_AFTER_SKIPPED = 10
+
+
+@dataclass(frozen=True)
+class VADParams:
+    """VAD thresholds (SPEC §5 for MPE, §7 for DSB-IFEval); stored with every result.
+
+    threshold / neg_threshold: enter speech at p >= threshold, leave when p < neg_threshold for min_silence_ms
+    (hysteresis hang-over; 0 = leave at the first such chunk). Spans separated by gaps strictly shorter than
+    merge_gap_ms are merged, then spans shorter than min_speech_ms are dropped. Chunks whose RMS is below
+    energy_floor_dbfs are not given to the model at all (probability 0), which makes digital silence cheap.
+    """
+
+    threshold: float = 0.5
+    neg_threshold: float = 0.35
+    min_speech_ms: int = 250
+    merge_gap_ms: int = 300
+    speech_pad_ms: int = 0
+    energy_floor_dbfs: float = -55.0
+    min_silence_ms: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.neg_threshold <= self.threshold <= 1.0:
+            raise ValueError(f"need 0 <= neg_threshold <= threshold <= 1, got {self}")
+        for name in ("min_speech_ms", "merge_gap_ms", "speech_pad_ms", "min_silence_ms"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> VADParams:
+        unknown = set(d) - {f.name for f in fields(cls)}
+        if unknown:
+            raise ValueError(f"unknown VADParams fields: {sorted(unknown)}")
+        return cls(**d)
+
+
+VAD_PRESETS: dict[str, VADParams] = {
+    # SPEC §5: min speech 250 ms, pauses < 300 ms merged.
+    "mpe": VADParams(min_speech_ms=250, merge_gap_ms=300),
+    # SPEC §7 (DSB-IFEval App.): min speech 90 ms, min silence 90 ms, spans merged within 0.3 s.
+    "ifeval": VADParams(min_speech_ms=90, merge_gap_ms=300, min_silence_ms=90),
+}
+
+_SESSION: Any = None
+_SR_INPUT = np.array(VAD_SR, dtype=np.int64)
+
+
+def _silero_session() -> Any:
+    """The Silero ONNX session, loaded once per process (it is stateless; state is passed per call)."""
+    global _SESSION
+    if _SESSION is None:
+        import torch
+
+        n_threads = torch.get_num_threads()
+        try:
+            import silero_vad  # calls torch.set_num_threads(1) at import; undo that for the host process
+
+            model = silero_vad.load_silero_vad(onnx=True)
+        finally:
+            torch.set_num_threads(n_threads)
+        _SESSION = model.session
+    return _SESSION
+
+
+class _SileroRunner:
+    """Recurrent Silero state for one signal, with the energy-floor skip."""
+
+    def __init__(self, energy_floor_dbfs: float) -> None:
+        self._session = _silero_session()
+        # Compare mean squares, not RMS in dB: no log/sqrt per chunk.
+        self.floor_ms = 10.0 ** (energy_floor_dbfs / 10.0)
+        self.reset()
+
+    def reset(self) -> None:
+        self._state = np.zeros((2, 1, 128), dtype=np.float32)
+        self._context = np.zeros(_CONTEXT, dtype=np.float32)
+        self._skipped = 0
+
+    def prob(self, chunk: np.ndarray, loud: bool | None = None) -> float:
+        if loud is None:
+            loud = float(np.dot(chunk, chunk)) / CHUNK >= self.floor_ms
+        if not loud:
+            self._skipped += 1
+            if self._skipped >= _RESET_AFTER_SKIPPED:
+                self.reset()
+                self._skipped = _RESET_AFTER_SKIPPED
+            else:
+                self._context = chunk[-_CONTEXT:].copy()
+            return 0.0
+        self._skipped = 0
+        x = np.concatenate([self._context, chunk])[None, :]
+        out, self._state = self._session.run(None, {"input": x, "state": self._state, "sr": _SR_INPUT})
+        self._context = chunk[-_CONTEXT:].copy()
+        return float(out[0, 0])
+
+
+class _SpanTracker:
+    """Chunk probabilities -> spans, one chunk at a time; times are integer 16 kHz sample counts (exact)."""
+
+    def __init__(self, params: VADParams) -> None:
+        p = params
+        self.thr, self.neg = p.threshold, p.neg_threshold
+        self.need_sil = max(1, math.ceil(p.min_silence_ms * VAD_SR / 1000 / CHUNK))  # chunks below neg
+        self.min_speech = p.min_speech_ms * VAD_SR // 1000
+        self.merge_gap = p.merge_gap_ms * VAD_SR // 1000
+        self.pad = p.speech_pad_ms * VAD_SR // 1000
+        self.reset()
+
+    def reset(self) -> None:
+        self.i = 0  # chunks seen
+        self.triggered = False
+        self.temp_end: int | None = None  # chunk index where the current run of low probabilities began
+        self.open_start: int | None = None  # merged span under construction (possibly in its merge hang-over)
+        self.open_end = 0  # end of its last closed raw span (valid when not triggered)
+        self.confirmed = False
+        self.done: list[tuple[int, int]] = []
+        self.onsets: list[int] = []
+        self.last_end: int | None = None  # end of the latest confirmed speech, finalized
+
+    def _current_end(self) -> int:
+        if not self.triggered:
+            return self.open_end
+        return (self.temp_end if self.temp_end is not None else self.i) * CHUNK + self.pad
+
+    def _finalize(self) -> None:
+        assert self.open_start is not None
+        if self.confirmed:
+            self.done.append((self.open_start, self.open_end))
+            self.last_end = self.open_end
+        self.open_start = None
+        self.confirmed = False
+
+    def step(self, p: float) -> None:
+        i = self.i
+        if not self.triggered:
+            if p >= self.thr:
+                self.triggered, self.temp_end = True, None
+                start = max(0, i * CHUNK - self.pad)
+                if self.open_start is not None and start - self.open_end >= self.merge_gap:
+                    self._finalize()
+                if self.open_start is None:
+                    self.open_start, self.confirmed = start, False
+        elif p >= self.thr:
+            self.temp_end = None
+        elif p < self.neg:
+            if self.temp_end is None:
+                self.temp_end = i
+            if i + 1 - self.temp_end >= self.need_sil:
+                self.open_end = self.temp_end * CHUNK + self.pad
+                self.triggered, self.temp_end = False, None
+        self.i = i + 1
+        if self.open_start is None:
+            return
+        if not self.confirmed and self._current_end() - self.open_start >= self.min_speech:
+            self.confirmed = True
+            self.onsets.append(self.open_start)
+        # No later start (>= chunk self.i) can merge any more: the hang-over is over.
+        if not self.triggered and self.i * CHUNK - self.pad - self.open_end >= self.merge_gap:
+            self._finalize()
+
+    def finish(self, n_samples: int) -> None:
+        """End of signal: close what is open, clipped to the signal length."""
+        if self.triggered:
+            self.open_end = min(self._current_end(), n_samples)
+            self.triggered, self.temp_end = False, None
+        if self.open_start is not None:
+            self.open_end = min(self.open_end, n_samples)
+            self.confirmed = self.open_end - self.open_start >= self.min_speech
+            self._finalize()
+
+    def spans(self) -> list[Span]:
+        return [Span(a / VAD_SR, b / VAD_SR) for a, b in self.done]
+
+
+def _mono(audio: np.ndarray) -> np.ndarray:
+    audio = np.asarray(audio, dtype=np.float32)
+    if audio.ndim != 1:
+        raise ValueError(f"VAD takes one channel, got shape {audio.shape}; pick the channel explicitly")
+    return audio
+
+
+class SileroVAD:
+    """Offline VAD: `spans(audio, sr)` on a whole channel; resamples to 16 kHz itself."""
+
+    def __init__(self, params: VADParams | None = None) -> None:
+        self.params = params or VADParams()
+
+    def _probs16(self, x16: np.ndarray) -> np.ndarray:
+        n = math.ceil(x16.size / CHUNK)
+        x = np.zeros(n * CHUNK, dtype=np.float32)
+        x[: x16.size] = x16
+        chunks = x.reshape(n, CHUNK)
+        runner = _SileroRunner(self.params.energy_floor_dbfs)
+        loud = np.einsum("ij,ij->i", chunks, chunks) / CHUNK >= runner.floor_ms
+        return np.array([runner.prob(c, bool(lo)) for c, lo in zip(chunks, loud, strict=True)], np.float32)
+
+    def probabilities(self, audio: np.ndarray, sr: int) -> np.ndarray:
+        """Speech probability per 32 ms chunk of the 16 kHz signal (chunk k covers [0.032k, 0.032(k+1)) s)."""
+        return self._probs16(resample(_mono(audio), sr, VAD_SR))
+
+    def spans(self, audio: np.ndarray, sr: int) -> list[Span]:
+        x16 = resample(_mono(audio), sr, VAD_SR)
+        tracker = _SpanTracker(self.params)
+        for p in self._probs16(x16):
+            tracker.step(float(p))
+        tracker.finish(x16.size)
+        return tracker.spans()
+
+
+class StreamingVAD:
+    """Frame-fed VAD for the scheduler: `push()` frames of any length at `sr`; read the state after each push.
+
+    `speaking` is True inside confirmed speech (a merged span that has reached min_speech_ms) until its
+    min-silence and merge hang-overs have run out; `silence_s` counts seconds on the input clock since the end
+    of the last confirmed speech (math.inf if there never was any); `onsets` holds confirmed span starts.
+    """
+
+    def __init__(self, params: VADParams | None = None, sr: int = SESSION_SR) -> None:
+        self.params = params or VADParams()
+        self.sr = int(sr)
+        self._runner = _SileroRunner(self.params.energy_floor_dbfs)
+        self._tracker = _SpanTracker(self.params)
+        self.reset()
+
+    def reset(self) -> None:
+        self._rs = None if self.sr == VAD_SR else soxr.ResampleStream(self.sr, VAD_SR, 1, "float32", "HQ")
+        self._runner.reset()
+        self._tracker.reset()
+        self._buf = np.zeros(0, dtype=np.float32)
+        self._in_n = 0
+
+    def push(self, frame: np.ndarray) -> None:
+        frame = _mono(frame)
+        self._in_n += frame.size
+        # soxr's stream output is delay-compensated: 16 kHz sample j is input time j/16000 (checked in tests).
+        y = frame if self._rs is None else self._rs.resample_chunk(frame)
+        if self._buf.size:
+            y = np.concatenate([self._buf, y])
+        n_full = y.size // CHUNK
+        step, prob, floor = self._tracker.step, self._runner.prob, self._runner.floor_ms
+        for k in range(n_full):
+            c = y[k * CHUNK : (k + 1) * CHUNK]
+            step(prob(c, float(np.dot(c, c)) >= floor * CHUNK))
+        self._buf = y[n_full * CHUNK :].copy() if n_full else y
+
+    @property
+    def time_s(self) -> float:
+        """Seconds of input pushed so far (the input clock)."""
+        return self._in_n / self.sr
+
+    @property
+    def speaking(self) -> bool:
+        t = self._tracker
+        return t.open_start is not None and t.confirmed
+
+    @property
+    def ever_spoke(self) -> bool:
+        return bool(self._tracker.onsets)
+
+    @property
+    def onsets(self) -> list[float]:
+        return [s / VAD_SR for s in self._tracker.onsets]
+
+    @property
+    def spans(self) -> list[Span]:
+        """Finalized spans so far (an open span is not included until its hang-over ends)."""
+        return self._tracker.spans()
+
+    @property
+    def silence_s(self) -> float:
+        t = self._tracker
+        if t.open_start is not None and t.confirmed:
+            if t.triggered and t.temp_end is None:
+                return 0.0  # speech is going on right now
+            last = t._current_end()
+        elif t.last_end is not None:
+            last = t.last_end
+        else:
+            return math.inf
+        return max(0.0, self.time_s - last / VAD_SR)
