@@ -77,7 +77,7 @@ def assemble_case(script: Script, tts: TTSBackend, preamble_text: str, preamble:
 
 def build_mpe(out_dir: Path, options: BuildOptions = BuildOptions()) -> dict[str, Any]:
     """Write `out_dir/data/mpe/*.parquet` and `out_dir/README.md`; returns build statistics."""
-    from dataset_builder.hf_dataset import MPE_FEATURES, write_card, write_config
+    from dataset_builder.hf_dataset import MPE_FEATURES, mpe_card_context, write_card, write_config
     from dataset_builder.mpe.generator import generate_scripts
     from dataset_builder.mpe.preamble import duty_preamble
     from dataset_builder.rows import case_to_row
@@ -104,7 +104,11 @@ def build_mpe(out_dir: Path, options: BuildOptions = BuildOptions()) -> dict[str
     info = {"preset": options.preset, "seed": options.seed, "n_pairs": options.pairs, "n_cases": len(rows),
             "tts_backend": backend.name, "generator": GENERATOR_VERSION, "audio_hours": round(audio_s / 3600, 3),
             "counts": dict(sorted(stats.items()))}
-    write_card(out_dir, {"mpe": info})  # no wall time in the card: the folder stays byte-identical per seed
+    # No wall time in the card: the folder stays byte-identical for a given seed and backend.
+    context = mpe_card_context(out_dir, "mpe", build_seed=options.seed, generator_version=GENERATOR_VERSION,
+                               build_params={"preset": options.preset, "n_pairs": options.pairs,
+                                             "tts": backend.name, "gap_range_s": list(GAP_RANGE_S)})
+    write_card(out_dir, {"mpe": {"features": MPE_FEATURES}}, context=context)
     info["build_s"] = round(time.perf_counter() - t0, 1)
     log.info("built %d MPE cases (%.2f h audio) in %.1fs", len(rows), audio_s / 3600, info["build_s"])
     return info

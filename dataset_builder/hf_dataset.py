@@ -5,9 +5,9 @@ Layout written here (SPEC §9)::
     <repo_dir>/README.md                                   card with YAML `configs:` and `dataset_info`
     <repo_dir>/data/<config>/test-00000-of-00002.parquet   split "test", HF features in the schema metadata
 
-Audio is stored as embedded WAV bytes, so the folder is self-contained and `load_dataset(folder, config)` works
-offline and after a push. `datasets` and `huggingface_hub` are imported lazily: importing this module stays
-cheap and does no I/O.
+Audio is stored as embedded WAV bytes, so the folder is self-contained and `load_dataset(folder, config)`
+works offline and after a push. `datasets` and `huggingface_hub` are imported lazily: importing this module
+stays cheap and does no I/O.
 """
 
 from __future__ import annotations
@@ -157,8 +157,12 @@ def write_config(repo_dir: Path, config: str, rows: Iterable[dict], features: Fe
 
 # ------------------------------------------------------------------------------------------------- card
 
+def _shards(repo_dir: Path, config: str) -> list[Path]:
+    return sorted((Path(repo_dir) / "data" / config).glob("*.parquet"))
+
+
 def _num_rows(repo_dir: Path, config: str) -> int:
-    return sum(pq.ParquetFile(p).metadata.num_rows for p in sorted((repo_dir / "data" / config).glob("*.parquet")))
+    return sum(pq.ParquetFile(p).metadata.num_rows for p in _shards(repo_dir, config))
 
 
 def _size_category(n: int) -> str:
@@ -177,7 +181,7 @@ def card_front_matter(repo_dir: Path, configs: Mapping[str, Mapping[str, Any]],
     """
     repo_dir = Path(repo_dir)
     counts = {name: _num_rows(repo_dir, name) for name in configs}
-    sizes = {name: sum(p.stat().st_size for p in (repo_dir / "data" / name).glob("*.parquet")) for name in configs}
+    sizes = {name: sum(p.stat().st_size for p in _shards(repo_dir, name)) for name in configs}
     infos = []
     for name, spec in configs.items():
         info: dict[str, Any] = {"config_name": name}
@@ -222,16 +226,17 @@ def write_card(repo_dir: Path, configs: Mapping[str, Mapping[str, Any]], templat
 
 
 def _md_table(header: tuple[str, str], counts: Mapping[str, int], order: Iterable[str] = ()) -> str:
-    keys = [k for k in order if k in counts] + sorted(k for k in counts if k not in set(order))
+    order = list(order)  # every expected key is listed, with 0 when absent: a missing label is visible
+    keys = order + sorted(k for k in counts if k not in set(order))
     lines = [f"| {header[0]} | {header[1]} |", "|---|---:|"]
-    lines += [f"| {k or '(none)'} | {counts[k]} |" for k in keys]
+    lines += [f"| {k or '(none)'} | {counts.get(k, 0)} |" for k in keys]
     return "\n".join(lines)
 
 
 def mpe_card_context(repo_dir: Path, config: str = "mpe", *, build_seed: int,
                      build_params: Mapping[str, Any], generator_version: str) -> dict[str, str]:
     """Every placeholder of cards/mpe.md, counted from the written shards of `config`."""
-    files = sorted((Path(repo_dir) / "data" / config).glob("*.parquet"))
+    files = _shards(repo_dir, config)
     if not files:
         raise FileNotFoundError(f"no shards under {Path(repo_dir) / 'data' / config}; write_config first")
     cond, label, pos, task, nspk, backend = Counter(), Counter(), Counter(), Counter(), Counter(), Counter()
@@ -332,7 +337,7 @@ def load_cases(repo_dir: Path | str, config: str = "mpe", split: str = SPLIT,
 
     repo_dir = Path(repo_dir)
     if not repo_dir.is_dir():
-        # Checked first: a missing local path shaped like "owner/name" would otherwise be looked up on the Hub.
+        # Checked first: a missing path shaped like "owner/name" would otherwise be looked up on the Hub.
         raise FileNotFoundError(f"dataset folder {repo_dir} does not exist")
     configs = available_configs(repo_dir)
     if config not in configs:
@@ -342,7 +347,8 @@ def load_cases(repo_dir: Path | str, config: str = "mpe", split: str = SPLIT,
     # Everything is copied out into Cases and arrays before the cache is deleted.
     parent = Path(cache_dir) if cache_dir is not None else Path(hf_config.HF_DATASETS_CACHE)
     parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=parent, prefix="duplex-eval-load-") as cache, _hub_offline():
+    with tempfile.TemporaryDirectory(dir=parent, prefix="duplex-eval-load-",
+                                     ignore_cleanup_errors=True) as cache, _hub_offline():
         if config in _card_configs(repo_dir):
             ds = load_dataset(str(repo_dir), config, split=split, cache_dir=cache)
         else:
@@ -369,7 +375,8 @@ def _cases_from(ds: Any, source: str) -> list[tuple[Case, np.ndarray]]:
 
 # -------------------------------------------------------------------------------------------------- push
 
-def push_to_hub(repo_dir: Path | str, repo_id: str, token_env: str = "HF_TOKEN", private: bool = False) -> str:
+def push_to_hub(repo_dir: Path | str, repo_id: str, token_env: str = "HF_TOKEN",
+                private: bool = False) -> str:
     """Upload the folder as a Hub dataset repo; returns the commit URL.
 
     The token is read from `token_env` and passed only to `HfApi`; it is never printed or put in an error.
@@ -377,7 +384,8 @@ def push_to_hub(repo_dir: Path | str, repo_id: str, token_env: str = "HF_TOKEN",
     repo_dir = Path(repo_dir)
     token = os.environ.get(token_env)
     if not token:
-        raise RuntimeError(f"no Hugging Face token: set the {token_env} environment variable to a write token")
+        raise RuntimeError(f"no Hugging Face token: set the {token_env} environment variable "
+                           "to a write token")
     if not (repo_dir / "README.md").is_file() or not (repo_dir / "data").is_dir():
         raise FileNotFoundError(f"{repo_dir} is not a built dataset folder (needs README.md and data/)")
     from huggingface_hub import HfApi

@@ -104,6 +104,7 @@ class Script:
 
     def validate(self) -> None:
         """The Duplex-MPE script invariants (SPEC §5); raises SchemaError naming the field."""
+        _require(isinstance(self.seed, int) and 0 <= self.seed < 2**63, "seed must fit in int64", "seed")
         _require(self.condition in MPE_CONDITIONS, f"condition {self.condition!r} unknown", "condition")
         _require(tuple(self.attributes) == SCENE_ATTRIBUTES,
                  f"attributes must be exactly {SCENE_ATTRIBUTES}", "attributes")

@@ -131,6 +131,8 @@ def _parse_number(words: list[str], i: int) -> tuple[str, int] | None:
                 return f"{_fmt(value)}.{''.join(digits)}", k
         if words[j : j + 3] == ["and", "a", "half"]:
             return _fmt(value + Decimal("0.5")), j + 3
+    if words[i][0].isdigit() and j == i + 1:
+        return None  # a written number with nothing spelled around it stays exactly as written ("04:05")
     return _fmt(value), j
 
 

@@ -9,6 +9,7 @@ timestamp by 1.5x — STYLE, "What to avoid").
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -83,7 +84,9 @@ def _silero_session() -> Any:
         try:
             import silero_vad  # calls torch.set_num_threads(1) at import; undo that for the host process
 
-            model = silero_vad.load_silero_vad(onnx=True)
+            with warnings.catch_warnings():  # its resource lookup uses a deprecated importlib API
+                warnings.simplefilter("ignore", DeprecationWarning)
+                model = silero_vad.load_silero_vad(onnx=True)
         finally:
             torch.set_num_threads(n_threads)
         _SESSION = model.session
@@ -269,7 +272,7 @@ class StreamingVAD:
         for k in range(n_full):
             c = y[k * CHUNK : (k + 1) * CHUNK]
             step(prob(c, float(np.dot(c, c)) >= floor * CHUNK))
-        self._buf = y[n_full * CHUNK :].copy() if n_full else y
+        self._buf = y[n_full * CHUNK :].copy()  # never alias the caller's frame
 
     @property
     def time_s(self) -> float:

@@ -53,8 +53,8 @@ def make_case(k: int, condition: str) -> tuple[Case, np.ndarray]:
         start = t + GAP_S
         clips.append(Clip(turn.turn_id, round(start, 3), round(start + TURN_S, 3), GAP_S))
         n = seconds_to_samples(TURN_S)
-        audio += [np.zeros(seconds_to_samples(GAP_S), np.float32),
-                  (0.3 * np.sin(2 * np.pi * (220 + 40 * i + k) * np.arange(n) / SESSION_SR)).astype(np.float32)]
+        tone = 0.3 * np.sin(2 * np.pi * (220 + 40 * i + k) * np.arange(n) / SESSION_SR)
+        audio += [np.zeros(seconds_to_samples(GAP_S), np.float32), tone.astype(np.float32)]
         t = start + TURN_S
     case = Case(case_id=case_id, benchmark="mpe", script=script, preamble_text="You are Aria.",
                 preamble_end_s=PREAMBLE_S, clips=clips, tts_backend="test:sine")
@@ -161,6 +161,19 @@ def test_rewrite_removes_stale_shards(built, tmp_path: Path) -> None:
     assert [c.case_id for c, _ in load_cases(repo, cache_dir=tmp_path / "cache")] == [cases[2][0].case_id]
 
 
+def test_user_cache_follows_rebuild(built, tmp_path: Path) -> None:
+    """`load_dataset` with one shared cache sees an in-place rebuild once the card is rewritten too."""
+    from datasets import load_dataset
+
+    repo, cases = built
+    cache = str(tmp_path / "shared-cache")
+    assert len(load_dataset(str(repo), "mpe", split="test", cache_dir=cache)) == 3
+    write_config(repo, "mpe", rows_for(cases[2:]), MPE_FEATURES)
+    ctx = mpe_card_context(repo, "mpe", build_seed=7, build_params={}, generator_version="0.1.0")
+    write_card(repo, {"mpe": {"features": MPE_FEATURES}}, context=ctx)
+    assert load_dataset(str(repo), "mpe", split="test", cache_dir=cache)["case_id"] == [cases[2][0].case_id]
+
+
 def test_failed_write_keeps_previous_build(built) -> None:
     repo, cases = built
     rows = rows_for(cases)
@@ -237,5 +250,9 @@ def test_push_uploads_folder_without_leaking_token(built, monkeypatch: pytest.Mo
     assert "secret-token" not in repr(calls)
 
 
-def test_module_import_is_lazy() -> None:
-    assert "MPE_FEATURES" in dir(hf_dataset) or hf_dataset.MPE_FEATURES is not None
+def test_import_does_not_load_datasets() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, dataset_builder.hf_dataset as h; assert 'datasets' not in sys.modules; h.MPE_FEATURES"
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(hf_dataset.__file__).parents[1])

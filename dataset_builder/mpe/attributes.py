@@ -1,9 +1,9 @@
 """Scene attributes and speaker pools for Duplex-MPE, as data.
 
 A scene is drawn from one value of each of the five attributes (SPEC §5). Values are plain strings (they are
-stored verbatim in `Script.attributes`); the dicts next to them carry what the generator needs to turn a value
-into wording: the register's style and interjections, the activity's objects and chores, the device's name pool
-and commands. No name or phrase here may contain the letters "aria": only labelled turns may mention Aria.
+stored verbatim in `Script.attributes`); the dicts next to them carry what the generator needs to turn a
+value into wording: the register's style and interjections, the activity's objects and chores, the device's
+commands. No name or phrase here may contain the letters "aria": only labelled turns may mention Aria.
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ ACTIVITIES: dict[str, dict[str, list[str]]] = {
     },
     "studying for an exam": {
         "items": ["my notes", "the highlighter", "the textbook", "the flash cards"],
-        "chores": ["quiz me on chapter two", "summarise the lecture", "make more coffee", "find the old exam"],
+        "chores": ["quiz me on chapter two", "summarise the lecture", "make more coffee",
+                   "find the old exam"],
     },
     "packing for a move": {
         "items": ["the tape gun", "the marker", "the bubble wrap", "the box cutter"],

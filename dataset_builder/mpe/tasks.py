@@ -1,8 +1,8 @@
 """Task families for T: the facts stated earlier, the request, and a gold answer computed in code.
 
 Each family draws its numbers from the scene's rng, so the gold answer is correct by construction. A family
-returns a `Task`: fact turns (label N2 = said to a human, N3 = thought aloud), the explicit and implicit request,
-a neutral `question`, the canonical `gold_answer` (digits, "5:15", weekday names) and `gold_aliases`.
+returns a `Task`: fact turns (label N2 = said to a human, N3 = thought aloud), the explicit and implicit
+request, a neutral `question`, the canonical `gold_answer` (digits, "5:15", weekday names) and `gold_aliases`.
 Texts keep a `{to}` placeholder for the human addressee, filled in when speakers are assigned.
 """
 
@@ -35,11 +35,13 @@ class Task:
 
 
 # Per family: one entry per fact (in the order they are said), each {label: {style: [templates]}}; then the
-# request in both conditions. Implicit requests never name the assistant; the turn before them does (turns.py).
+# request in both conditions. Implicit requests never name the assistant; the turn before them does
+# (turns.PRE_T).
 TEXT: dict[str, dict] = {
     "bill_split": {
         "facts": [
-            {"N2": {"casual": ["{to}, the bill came to {total} dollars.", "{to}, it's {total} dollars in total."],
+            {"N2": {"casual": ["{to}, the bill came to {total} dollars.",
+                               "{to}, it's {total} dollars in total."],
                     "formal": ["{to}, the total comes to {total} dollars."]},
              "N3": {"casual": ["Wow, {total} dollars for all that."],
                     "formal": ["So the bill is {total} dollars altogether."]}},
@@ -60,8 +62,10 @@ TEXT: dict[str, dict] = {
                     "formal": ["{to}, the {things} cost {price} dollars each."]},
              "N3": {"casual": ["Huh, {price} dollars each for the {things}."],
                     "formal": ["So the {things} are {price} dollars apiece."]}},
-            {"N2": {"casual": ["{to}, we need {qty} {things}."], "formal": ["{to}, we shall need {qty} {things}."]},
-             "N3": {"casual": ["So that's {qty} {things} we need."], "formal": ["I count {qty} {things} needed."]}},
+            {"N2": {"casual": ["{to}, we need {qty} {things}."],
+                    "formal": ["{to}, we shall need {qty} {things}."]},
+             "N3": {"casual": ["So that's {qty} {things} we need."],
+                    "formal": ["I count {qty} {things} needed."]}},
         ],
         "explicit": {"casual": ["Aria, how much will that cost altogether?", "What's the total, Aria?"],
                      "formal": ["Aria, what would the total cost be?"]},
@@ -73,8 +77,10 @@ TEXT: dict[str, dict] = {
         "facts": [
             {"N2": {"casual": ["{to}, there are {adults} adults coming."],
                     "formal": ["{to}, we are expecting {adults} adults."]},
-             "N3": {"casual": ["Okay, {adults} adults so far."], "formal": ["So that makes {adults} adults."]}},
-            {"N2": {"casual": ["{to}, and {kids} kids as well."], "formal": ["{to}, there will also be {kids} children."]},
+             "N3": {"casual": ["Okay, {adults} adults so far."],
+                    "formal": ["So that makes {adults} adults."]}},
+            {"N2": {"casual": ["{to}, and {kids} kids as well."],
+                    "formal": ["{to}, there will also be {kids} children."]},
              "N3": {"casual": ["Plus {kids} kids, I nearly forgot."],
                     "formal": ["And {kids} children, I must not forget."]}},
         ],
@@ -86,20 +92,27 @@ TEXT: dict[str, dict] = {
     },
     "arrival_time": {
         "facts": [
-            {"N2": {"casual": ["{to}, the {vehicle} leaves at {dep}."], "formal": ["{to}, the {vehicle} departs at {dep}."]},
-             "N3": {"casual": ["Right, the {vehicle} leaves at {dep}."], "formal": ["So the {vehicle} departs at {dep}."]}},
-            {"N2": {"casual": ["{to}, the trip takes {dur}."], "formal": ["{to}, the journey takes {dur}."]},
-             "N3": {"casual": ["And the trip takes {dur}, apparently."], "formal": ["And the journey is {dur}."]}},
+            {"N2": {"casual": ["{to}, the {vehicle} leaves at {dep}."],
+                    "formal": ["{to}, the {vehicle} departs at {dep}."]},
+             "N3": {"casual": ["Right, the {vehicle} leaves at {dep}."],
+                    "formal": ["So the {vehicle} departs at {dep}."]}},
+            {"N2": {"casual": ["{to}, the trip takes {dur}."],
+                    "formal": ["{to}, the journey takes {dur}."]},
+             "N3": {"casual": ["And the trip takes {dur}, apparently."],
+                    "formal": ["And the journey is {dur}."]}},
         ],
         "explicit": {"casual": ["Aria, what time do we get there?", "So when do we arrive, Aria?"],
                      "formal": ["Aria, at what time will we arrive?"]},
-        "implicit": {"casual": ["What time do we get there then?"], "formal": ["Could you tell us our arrival time?"]},
-        "question": "A {vehicle} leaves at {dep} and the trip takes {dur}. At what clock time does it arrive?",
+        "implicit": {"casual": ["What time do we get there then?"],
+                     "formal": ["Could you tell us our arrival time?"]},
+        "question": "A {vehicle} leaves at {dep} and the trip takes {dur}. At what time does it arrive?",
     },
     "weekday_shift": {
         "facts": [
-            {"N2": {"casual": ["{to}, the {event} is on {day}."], "formal": ["{to}, the {event} is scheduled for {day}."]},
-             "N3": {"casual": ["So the {event} is on {day}."], "formal": ["Now, the {event} falls on {day}."]}},
+            {"N2": {"casual": ["{to}, the {event} is on {day}."],
+                    "formal": ["{to}, the {event} is scheduled for {day}."]},
+             "N3": {"casual": ["So the {event} is on {day}."],
+                    "formal": ["Now, the {event} falls on {day}."]}},
             {"N2": {"casual": ["{to}, they moved it {shift} {direction}."],
                     "formal": ["{to}, it has been moved {shift} {direction}."]},
              "N3": {"casual": ["Oh, the email says it moved {shift} {direction}."],
@@ -109,7 +122,7 @@ TEXT: dict[str, dict] = {
                      "formal": ["Aria, which day is the {event} on now?"]},
         "implicit": {"casual": ["So which day is the {event} now?"],
                      "formal": ["Could you tell us which day the {event} is now?"]},
-        "question": "The {event} was on {day} and was moved {shift} {direction}. Which weekday is it on now?",
+        "question": "The {event} was on {day} and was moved {shift} {direction}. Which weekday is it now?",
     },
     "unit_conversion": {
         "facts": [
@@ -124,16 +137,21 @@ TEXT: dict[str, dict] = {
     },
     "fact_recall": {
         "facts": [
-            {"N2": {"casual": ["{to}, the {thing} is {spoken}."], "formal": ["{to}, for the record, the {thing} is {spoken}."]},
+            {"N2": {"casual": ["{to}, the {thing} is {spoken}."],
+                    "formal": ["{to}, for the record, the {thing} is {spoken}."]},
              "N3": {"casual": ["Note to self, the {thing} is {spoken}."],
                     "formal": ["I must remember, the {thing} is {spoken}."]}},
         ],
         "explicit": {"casual": ["Aria, what was the {thing} again?"],
                      "formal": ["Aria, could you remind us of the {thing}?"]},
-        "implicit": {"casual": ["What was the {thing} again?"], "formal": ["Could you remind us of the {thing}?"]},
+        "implicit": {"casual": ["What was the {thing} again?"],
+                     "formal": ["Could you remind us of the {thing}?"]},
         "question": "What {thing} was stated earlier in the conversation?",
     },
 }
+
+# Families whose request is a plain recall: the cue turn before T must not talk about working things out.
+RECALL_FAMILIES = frozenset({"fact_recall"})
 
 THINGS_PRICED = ["tickets", "pizzas", "bus passes", "T-shirts", "museum passes", "sandwiches"]
 THINGS_COUNTED = ["tickets", "chairs", "plates", "life jackets", "wristbands", "seats"]
@@ -168,7 +186,8 @@ def _bill_split(rng: random.Random) -> tuple[dict, str, list[str]]:
 def _total_cost(rng: random.Random) -> tuple[dict, str, list[str]]:
     price, qty = rng.randint(3, 25), rng.randint(2, 9)
     total = price * qty
-    return {"price": price, "qty": qty, "things": rng.choice(THINGS_PRICED)}, str(total), _money_aliases(total)
+    params = {"price": price, "qty": qty, "things": rng.choice(THINGS_PRICED)}
+    return params, str(total), _money_aliases(total)
 
 
 def _headcount(rng: random.Random) -> tuple[dict, str, list[str]]:

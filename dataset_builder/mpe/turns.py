@@ -79,7 +79,7 @@ N3: dict[str, list[str]] = {
         "{hm} where was I?",
         "{hm} I must remember {item} next time.",
         "{hm} this is going rather well.",
-        "{hm} I think that is everything for now.",
+        "{hm} I think that is everything.",
         "{hm} it is later than I thought.",
     ],
 }
@@ -122,7 +122,8 @@ N4R: dict[str, dict[str, list[str]]] = {
                    "Actually, it is {answer}. No need, Aria."],
     },
     "dismiss": {
-        "casual": ["Actually, skip it, Aria, it doesn't matter.", "Never mind, Aria, we'll look it up later."],
+        "casual": ["Actually, skip it, Aria, it doesn't matter.",
+                   "Never mind, Aria, we'll look it up later."],
         "formal": ["Aria, please disregard that question.", "On second thought, Aria, there is no need."],
     },
 }
@@ -130,18 +131,30 @@ N4R_WEIGHTS: dict[str, float] = {"answer_other": 0.5, "answer_self": 0.35, "dism
 
 # The turn before T: a human speaks to the T speaker ({to}). Explicit and implicit share the label (N2) and
 # addressee; only the implicit wording points at the assistant, because the implicit T itself carries no name.
+# PRE_T fits any request; PRE_T_CALC only requests that need working out (not a plain recall).
 PRE_T: dict[str, list[tuple[str, str]]] = {
     "casual": [
         ("{to}, don't bother with your phone.", "{to}, don't bother with your phone, just ask {ref}."),
         ("{to}, you're the one who wanted to know.", "{to}, you wanted to know, so ask {ref}."),
-        ("Hang on, {to}, let's not guess.", "Hang on, {to}, let {ref} work it out."),
-        ("{to}, stop counting on your fingers.", "{to}, stop counting on your fingers and ask {ref}."),
+        ("Hang on, {to}, let's not guess.", "Hang on, {to}, let's check with {ref}."),
         ("{to}, you go, I'm hopeless with this stuff.", "{to}, you ask {ref}, I'm hopeless with this stuff."),
+        ("{to}, don't look at me.", "{to}, don't look at me, ask {ref}."),
     ],
     "formal": [
-        ("{to}, there is no need to do that by hand.", "{to}, there is no need to do that by hand, ask {ref}."),
         ("{to}, perhaps we should confirm that.", "{to}, perhaps {ref} can confirm that for us."),
         ("{to}, let us not guess.", "{to}, rather than guess, put it to {ref}."),
         ("{to}, would you check that for us?", "{to}, would you check that with {ref}?"),
+        ("{to}, I am afraid I cannot recall.", "{to}, I cannot recall, but {ref} will know."),
+    ],
+}
+PRE_T_CALC: dict[str, list[tuple[str, str]]] = {
+    "casual": [
+        ("{to}, stop counting on your fingers.", "{to}, stop counting on your fingers and ask {ref}."),
+        ("{to}, put the calculator away.", "{to}, put the calculator away, {ref} can do it."),
+    ],
+    "formal": [
+        ("{to}, there is no need to do that by hand.",
+         "{to}, there is no need to do that by hand, ask {ref}."),
+        ("{to}, let us not do the sums on paper.", "{to}, let us not do the sums on paper, ask {ref}."),
     ],
 }

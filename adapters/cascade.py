@@ -1,0 +1,87 @@
+"""`cascade`: a genuine turn-based baseline from shipped parts (SPEC §3).
+
+streaming Silero VAD end-of-turn -> offline ASR (whisper tiny.en) -> addressee/compute policy -> TTS.
+It listens while it speaks only to stop: sustained user speech over its own reply makes it yield.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from adapters.base import SpeechQueue
+from adapters.cascade_policy import Policy
+from adapters.protocol import Frame
+from dataset_builder.audio import SESSION_SR, resample, seconds_to_samples
+from dataset_builder.tts import get_tts
+from dataset_builder.tts.cache import CachedTTS
+from metrics.asr import DEFAULT_ASR, get_asr
+from metrics.vad import StreamingVAD, VADParams
+
+
+class CascadeAgent:
+    name = "cascade"
+    version = "1"
+    realtime = False
+    capabilities: frozenset[str] = frozenset()
+
+    def __init__(self, frame_size: int = 1920, sample_rate: int = SESSION_SR, tts: str = "piper",
+                 cache_dir: str | Path | None = None, asr: str = DEFAULT_ASR, end_of_turn_s: float = 0.6,
+                 barge_in_stop_s: float = 0.4, response_delay_s: float = 0.3, **tts_kwargs: Any) -> None:
+        self.frame_size = frame_size
+        self.sample_rate = sample_rate
+        backend = get_tts(tts, **tts_kwargs)
+        self.tts = CachedTTS(backend, Path(cache_dir)) if cache_dir else backend
+        self.voice = backend.assistant_voice  # type: ignore[attr-defined]
+        self.asr = get_asr(asr)
+        self.end_of_turn_s = end_of_turn_s
+        self.barge_in_stop_s = barge_in_stop_s
+        self.response_delay = seconds_to_samples(response_delay_s, sample_rate)
+        self.vad = StreamingVAD(VADParams(min_speech_ms=150, merge_gap_ms=0), sr=sample_rate)
+        self.queue = SpeechQueue()
+        self.policy = Policy()
+        self.utterance: list[np.ndarray] = []
+        self.preroll: list[np.ndarray] = []
+        self.user_speech_s = 0.0
+        self.wait = 0
+
+    def reset(self, system_prompt: str | None, seed: int) -> None:
+        self.vad.reset()
+        self.queue.stop()
+        self.policy = Policy()
+        self.utterance, self.preroll = [], []
+        self.user_speech_s = 0.0
+        self.wait = 0
+
+    def _end_of_turn(self) -> None:
+        audio = np.concatenate(self.preroll + self.utterance)
+        self.utterance, self.preroll = [], []
+        reply = self.policy.hear(self.asr.transcribe(audio, self.sample_rate))
+        if reply and not self.queue.speaking:
+            speech = resample(self.tts.synthesize(reply, self.voice), SESSION_SR, self.sample_rate)
+            self.queue.say(np.concatenate([np.zeros(self.response_delay, np.float32), speech]))
+
+    def step(self, user_frame: np.ndarray, forced_model_frame: np.ndarray | None = None) -> Frame:
+        self.vad.push(user_frame)
+        frame_s = self.frame_size / self.sample_rate
+        if self.vad.speaking:
+            self.utterance.append(user_frame)
+            self.user_speech_s += frame_s
+            # Someone else has the floor: a reply in progress is abandoned.
+            if self.queue.speaking and self.user_speech_s >= self.barge_in_stop_s:
+                self.queue.stop()
+        else:
+            self.user_speech_s = 0.0
+            if self.utterance:
+                self.utterance.append(user_frame)
+                if self.vad.silence_s >= self.end_of_turn_s:
+                    self._end_of_turn()
+            else:
+                # Keep ~0.5 s before confirmed onset: the VAD confirms speech only after it has started.
+                self.preroll = (self.preroll + [user_frame])[-max(1, int(0.5 / frame_s)):]
+        return Frame(self.queue.next_frame(self.frame_size))
+
+    def close(self) -> None:
+        self.queue.stop()

@@ -1,0 +1,138 @@
+"""The cascade's text policy: decide whether it is addressed, and compute what it can from what it heard.
+
+A deliberately simple, transparent baseline: it answers only when it hears its name in a request (so it
+shows the explicit-vs-implicit gap), and it works answers out from facts it heard earlier in the room
+(amounts, counts, times, durations, weekdays, conversions, things people said "is" something).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from metrics.textnorm import words_to_numbers
+
+# How ASR tends to spell the name; whisper tiny writes "Aria" as "area" surprisingly often.
+NAME_FORMS = ("aria", "area", "arya", "ariya", "ariah", "arria")
+REQUEST_CUES = ("?", "what", "how", "which", "when", "could you", "can you", "tell", "remind", "work out",
+                "calculate", "convert")
+WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+UNIT_FACTORS = {("hours", "minutes"): 60, ("hour", "minutes"): 60, ("kilometres", "metres"): 1000,
+                ("kilometers", "meters"): 1000, ("kilograms", "grams"): 1000, ("dozen", "eggs"): 12,
+                ("weeks", "days"): 7, ("litres", "millilitres"): 1000, ("liters", "milliliters"): 1000}
+NUM = r"(\d+(?:\.\d+)?)"
+
+
+def normalise(text: str) -> str:
+    return words_to_numbers(text.lower()).replace(",", "")
+
+
+def addressed(text: str) -> bool:
+    words = re.findall(r"[a-z]+", text.lower())
+    return any(w in NAME_FORMS for w in words)
+
+
+def is_request(text: str) -> bool:
+    t = text.lower()
+    return any(cue in t for cue in REQUEST_CUES)
+
+
+def _last(pattern: str, memory: list[str]) -> re.Match[str] | None:
+    for line in reversed(memory):
+        found = list(re.finditer(pattern, line))
+        if found:
+            return found[-1]
+    return None
+
+
+def _fmt(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+@dataclass
+class Policy:
+    memory: list[str] = field(default_factory=list)  # normalised transcripts heard so far
+
+    def hear(self, transcript: str) -> str | None:
+        """Remember the utterance; return what to say, or None to stay silent."""
+        text = normalise(transcript)
+        self.memory.append(text)
+        if not (addressed(transcript) and is_request(transcript)):
+            return None
+        answer = self.compute(text)
+        return f"The answer is {answer}." if answer else "Sorry, I am not sure."
+
+    def compute(self, q: str) -> str | None:
+        mem = self.memory[:-1]
+        for solver in (self._convert, self._share, self._total, self._count, self._arrival, self._weekday,
+                       self._recall):
+            try:
+                answer = solver(q, mem)
+            except (ValueError, ZeroDivisionError, IndexError):
+                answer = None
+            if answer:
+                return answer
+        return None
+
+    def _convert(self, q: str, mem: list[str]) -> str | None:
+        m = re.search(r"how many (\w+) (?:is|are|in) " + NUM + r" (\w+)", q) or re.search(
+            r"convert " + NUM + r" (\w+) (?:in)?to (\w+)", q)
+        if not m:
+            return None
+        if q.startswith("convert") or "convert" in m.group(0):
+            x, src, dst = float(m.group(1)), m.group(2), m.group(3)
+        else:
+            dst, x, src = m.group(1), float(m.group(2)), m.group(3)
+        factor = UNIT_FACTORS.get((src, dst))
+        return _fmt(x * factor) if factor else None
+
+    def _share(self, q: str, mem: list[str]) -> str | None:
+        if not any(k in q for k in ("each person", "share", "owe")):
+            return None
+        total = _last(r"\$?" + NUM + r" ?(?:dollars|\$)?", [x for x in mem if "dollar" in x or "$" in x])
+        ways = _last(NUM + r" ways", mem)
+        return _fmt(float(total.group(1)) / float(ways.group(1))) if total and ways else None
+
+    def _total(self, q: str, mem: list[str]) -> str | None:
+        if "cost" not in q and "total" not in q:
+            return None
+        price = _last(NUM + r" dollars (?:each|apiece)", mem)
+        qty = _last(r"need " + NUM, mem)
+        return _fmt(float(price.group(1)) * float(qty.group(1))) if price and qty else None
+
+    def _count(self, q: str, mem: list[str]) -> str | None:
+        if "how many" not in q:
+            return None
+        adults = _last(NUM + r" adults", mem)
+        kids = _last(NUM + r" (?:kids|children)", mem)
+        return _fmt(float(adults.group(1)) + float(kids.group(1))) if adults and kids else None
+
+    def _arrival(self, q: str, mem: list[str]) -> str | None:
+        if not any(k in q for k in ("what time", "arrive", "get there", "arrival")):
+            return None
+        dep = _last(r"(?:leaves|departs) at (\d{1,2})[: ]?(\d{2})?", mem)
+        hours = _last(r"takes (\d+) hours?(?: and (\d+) minutes)?", mem)
+        mins = _last(r"(?:takes|journey is|trip is) (\d+) minutes", mem)
+        if not dep or not (hours or mins):
+            return None
+        start = int(dep.group(1)) * 60 + int(dep.group(2) or 0)
+        dur = int(hours.group(1)) * 60 + int(hours.group(2) or 0) if hours else int(mins.group(1))
+        h, m = divmod(start + dur, 60)
+        return f"{(h - 1) % 12 + 1}:{m:02d}"
+
+    def _weekday(self, q: str, mem: list[str]) -> str | None:
+        if "day" not in q:
+            return None
+        day = _last(r"\b(" + "|".join(WEEKDAYS) + r")\b", mem)
+        shift = _last(NUM + r" days? (later|earlier)", mem)
+        if not day or not shift:
+            return None
+        k = int(float(shift.group(1))) * (1 if shift.group(2) == "later" else -1)
+        return WEEKDAYS[(WEEKDAYS.index(day.group(1)) + k) % 7].capitalize()
+
+    def _recall(self, q: str, mem: list[str]) -> str | None:
+        m = re.search(r"(?:what was|remind us of) the ([a-z ]+?)(?: again)?[?.]?$", q.strip())
+        if not m:
+            return None
+        fact = _last(re.escape(m.group(1)) + r" is ([a-z0-9 ]+?)[.!]?$", mem)
+        return fact.group(1).strip() if fact else None

@@ -1,0 +1,39 @@
+"""Shared fixtures: real components, built once per test session."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+
+@pytest.fixture(scope="session")
+def piper():
+    from dataset_builder.tts.piper_backend import PiperTTS
+
+    return PiperTTS()
+
+
+@pytest.fixture(scope="session")
+def speak(piper):
+    """Piper speech (24 kHz float32) in the assistant's voice."""
+    memo: dict[str, np.ndarray] = {}
+
+    def _speak(text: str) -> np.ndarray:
+        if text not in memo:
+            memo[text] = piper.synthesize(text, piper.assistant_voice)
+        return memo[text]
+
+    return _speak
+
+
+@pytest.fixture(scope="session")
+def mini_dataset(tmp_path_factory) -> Path:
+    """The real mini Duplex-MPE set, built once with the real TTS."""
+    from dataset_builder.build import BuildOptions, build_mpe
+
+    out = tmp_path_factory.mktemp("mpe-mini")
+    cache = Path(__file__).resolve().parent.parent / ".cache" / "tts"
+    build_mpe(out, BuildOptions(preset="mini", cache_dir=cache))
+    return out
