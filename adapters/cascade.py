@@ -39,13 +39,13 @@ class CascadeAgent:
         self.end_of_turn_s = end_of_turn_s
         self.barge_in_stop_s = barge_in_stop_s
         self.response_delay = seconds_to_samples(response_delay_s, sample_rate)
-        self.vad = StreamingVAD(VADParams(min_speech_ms=150, merge_gap_ms=0), sr=sample_rate)
+        self.vad = StreamingVAD(VADParams(min_speech_ms=150, merge_gap_ms=300), sr=sample_rate)
         self.queue = SpeechQueue()
         self.policy = Policy()
         self.utterance: list[np.ndarray] = []
         self.preroll: list[np.ndarray] = []
         self.user_speech_s = 0.0
-        self.wait = 0
+        self.quiet_s = 0.0
 
     def reset(self, system_prompt: str | None, seed: int) -> None:
         self.vad.reset()
@@ -53,7 +53,7 @@ class CascadeAgent:
         self.policy = Policy()
         self.utterance, self.preroll = [], []
         self.user_speech_s = 0.0
-        self.wait = 0
+        self.quiet_s = 0.0
 
     def _end_of_turn(self) -> None:
         audio = np.concatenate(self.preroll + self.utterance)
@@ -69,6 +69,7 @@ class CascadeAgent:
         if self.vad.speaking:
             self.utterance.append(user_frame)
             self.user_speech_s += frame_s
+            self.quiet_s = 0.0
             # Someone else has the floor: a reply in progress is abandoned.
             if self.queue.speaking and self.user_speech_s >= self.barge_in_stop_s:
                 self.queue.stop()
@@ -76,7 +77,9 @@ class CascadeAgent:
             self.user_speech_s = 0.0
             if self.utterance:
                 self.utterance.append(user_frame)
-                if self.vad.silence_s >= self.end_of_turn_s:
+                self.quiet_s += frame_s
+                # End of turn: this long without speech after the VAD's own 300 ms merge hang-over.
+                if self.quiet_s >= self.end_of_turn_s:
                     self._end_of_turn()
             else:
                 # Keep ~0.5 s before confirmed onset: the VAD confirms speech only after it has started.

@@ -14,8 +14,9 @@ from metrics.textnorm import words_to_numbers
 
 # How ASR tends to spell the name; whisper tiny writes "Aria" as "area" surprisingly often.
 NAME_FORMS = ("aria", "area", "arya", "ariya", "ariah", "arria")
-REQUEST_CUES = ("?", "what", "how", "which", "when", "could you", "can you", "tell", "remind", "work out",
-                "calculate", "convert")
+# A request to it is a question, or starts with one of these (after its name).
+IMPERATIVES = ("tell", "remind", "work out", "calculate", "convert", "figure out", "give")
+MAX_REQUEST_WORDS = 30  # longer stretches are announcements (e.g. the duty preamble), not requests
 WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
 UNIT_FACTORS = {("hours", "minutes"): 60, ("hour", "minutes"): 60, ("kilometres", "metres"): 1000,
                 ("kilometers", "meters"): 1000, ("kilograms", "grams"): 1000, ("dozen", "eggs"): 12,
@@ -33,8 +34,11 @@ def addressed(text: str) -> bool:
 
 
 def is_request(text: str) -> bool:
-    t = text.lower()
-    return any(cue in t for cue in REQUEST_CUES)
+    t = text.lower().strip()
+    if len(t.split()) > MAX_REQUEST_WORDS:
+        return False
+    after_name = re.sub(r"^(hey |ok |okay )?(" + "|".join(NAME_FORMS) + r")[,.!]?\s*", "", t)
+    return "?" in t or after_name.startswith(IMPERATIVES) or t.startswith(("could you", "can you"))
 
 
 def _last(pattern: str, memory: list[str]) -> re.Match[str] | None:
