@@ -1,0 +1,74 @@
+"""Duplex-MPE as an `evaluate` metric: stored window measurements in, the six MPE scores out (SPEC §5).
+
+    import evaluate
+    mpe = evaluate.load("metrics/duplex_mpe")
+    result = mpe.compute(measurements=open("RUN_DIR/measurements.jsonl").read().splitlines())
+
+The module holds no scoring logic: verdicts and aggregation are `metrics.mpe.verdicts` and
+`metrics.mpe.score.aggregate`, the same functions `duplex-eval score` uses, so both paths give one number.
+"""
+
+# evaluate reads this file line by line to find the packages it needs: one import per line, no comma imports.
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import datasets
+import evaluate
+
+from metrics.mpe.score import aggregate
+from metrics.mpe.verdicts import Thresholds
+
+_CITATION = """\
+Duplex-MPE: evaluating full-duplex spoken dialogue models in multi-party conversations.
+"""
+
+_DESCRIPTION = """\
+Scores a full-duplex spoken dialogue model on the Duplex-MPE benchmark (multi-party scenes with an assistant
+named Aria) from the continuous per-window measurements written by `duplex-eval score`
+(RUN_DIR/measurements.jsonl). Thresholds are applied here, so they can be changed without re-running the model,
+the VAD or the ASR. Six metrics, each with its own denominator and a Wilson 95% interval; no aggregate score.
+"""
+
+_KWARGS_DESCRIPTION = """
+Args:
+    measurements: list of JSON strings, one window measurement each (a line of measurements.jsonl).
+        kind "T" (one per T turn), "silence" (one per N1/N2/N3 window) or "N4" (one per N4Q/N4R event).
+    t_onset_window_s: seconds after T ends within which a voiced onset counts as a response (default 5.0).
+    yield_tolerance_s: seconds model speech active at N4R onset may continue and still count as a yield
+        (default 1.0).
+Returns:
+    scores: {metric: {"value", "n", "k", "ci"}} over all windows, for fresh_onset_rate, response_presence,
+        answer_accuracy, silence_preservation, window_response, answering_window_yield
+        ("value" and "ci" are None when "n" is 0).
+    by_condition: the same per condition ("explicit", "implicit").
+    by_label: the metrics of each label group (T, N1, N2, N3, N4).
+    paired: explicit vs implicit on the same scenario for response_presence and fresh_onset_rate:
+        n_pairs, explicit_only, implicit_only, difference, mcnemar_p.
+Examples:
+    >>> mpe = evaluate.load("metrics/duplex_mpe")
+    >>> lines = open("runs/oracle/measurements.jsonl").read().splitlines()
+    >>> mpe.compute(measurements=lines)["scores"]["fresh_onset_rate"]["value"]
+    1.0
+"""
+
+
+@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
+class DuplexMPE(evaluate.Metric):
+    def _info(self) -> evaluate.MetricInfo:
+        return evaluate.MetricInfo(
+            module_type="metric",
+            description=_DESCRIPTION,
+            citation=_CITATION,
+            inputs_description=_KWARGS_DESCRIPTION,
+            # One JSON string per window: the records are nested and differ by kind, which a flat Arrow schema
+            # cannot hold without inventing nullable columns for every field.
+            features=datasets.Features({"measurements": datasets.Value("string")}),
+        )
+
+    def _compute(self, measurements: list[str], t_onset_window_s: float = 5.0,
+                 yield_tolerance_s: float = 1.0) -> dict[str, Any]:
+        records = [json.loads(m) for m in measurements]
+        th = Thresholds(t_onset_window_s=float(t_onset_window_s), yield_tolerance_s=float(yield_tolerance_s))
+        return aggregate(records, th)

@@ -1,0 +1,81 @@
+"""The whole chain on the real mini set: build -> load_dataset -> run -> score, for the reference agents."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from eval.run import RunConfig, run
+from metrics.mpe.score import score_run
+
+CACHE = Path(__file__).resolve().parent.parent / ".cache" / "tts"
+
+
+@pytest.fixture(scope="module")
+def oracle_scores(mini_dataset: Path, tmp_path_factory) -> dict:
+    out = tmp_path_factory.mktemp("oracle")
+    counts = run(RunConfig(dataset=str(mini_dataset), adapter="oracle", out=str(out),
+                           adapter_args={"cache_dir": str(CACHE)}))
+    assert counts["failed"] == 0
+    return score_run(out)
+
+
+@pytest.fixture(scope="module")
+def silent_scores(mini_dataset: Path, tmp_path_factory) -> dict:
+    out = tmp_path_factory.mktemp("silent")
+    run(RunConfig(dataset=str(mini_dataset), adapter="silent", out=str(out)))
+    return score_run(out)
+
+
+def test_mini_set_shape(mini_dataset: Path) -> None:
+    from datasets import load_dataset
+
+    ds = load_dataset(str(mini_dataset), "mpe", split="test")
+    assert len(ds) == 40
+    assert sorted(set(ds["condition"])) == ["explicit", "implicit"]
+    row = ds[0]
+    samples = row["audio"].get_all_samples()
+    assert samples.sample_rate == 24000 and samples.data.shape[0] == 1
+    assert samples.data.shape[1] / 24000 == pytest.approx(row["turns"][-1]["end_s"] + 1.0, abs=0.01)
+    labels = [t["label"] for t in row["turns"]]
+    assert labels.count("T") == 1 and labels[0] != "T" and labels[-1] != "T"
+
+
+def test_oracle_passes_every_capability(oracle_scores: dict) -> None:
+    s = oracle_scores["scores"]
+    for metric in ("fresh_onset_rate", "answer_accuracy", "silence_preservation", "answering_window_yield"):
+        assert s[metric]["n"] > 0, metric
+        assert s[metric]["value"] >= 0.95, (metric, s[metric])
+    assert s["fresh_onset_rate"]["n"] == 40
+    assert oracle_scores["n_failed"] == 0
+    assert oracle_scores["judge"]["heuristic"] is True and oracle_scores["asr"] == "whisper-tiny-en"
+
+
+def test_silent_scores_zero_where_it_must(silent_scores: dict) -> None:
+    s = silent_scores["scores"]
+    assert s["fresh_onset_rate"]["value"] == 0.0 and s["fresh_onset_rate"]["n"] == 40
+    assert s["response_presence"]["value"] == 0.0
+    assert s["answer_accuracy"]["n"] == 0 and s["answer_accuracy"]["value"] is None
+    assert s["silence_preservation"]["value"] == 1.0
+    assert s["window_response"]["value"] == 0.0
+    for cond in ("explicit", "implicit"):
+        assert silent_scores["by_condition"][cond]["fresh_onset_rate"]["n"] == 20
+
+
+def _digest(folder: Path) -> dict[str, str]:
+    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_build_is_deterministic(tmp_path: Path) -> None:
+    from dataset_builder.build import BuildOptions, build_mpe
+
+    # No cache: both builds synthesize every clip afresh.
+    build_mpe(tmp_path / "a", BuildOptions(n_pairs=2, seed=7))
+    build_mpe(tmp_path / "b", BuildOptions(n_pairs=2, seed=7))
+    build_mpe(tmp_path / "c", BuildOptions(n_pairs=2, seed=8))
+    a, b, c = _digest(tmp_path / "a"), _digest(tmp_path / "b"), _digest(tmp_path / "c")
+    assert a == b and len(a) >= 2
+    assert a != c
