@@ -9,6 +9,7 @@ import hashlib
 import logging
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ GAP_RANGE_S = (0.4, 1.2)  # seeded inter-turn gap on the nominal timeline (SPEC 
 NOMINAL_POST_PREAMBLE_S = 1.0
 NOMINAL_TAIL_S = 1.0
 GENERATOR_VERSION = "mpe-templates-1"
+SHARD_ROWS = 100  # ~60 s of 24 kHz PCM16 per row: ~300 MB of audio per shard in memory
 
 
 @dataclass(frozen=True)
@@ -88,20 +90,23 @@ def build_mpe(out_dir: Path, options: BuildOptions = BuildOptions()) -> dict[str
     scripts = generate_scripts(options.pairs, options.seed, backend.voices())
     preamble_text = duty_preamble()
     preamble = tts.synthesize(preamble_text, backend.assistant_voice)  # type: ignore[attr-defined]
-    rows, stats = [], Counter()
-    audio_s = 0.0
-    for script in scripts:
-        case, audio = assemble_case(script, tts, preamble_text, preamble, options.seed)
-        rows.append(case_to_row(case, wav_bytes(audio)))
-        audio_s += len(audio) / SESSION_SR
-        stats[f"condition:{script.condition}"] += 1
-        stats[f"t_position:{script.t_position}"] += 1
-        stats[f"task:{script.task_type}"] += 1
-        for t in script.turns:
-            stats[f"label:{t.label}"] += 1
+    stats: Counter[str] = Counter()
+    totals = {"cases": 0, "audio_s": 0.0}
+
+    def rows() -> Iterator[dict[str, Any]]:
+        # A generator: write_config holds one shard of rows (audio included) in memory at a time.
+        for script in scripts:
+            case, audio = assemble_case(script, tts, preamble_text, preamble, options.seed)
+            totals["cases"] += 1
+            totals["audio_s"] += len(audio) / SESSION_SR
+            stats.update([f"condition:{script.condition}", f"t_position:{script.t_position}",
+                          f"task:{script.task_type}", *(f"label:{t.label}" for t in script.turns)])
+            yield case_to_row(case, wav_bytes(audio))
+
     out_dir = Path(out_dir)
-    write_config(out_dir, "mpe", rows, MPE_FEATURES)
-    info = {"preset": options.preset, "seed": options.seed, "n_pairs": options.pairs, "n_cases": len(rows),
+    write_config(out_dir, "mpe", rows(), MPE_FEATURES, shard_size=SHARD_ROWS)
+    audio_s = totals["audio_s"]
+    info = {"preset": options.preset, "seed": options.seed, "n_pairs": options.pairs, "n_cases": totals["cases"],
             "tts_backend": backend.name, "generator": GENERATOR_VERSION, "audio_hours": round(audio_s / 3600, 3),
             "counts": dict(sorted(stats.items()))}
     # No wall time in the card: the folder stays byte-identical for a given seed and backend.
@@ -110,5 +115,5 @@ def build_mpe(out_dir: Path, options: BuildOptions = BuildOptions()) -> dict[str
                                              "tts": backend.name, "gap_range_s": list(GAP_RANGE_S)})
     write_card(out_dir, {"mpe": {"features": MPE_FEATURES}}, context=context)
     info["build_s"] = round(time.perf_counter() - t0, 1)
-    log.info("built %d MPE cases (%.2f h audio) in %.1fs", len(rows), audio_s / 3600, info["build_s"])
+    log.info("built %d MPE cases (%.2f h audio) in %.1fs", totals["cases"], audio_s / 3600, info["build_s"])
     return info

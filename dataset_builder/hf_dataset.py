@@ -362,15 +362,60 @@ def _cases_from(ds: Any, source: str) -> list[tuple[Case, np.ndarray]]:
     out: list[tuple[Case, np.ndarray]] = []
     for i, row in enumerate(ds):
         case = row_to_case(row, source=source, index=i)
-        audio, sr = sf.read(io.BytesIO(row["audio"]["bytes"]), dtype="float32", always_2d=False)
-        if sr != SESSION_SR:
-            raise SchemaError(f"audio is {sr} Hz, expected {SESSION_SR}", source=source, row=case.case_id,
-                              field="audio")
-        if audio.ndim != 1:
-            raise SchemaError(f"audio has {audio.shape[1]} channels, expected mono", source=source,
-                              row=case.case_id, field="audio")
-        out.append((case, audio))
+        out.append((case, _decode_audio(row, case, source)))
     return out
+
+
+def _decode_audio(row: dict[str, Any], case: Case, source: str) -> np.ndarray:
+    audio, sr = sf.read(io.BytesIO(row["audio"]["bytes"]), dtype="float32", always_2d=False)
+    if sr != SESSION_SR:
+        raise SchemaError(f"audio is {sr} Hz, expected {SESSION_SR}", source=source, row=case.case_id,
+                          field="audio")
+    if audio.ndim != 1:
+        raise SchemaError(f"audio has {audio.shape[1]} channels, expected mono", source=source,
+                          row=case.case_id, field="audio")
+    return audio
+
+
+def _checked_shards(repo_dir: Path | str, config: str) -> list[Path]:
+    repo_dir = Path(repo_dir)
+    if not repo_dir.is_dir():
+        raise FileNotFoundError(f"dataset folder {repo_dir} does not exist")
+    shards = _shards(repo_dir, config)
+    if not shards:
+        raise FileNotFoundError(f"dataset folder {repo_dir} has no config {config!r}; it has "
+                                f"{available_configs(repo_dir)}")
+    return shards
+
+
+def list_cases(repo_dir: Path | str, config: str = "mpe") -> list[Case]:
+    """Every validated Case of a config, without audio: cheap even for the full set (reads no audio bytes)."""
+    out: list[Case] = []
+    for shard in _checked_shards(repo_dir, config):
+        pf = pq.ParquetFile(shard)
+        columns = [c for c in pf.schema_arrow.names if c != "audio"]
+        for i, row in enumerate(pf.read(columns=columns).to_pylist()):
+            out.append(row_to_case(row, source=str(shard), index=i))
+    return out
+
+
+def iter_cases(repo_dir: Path | str, config: str = "mpe", wanted: set[str] | None = None
+               ) -> Iterator[tuple[Case, np.ndarray]]:
+    """Cases with their audio, one parquet row group at a time, so memory stays flat on the full set.
+
+    Reads the same shards `load_dataset` reads; `wanted` limits decoding to those case ids.
+    """
+    for shard in _checked_shards(repo_dir, config):
+        pf = pq.ParquetFile(shard)
+        for g in range(pf.num_row_groups):
+            ids = pf.read_row_group(g, columns=["case_id"]).column("case_id").to_pylist()
+            if wanted is not None and not wanted.intersection(ids):
+                continue
+            for i, row in enumerate(pf.read_row_group(g).to_pylist()):
+                if wanted is not None and row["case_id"] not in wanted:
+                    continue
+                case = row_to_case(row, source=str(shard), index=i)
+                yield case, _decode_audio(row, case, str(shard))
 
 
 # -------------------------------------------------------------------------------------------------- push

@@ -122,6 +122,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("faster_whisper").setLevel(logging.WARNING)  # one line per transcribed clip otherwise
     a = parser().parse_args(argv)
     try:
         return int(a.func(a))

@@ -91,7 +91,7 @@ def check_run_dir(out: Path, cfg: RunConfig, is_main: bool) -> None:
 
 
 def run(cfg: RunConfig) -> dict[str, int]:
-    from dataset_builder.hf_dataset import load_cases
+    from dataset_builder.hf_dataset import iter_cases, list_cases
     from eval.orchestrator import RunOptions, episode_paths, run_mpe_episode
 
     if cfg.config != "mpe":
@@ -101,21 +101,25 @@ def run(cfg: RunConfig) -> dict[str, int]:
     out.mkdir(parents=True, exist_ok=True)
     state = _state()
     check_run_dir(out, cfg, state.is_main_process)
-    cases = load_cases(cfg.dataset, cfg.config)
+    cases = list_cases(cfg.dataset, cfg.config)
     if cfg.cases:
         wanted = set(cfg.cases)
-        cases = [c for c in cases if c[0].case_id in wanted]
+        cases = [c for c in cases if c.case_id in wanted]
     if cfg.limit is not None:
         cases = cases[: cfg.limit]
-    todo = [c for c in cases if not episode_paths(out, c[0].case_id)[1].exists()]
-    counts = {"cases": len(cases), "skipped_done": len(cases) - len(todo), "ok": 0, "failed": 0}
-    with state.split_between_processes(todo) as mine:
+    # Split the full list, then skip finished episodes inside each shard: every process sees the same split
+    # even if another process has already finished some episodes by the time it looks.
+    counts = {"cases": len(cases), "skipped_done": 0, "ok": 0, "failed": 0}
+    with state.split_between_processes(cases) as shard:
+        mine = {c.case_id for c in shard if not episode_paths(out, c.case_id)[1].exists()}
+        counts["cases"] = len(shard)
+        counts["skipped_done"] = len(shard) - len(mine)
         if not mine:
             return counts
         agent = load_adapter(cfg.adapter, **cfg.adapter_args)
         options = RunOptions(step_timeout_s=cfg.step_timeout_s)
         try:
-            for i, (case, audio) in enumerate(mine, 1):
+            for i, (case, audio) in enumerate(iter_cases(cfg.dataset, cfg.config, wanted=mine), 1):
                 ep = run_mpe_episode(agent, case, audio, protocol, out, seed=cfg.seed, options=options)
                 counts[ep.status] = counts.get(ep.status, 0) + 1
                 log.info("[%d/%d] %s %s %s", i, len(mine), case.case_id, ep.status, ep.failure or "")

@@ -79,3 +79,20 @@ def test_build_is_deterministic(tmp_path: Path) -> None:
     a, b, c = _digest(tmp_path / "a"), _digest(tmp_path / "b"), _digest(tmp_path / "c")
     assert a == b and len(a) >= 2
     assert a != c
+
+
+def test_streaming_reader_matches_load_dataset(mini_dataset: Path) -> None:
+    """The runner's row-group reader yields exactly what `load_dataset` gives, in a subset when asked."""
+    import numpy as np
+
+    from dataset_builder.hf_dataset import iter_cases, list_cases, load_cases
+
+    full = load_cases(mini_dataset)
+    index = list_cases(mini_dataset)
+    assert [c.case_id for c, _ in full] == [c.case_id for c in index]
+    assert all(a == b for (a, _), b in zip(full, index, strict=True))
+    wanted = {index[3].case_id, index[17].case_id}
+    got = dict((c.case_id, audio) for c, audio in iter_cases(mini_dataset, wanted=wanted))
+    assert set(got) == wanted
+    ref = dict((c.case_id, audio) for c, audio in full)
+    assert all(np.array_equal(got[k], ref[k]) for k in wanted)

@@ -21,7 +21,9 @@ from metrics.mpe.score import aggregate
 from metrics.mpe.verdicts import Thresholds
 
 _CITATION = """\
-Duplex-MPE: evaluating full-duplex spoken dialogue models in multi-party conversations.
+@misc{duplex_mpe,
+  title = {Duplex-MPE: Benchmarking Multi-Party Interaction in Full-Duplex Dialogue}
+}
 """
 
 _DESCRIPTION = """\
@@ -49,8 +51,9 @@ Returns:
 Examples:
     >>> mpe = evaluate.load("metrics/duplex_mpe")
     >>> lines = open("runs/oracle/measurements.jsonl").read().splitlines()
-    >>> mpe.compute(measurements=lines)["scores"]["fresh_onset_rate"]["value"]
-    1.0
+    >>> result = mpe.compute(measurements=lines, t_onset_window_s=5.0)
+    >>> sorted(result)
+    ['by_condition', 'by_label', 'paired', 'scores']
 """
 
 

@@ -12,14 +12,13 @@ from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
-from metrics.stats import mcnemar_exact, wilson_interval
-
 from dataset_builder.atomic import atomic_write_json, atomic_write_text
 from dataset_builder.audio import read_wav
 from dataset_builder.episode import Episode
 from metrics.mpe.measure import measure_episode, span_audio
 from metrics.mpe.verdicts import METRICS, Thresholds, outcomes
 from metrics.spans import Span
+from metrics.stats import mcnemar_exact, wilson_interval
 
 LABEL_GROUPS = {"T": ("fresh_onset_rate", "response_presence", "answer_accuracy"),
                 "N1": ("silence_preservation",), "N2": ("silence_preservation",),
@@ -116,9 +115,8 @@ def score_run(run_dir: Path, *, asr: Any = None, judge: Any = None, overrides: d
         measurements = [json.loads(line) for line in mpath.read_text().splitlines() if line.strip()]
         failed, asr_name, judge_info = meta["failed_episodes"], meta["asr"], meta["judge"]
     else:
-        from metrics.judges import get_judge
-
         from metrics.asr import DEFAULT_ASR, get_asr
+        from metrics.judges import get_judge
 
         asr = asr or get_asr(DEFAULT_ASR)
         judge = judge or get_judge("heuristic")

@@ -1,0 +1,69 @@
+"""Every registry entry resolves and steps, so a name cannot drift from its class (STYLE, lm-eval's flaw)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from adapters.protocol import CAPABILITIES, DuplexAgent, Frame
+from adapters.registry import adapter_names, load_adapter
+
+# The reference agents that speak through the project's TTS take a cache folder.
+NEEDS_CACHE = {"oracle", "cascade"}
+
+
+@pytest.mark.parametrize("name", adapter_names())
+def test_every_registered_adapter_loads_and_steps(name: str, tmp_path: Path) -> None:
+    kwargs = {"cache_dir": tmp_path / "tts"} if name in NEEDS_CACHE else {}
+    agent = load_adapter(name, **kwargs)
+    assert isinstance(agent, DuplexAgent)
+    assert agent.capabilities <= CAPABILITIES, agent.capabilities - CAPABILITIES
+    assert agent.name == name and agent.sample_rate > 0 and agent.frame_size > 0
+    agent.reset(None, 0)
+    zeros = np.zeros(agent.frame_size, np.float32)
+    try:
+        for _ in range(30):
+            frame = agent.step(zeros)
+            assert isinstance(frame, Frame)
+            assert frame.audio.shape == (agent.frame_size,) and np.all(np.isfinite(frame.audio))
+    finally:
+        agent.close()
+
+
+def test_module_class_path_loads_a_fake() -> None:
+    from tests.fake_agents import MimiStyleAgent
+
+    agent = load_adapter("tests.fake_agents:MimiStyleAgent")
+    assert type(agent) is MimiStyleAgent and isinstance(agent, DuplexAgent)
+    assert agent.capabilities <= CAPABILITIES
+
+
+def test_module_class_path_passes_kwargs() -> None:
+    agent = load_adapter("tests.fake_agents:BrokenAgent", mode="nan", at_frame=3)
+    assert (agent.mode, agent.at_frame) == ("nan", 3)
+
+
+def test_unknown_name_lists_known_names() -> None:
+    with pytest.raises(KeyError) as info:
+        load_adapter("no-such-model")
+    message = str(info.value)
+    assert "no-such-model" in message
+    for name in adapter_names():
+        assert name in message
+
+
+def test_non_agent_class_is_rejected() -> None:
+    # A class that does not implement the protocol must not slip through a "module:Class" path.
+    with pytest.raises(TypeError, match="DuplexAgent"):
+        load_adapter("adapters.base:SpeechQueue")
+
+
+@pytest.mark.parametrize("cls", ["MimiStyleAgent", "ChunkedAgent", "RealtimeAgent", "BrokenAgent"])
+def test_fake_agents_satisfy_the_protocol(cls: str) -> None:
+    agent = load_adapter(f"tests.fake_agents:{cls}")
+    assert agent.capabilities <= CAPABILITIES
+    agent.reset(None, 0)
+    frame = agent.step(np.zeros(agent.frame_size, np.float32))
+    assert frame.audio.shape == (agent.frame_size,)

@@ -1,0 +1,191 @@
+"""eval.run over the real mini dataset: resume after a crash, refusal of a foreign run folder, failed episodes
+kept as data, and the two-process `accelerate launch` path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import eval.run as run_mod
+from eval.run import RunConfig, run
+
+ROOT = Path(__file__).resolve().parent.parent
+BROKEN = "tests.fake_agents:BrokenAgent"
+
+
+def episode_ids(out: Path) -> tuple[list[str], list[str]]:
+    recs = sorted(p.name.removesuffix(".rec.json") for p in out.glob("*.rec.json"))
+    wavs = sorted(p.name.removesuffix(".wav") for p in out.glob("*.wav"))
+    return recs, wavs
+
+
+def mtimes(out: Path) -> dict[str, int]:
+    return {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
+
+
+@pytest.fixture(scope="module")
+def silent_run(mini_dataset: Path, tmp_path_factory) -> tuple[Path, dict[str, int]]:
+    out = tmp_path_factory.mktemp("silent-run")
+    counts = run(RunConfig(dataset=str(mini_dataset), adapter="silent", out=str(out), limit=4))
+    return out, counts
+
+
+def test_first_run_writes_each_episode_once(silent_run) -> None:
+    out, counts = silent_run
+    assert counts == {"cases": 4, "skipped_done": 0, "ok": 4, "failed": 0}
+    recs, wavs = episode_ids(out)
+    assert len(recs) == 4 and recs == wavs
+    assert (out / "run.json").exists()
+    for case_id in recs:
+        rec = json.loads((out / f"{case_id}.rec.json").read_text())
+        assert rec["status"] == "ok" and rec["adapter"]["name"] == "silent" and rec["case_id"] == case_id
+
+
+def test_resume_reruns_only_the_missing_episode(silent_run, mini_dataset: Path, tmp_path: Path) -> None:
+    src, _ = silent_run
+    out = tmp_path / "run"
+    shutil.copytree(src, out)  # run.json identity does not depend on the folder, so the copy resumes
+    recs, _ = episode_ids(out)
+    victim = recs[2]
+    # A crash after the WAV was written but before rec.json (written last) marked the episode complete.
+    (out / f"{victim}.rec.json").unlink()
+    before = mtimes(out)
+    counts = run(RunConfig(dataset=str(mini_dataset), adapter="silent", out=str(out), limit=4))
+    assert counts == {"cases": 4, "skipped_done": 3, "ok": 1, "failed": 0}
+    recs2, wavs2 = episode_ids(out)
+    assert recs2 == recs and wavs2 == recs  # no duplicate, none lost
+    after = mtimes(out)
+    untouched = {name for name in before if not name.startswith(victim)}
+    assert {n: after[n] for n in untouched} == {n: before[n] for n in untouched}
+    assert json.loads((out / f"{victim}.rec.json").read_text())["status"] == "ok"
+    # A further rerun has nothing to do.
+    again = run(RunConfig(dataset=str(mini_dataset), adapter="silent", out=str(out), limit=4))
+    assert again == {"cases": 4, "skipped_done": 4, "ok": 0, "failed": 0}
+
+
+def test_a_different_run_into_the_same_folder_is_refused(silent_run, mini_dataset: Path) -> None:
+    out, _ = silent_run
+    before = mtimes(out)
+    with pytest.raises(SystemExit, match="different run"):
+        run(RunConfig(dataset=str(mini_dataset), adapter="oracle", out=str(out), limit=4))
+    with pytest.raises(SystemExit, match="different run"):
+        run(RunConfig(dataset=str(mini_dataset), adapter="silent", out=str(out), limit=4, seed=1))
+    assert mtimes(out) == before
+
+
+class _NoASR:
+    """Silent and failed episodes have no model speech, so nothing may need transcribing."""
+
+    name = "none"
+
+    def transcribe(self, audio: Any, sr: int) -> str:
+        raise AssertionError("no model speech was expected")
+
+
+def test_failed_episodes_are_kept_not_retried_and_not_scored(silent_run, mini_dataset: Path,
+                                                              tmp_path: Path) -> None:
+    from metrics.mpe.score import score_run
+
+    out = tmp_path / "broken"
+    cfg = RunConfig(dataset=str(mini_dataset), adapter=BROKEN, adapter_args={"mode": "raise"}, out=str(out),
+                    limit=2)
+    counts = run(cfg)
+    assert counts == {"cases": 2, "skipped_done": 0, "ok": 0, "failed": 2}
+    recs, wavs = episode_ids(out)
+    assert len(recs) == 2 and recs == wavs
+    for case_id in recs:
+        rec = json.loads((out / f"{case_id}.rec.json").read_text())
+        assert rec["status"] == "failed" and "raised RuntimeError" in rec["failure"]
+    # A rerun does not quietly retry them: a failure is a recorded result.
+    before = mtimes(out)
+    assert run(cfg) == {"cases": 2, "skipped_done": 2, "ok": 0, "failed": 0}
+    assert mtimes(out) == before
+    # Two ok (silent) episodes of other cases beside them: only those two enter the denominators.
+    src, _ = silent_run
+    ok_ids = [c for c in episode_ids(src)[0] if c not in recs][:2]
+    assert len(ok_ids) == 2
+    for case_id in ok_ids:
+        for suffix in (".wav", ".rec.json"):
+            shutil.copy(src / f"{case_id}{suffix}", out / f"{case_id}{suffix}")
+    res = score_run(out, asr=_NoASR())
+    assert res["n_episodes"] == 4 and res["n_failed"] == 2
+    assert sorted(f["case_id"] for f in res["failed_episodes"]) == recs
+    assert all(f["status"] == "failed" and "raised" in f["reason"] for f in res["failed_episodes"])
+    scores = res["scores"]
+    assert scores["fresh_onset_rate"]["n"] == 2  # one T per ok episode, none from the failed ones
+    assert scores["fresh_onset_rate"]["k"] == 0  # the silent agent never answers
+    measured = {json.loads(line)["case_id"] for line in (out / "measurements.jsonl").read_text().splitlines()}
+    assert measured == set(ok_ids)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_accelerate_two_processes_share_the_cases(mini_dataset: Path, tmp_path: Path) -> None:
+    out = tmp_path / "acc"
+    accelerate = Path(sys.executable).parent / "accelerate"
+    # What works here (accelerate 1.15, CPU only): `--cpu --num_processes 2` starts ONE process, so ask for
+    # --multi_gpu with every config value on the command line (no config file needed); the runner then builds
+    # PartialState(cpu=True) (gloo) because DUPLEX_EVAL_CPU=1. A free port avoids clashing with another run.
+    cmd = [str(accelerate), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+           "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(_free_port()),
+           "eval/run.py", "--dataset", str(mini_dataset), "--adapter", "silent", "--out", str(out),
+           "--limit", "6"]
+    env = os.environ | {"DUPLEX_EVAL_CPU": "1", "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    per_process = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert len(per_process) == 2, proc.stdout
+    assert all(c["cases"] == 6 and c["failed"] == 0 for c in per_process)
+    assert [c["ok"] for c in per_process] == [3, 3]  # both processes did work, and the split is even
+    done_lines = [line for line in proc.stderr.splitlines() if "duplex_eval.run [" in line]
+    assert len(done_lines) == 6 and sum("/3] " in line for line in done_lines) == 6
+    recs, wavs = episode_ids(out)
+    assert len(recs) == 6 and recs == wavs
+    case_ids = [line.split()[4] for line in done_lines]
+    assert sorted(case_ids) == recs  # each case ran exactly once
+
+
+class _FakeState:
+    """One of several accelerate processes, splitting a list exactly as PartialState does."""
+
+    def __init__(self, index: int, num: int) -> None:
+        self.process_index, self.num_processes = index, num
+        self.is_main_process = index == 0
+
+    @contextmanager
+    def split_between_processes(self, inputs: list) -> Iterator[list]:
+        per, extra = divmod(len(inputs), self.num_processes)
+        start = self.process_index * per + min(self.process_index, extra)
+        yield inputs[start:start + per + (1 if self.process_index < extra else 0)]
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "eval/run.py run(): each process lists unfinished episodes (`todo`) on its own and then splits that list; "
+    "with no barrier between listing and running, a process that lists after another has finished an episode "
+    "splits a shorter list and cases are silently never run"))
+def test_split_does_not_depend_on_when_each_process_lists(mini_dataset: Path, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two processes, the second one slower to start: it lists the done episodes after the first has run its
+    share. Every case must still run exactly once."""
+    out = tmp_path / "race"
+    cfg = RunConfig(dataset=str(mini_dataset), adapter="silent", out=str(out), limit=6)
+    for index in (0, 1):
+        monkeypatch.setattr(run_mod, "_state", lambda index=index: _FakeState(index, 2))
+        run(cfg)
+    recs, _ = episode_ids(out)
+    assert len(recs) == 6
