@@ -27,6 +27,7 @@ from eval.schedule import Ctx, StepScheduler
 from metrics.vad import VAD_PRESETS, StreamingVAD
 
 HARNESS_VERSION = "0.1.0"
+STALL_PREFIX = "step stalled"
 
 
 class EpisodeFailure(RuntimeError):
@@ -67,7 +68,7 @@ class _Stepper:
             else:
                 frame = self.pool.submit(self.agent.step, user, None).result(timeout=self.timeout_s)
         except StepTimeout:
-            raise EpisodeFailure(f"step stalled: no frame within {self.timeout_s}s at t={t_s:.3f}s") from None
+            raise EpisodeFailure(f"{STALL_PREFIX}: no frame within {self.timeout_s}s at t={t_s:.3f}s") from None
         except EpisodeFailure:
             raise
         except Exception as err:  # the agent's own error: recorded as data, the run goes on

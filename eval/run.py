@@ -92,7 +92,7 @@ def check_run_dir(out: Path, cfg: RunConfig, is_main: bool) -> None:
 
 def run(cfg: RunConfig) -> dict[str, int]:
     from dataset_builder.hf_dataset import iter_cases, list_cases
-    from eval.orchestrator import RunOptions, episode_paths, run_mpe_episode
+    from eval.orchestrator import STALL_PREFIX, RunOptions, episode_paths, run_mpe_episode
 
     if cfg.config != "mpe":
         raise SystemExit(f"config {cfg.config!r} is not implemented yet (available: mpe)")
@@ -122,6 +122,10 @@ def run(cfg: RunConfig) -> dict[str, int]:
             for i, (case, audio) in enumerate(iter_cases(cfg.dataset, cfg.config, wanted=mine), 1):
                 ep = run_mpe_episode(agent, case, audio, protocol, out, seed=cfg.seed, options=options)
                 counts[ep.status] = counts.get(ep.status, 0) + 1
+                if ep.failure and ep.failure.startswith(STALL_PREFIX):
+                    # The stalled step may still be running in its abandoned thread: never reuse that agent.
+                    agent.close()
+                    agent = load_adapter(cfg.adapter, **cfg.adapter_args)
                 log.info("[%d/%d] %s %s %s", i, len(mine), case.case_id, ep.status, ep.failure or "")
         finally:
             agent.close()

@@ -93,6 +93,10 @@ class HeuristicJudge:
             if g_times:
                 if any(t in r_times for t in g_times):
                     return Verdict("correct", f"time {g_times[0]} found for {cand!r}")
+                # ASR often writes a spoken clock time ("five fifty") as one digit run: 550.
+                runs = {float(t.replace(":", "")) for t in g_times}
+                if any(x in runs for x in r_nums):
+                    return Verdict("correct", f"time {g_times[0]} found as a digit run for {cand!r}")
             elif len(g_nums) == 1:
                 if any(abs(x - g_nums[0]) <= 1e-6 for x in r_nums):
                     return Verdict("correct", f"number {g_nums[0]:g} found for {cand!r}")

@@ -143,6 +143,8 @@ def test_words_to_numbers_and_normalize() -> None:
         ("$21", [], "That's twenty one dollars.", "correct"),
         ("4:40 PM", [], "It's four forty p.m.", "correct"),
         ("4:40 PM", [], "It's 4:45 PM.", "incorrect"),
+        ("5:50", ["5 50"], "The answer is 550.", "correct"),  # whisper's spelling of "five fifty"
+        ("5:50", [], "The answer is 540.", "incorrect"),
         ("Paris", [], "The capital is Paris.", "correct"),
         ("the Eiffel Tower", [], "You mean Eiffel Tower?", "correct"),
         ("Lisbon", ["Lisboa"], "It's Lisboa.", "correct"),

@@ -95,10 +95,10 @@ def case3(piper) -> tuple[Case, np.ndarray]:
 
 
 def run_case(agent: DuplexAgent, case_audio: tuple[Case, np.ndarray], out: Path,
-             protocol: MPEProtocol = MPEProtocol(), options: RunOptions = RunOptions()
+             protocol: MPEProtocol | None = None, options: RunOptions | None = None
              ) -> tuple[Episode, np.ndarray]:
     case, audio = case_audio
-    ep = run_mpe_episode(agent, case, audio, protocol, out, options=options)
+    ep = run_mpe_episode(agent, case, audio, protocol or MPEProtocol(), out, options=options or RunOptions())
     stereo, sr = read_wav(out / f"{case.case_id}.wav")
     assert sr == SESSION_SR and stereo.ndim == 2 and stereo.shape[1] == 2
     assert Episode.load(out / f"{case.case_id}.rec.json") == ep  # rec.json holds exactly what was returned
