@@ -8,12 +8,12 @@ package, imported only when that backend is used.
 from __future__ import annotations
 
 import hashlib
-import importlib
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from dataset_builder.audio import VAD_SR, resample
+from dataset_builder.registry import LazyRegistry
 
 ASR_SR = VAD_SR  # both backends take 16 kHz mono
 MIN_AUDIO_S = 0.1  # shorter clips hold no word; whisper would hallucinate on them
@@ -41,7 +41,25 @@ def _audio_key(audio16: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(audio16, dtype=np.float32).tobytes()).hexdigest()
 
 
-class FasterWhisperASR:
+class _MemoisedASR:
+    """Shared front half of the backends: mono check, 16 kHz, too-short -> "", memo by audio hash."""
+
+    _memo: dict[str, str]
+
+    def _transcribe16(self, audio16: np.ndarray) -> str:
+        raise NotImplementedError
+
+    def transcribe(self, audio: np.ndarray, sr: int) -> str:
+        audio16 = _prepare(audio, sr)
+        if audio16 is None:
+            return ""
+        key = _audio_key(audio16)
+        if key not in self._memo:
+            self._memo[key] = self._transcribe16(audio16)
+        return self._memo[key]
+
+
+class FasterWhisperASR(_MemoisedASR):
     """Whisper via CTranslate2, greedy and deterministic (temperature 0 only, no VAD filter)."""
 
     def __init__(
@@ -73,26 +91,20 @@ class FasterWhisperASR:
             )
         return self._model
 
-    def transcribe(self, audio: np.ndarray, sr: int) -> str:
-        audio16 = _prepare(audio, sr)
-        if audio16 is None:
-            return ""
-        key = _audio_key(audio16)
-        if key not in self._memo:
-            segments, _info = self._load().transcribe(
-                audio16,
-                language="en",
-                beam_size=self.beam_size,
-                temperature=0.0,  # a single temperature: no sampling fallback, so reruns agree
-                vad_filter=False,  # our own VAD already chose the audio; a second VAD would cut words
-                condition_on_previous_text=False,
-                without_timestamps=True,
-            )
-            self._memo[key] = " ".join(s.text.strip() for s in segments).strip()
-        return self._memo[key]
+    def _transcribe16(self, audio16: np.ndarray) -> str:
+        segments, _info = self._load().transcribe(
+            audio16,
+            language="en",
+            beam_size=self.beam_size,
+            temperature=0.0,  # a single temperature: no sampling fallback, so reruns agree
+            vad_filter=False,  # our own VAD already chose the audio; a second VAD would cut words
+            condition_on_previous_text=False,
+            without_timestamps=True,
+        )
+        return " ".join(s.text.strip() for s in segments).strip()
 
 
-class QwenASR:
+class QwenASR(_MemoisedASR):
     """Qwen3-ASR through the `qwen-asr` package (optional; it pins transformers==4.57.6)."""
 
     def __init__(self, model: str = "Qwen/Qwen3-ASR-1.7B", device: str = "cpu") -> None:
@@ -120,30 +132,20 @@ class QwenASR:
             )
         return self._model
 
-    def transcribe(self, audio: np.ndarray, sr: int) -> str:
-        audio16 = _prepare(audio, sr)
-        if audio16 is None:
-            return ""
-        key = _audio_key(audio16)
-        if key not in self._memo:
-            results = self._load().transcribe(audio=(audio16, ASR_SR), language="English")
-            self._memo[key] = str(results[0].text).strip()
-        return self._memo[key]
+    def _transcribe16(self, audio16: np.ndarray) -> str:
+        return str(self._load().transcribe(audio=(audio16, ASR_SR), language="English")[0].text).strip()
 
 
-_REGISTRY: dict[str, str] = {
+_REGISTRY = LazyRegistry("ASR backend", {
     "whisper-tiny-en": "metrics.asr:FasterWhisperASR",
     "qwen3-asr": "metrics.asr:QwenASR",
-}
+})
 DEFAULT_ASR = "whisper-tiny-en"
 
 
 def asr_names() -> list[str]:
-    return sorted(_REGISTRY)
+    return _REGISTRY.names()
 
 
 def get_asr(name: str = DEFAULT_ASR, **kwargs: Any) -> ASR:
-    if name not in _REGISTRY:
-        raise KeyError(f"unknown ASR backend {name!r}; known: {asr_names()}")
-    module, _, cls = _REGISTRY[name].partition(":")
-    return getattr(importlib.import_module(module), cls)(**kwargs)
+    return _REGISTRY.load(name, **kwargs)

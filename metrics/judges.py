@@ -9,7 +9,6 @@ content hash so an interrupted scoring run resumes without paying twice.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import os
 import re
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from dataset_builder.atomic import atomic_write_json
+from dataset_builder.registry import LazyRegistry
 from metrics.textnorm import normalize, numbers_in, times_in, words_to_numbers
 
 ANSWER_LABELS = ("correct", "incorrect", "unparseable")
@@ -232,19 +232,16 @@ class OpenAIJudge:
         return Verdict(_parse_verdict(content, ACK_LABELS[:2]), content)
 
 
-_REGISTRY: dict[str, str] = {
+_REGISTRY = LazyRegistry("judge", {
     "heuristic": "metrics.judges:HeuristicJudge",
     "openai": "metrics.judges:OpenAIJudge",
-}
+})
 DEFAULT_JUDGE = "heuristic"
 
 
 def judge_names() -> list[str]:
-    return sorted(_REGISTRY)
+    return _REGISTRY.names()
 
 
 def get_judge(name: str = DEFAULT_JUDGE, **kwargs: Any) -> Judge:
-    if name not in _REGISTRY:
-        raise KeyError(f"unknown judge {name!r}; known: {judge_names()}")
-    module, _, cls = _REGISTRY[name].partition(":")
-    return getattr(importlib.import_module(module), cls)(**kwargs)
+    return _REGISTRY.load(name, **kwargs)

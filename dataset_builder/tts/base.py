@@ -6,10 +6,11 @@ backend configuration must give identical samples: builds are hashed and compare
 
 from __future__ import annotations
 
-import importlib
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
+
+from dataset_builder.registry import LazyRegistry
 
 
 @runtime_checkable
@@ -25,24 +26,21 @@ class TTSBackend(Protocol):
         ...
 
 
-_REGISTRY: dict[str, str] = {
+_REGISTRY = LazyRegistry("TTS backend", {
     "piper": "dataset_builder.tts.piper_backend:PiperTTS",
     "espeak": "dataset_builder.tts.espeak_backend:EspeakTTS",
     "http": "dataset_builder.tts.http_backend:HttpTTS",
-}
+})
 
 
 def register_tts(name: str, target: str) -> None:
     """Register a backend as a lazy "module:Class" string, imported only when chosen."""
-    _REGISTRY[name] = target
+    _REGISTRY.register(name, target)
 
 
 def tts_names() -> list[str]:
-    return sorted(_REGISTRY)
+    return _REGISTRY.names()
 
 
 def get_tts(name: str, **kwargs: Any) -> TTSBackend:
-    if name not in _REGISTRY:
-        raise KeyError(f"unknown TTS backend {name!r}; known: {tts_names()}")
-    module, _, cls = _REGISTRY[name].partition(":")
-    return getattr(importlib.import_module(module), cls)(**kwargs)
+    return _REGISTRY.load(name, **kwargs)
