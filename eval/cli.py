@@ -40,7 +40,11 @@ def _score(run_dir: Path, a: argparse.Namespace) -> dict:
 
     overrides = {k: float(v) for k, v in parse_kv(a.param, "--param").items()}
     asr = None if a.reuse else get_asr(a.asr)
-    judge = None if a.reuse else get_judge(a.judge, **parse_kv(a.judge_arg, "--judge-arg"))
+    judge_args = parse_kv(a.judge_arg, "--judge-arg")
+    if a.judge == "openai":
+        # Judge calls are cached by content hash in the run folder, so a rescore resumes where it stopped.
+        judge_args.setdefault("cache_dir", str(run_dir / "judge-cache"))
+    judge = None if a.reuse else get_judge(a.judge, **judge_args)
     return score_run(run_dir, asr=asr, judge=judge, overrides=overrides, reuse_measurements=a.reuse)
 
 

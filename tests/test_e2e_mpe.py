@@ -23,10 +23,15 @@ def oracle_scores(mini_dataset: Path, tmp_path_factory) -> dict:
 
 
 @pytest.fixture(scope="module")
-def silent_scores(mini_dataset: Path, tmp_path_factory) -> dict:
+def silent_run(mini_dataset: Path, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("silent")
     run(RunConfig(dataset=str(mini_dataset), adapter="silent", out=str(out)))
-    return score_run(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def silent_scores(silent_run: Path) -> dict:
+    return score_run(silent_run)
 
 
 def test_mini_set_shape(mini_dataset: Path) -> None:
@@ -96,3 +101,30 @@ def test_streaming_reader_matches_load_dataset(mini_dataset: Path) -> None:
     assert set(got) == wanted
     ref = dict((c.case_id, audio) for c, audio in full)
     assert all(np.array_equal(got[k], ref[k]) for k in wanted)
+
+
+def test_cli_score_and_report(silent_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from eval.cli import main
+
+    assert main(["score", str(silent_run), "--param", "t_onset_window_s=4"]) == 0
+    printed = capsys.readouterr().out
+    assert "fresh_onset_rate" in printed and "0/40" in printed and "heuristic" in printed
+    scores = json.loads((silent_run / "scores.json").read_text())
+    assert scores["thresholds"]["t_onset_window_s"] == 4.0
+    assert set(scores["by_condition"]) == {"explicit", "implicit"}
+    assert main(["report", str(silent_run), "--out", str(tmp_path / "report"), "--max-plots", "2"]) == 0
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert page.count("<img") == 2 and ".wav" in page
+    assert len(list((tmp_path / "report" / "plots").rglob("*.png"))) == 2
+
+
+def test_cli_reports_bad_input_clearly(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from eval.cli import main
+
+    assert main(["score", str(tmp_path)]) == 2
+    assert "no *.rec.json" in capsys.readouterr().err
+    assert main(["run", "--dataset", str(tmp_path / "missing"), "--adapter", "silent",
+                 "--out", str(tmp_path / "r")]) == 2
+    assert "does not exist" in capsys.readouterr().err
