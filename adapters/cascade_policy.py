@@ -33,12 +33,34 @@ def addressed(text: str) -> bool:
     return any(w in NAME_FORMS for w in words)
 
 
-def is_request(text: str) -> bool:
-    t = text.lower().strip()
-    if len(t.split()) > MAX_REQUEST_WORDS:
-        return False
-    after_name = re.sub(r"^(hey |ok |okay )?(" + "|".join(NAME_FORMS) + r")[,.!]?\s*", "", t)
-    return "?" in t or after_name.startswith(IMPERATIVES) or t.startswith(("could you", "can you"))
+def sentences(text: str) -> list[str]:
+    return [s.strip() for s in re.findall(r"[^.?!]+[.?!]?", text) if s.strip()]
+
+
+def _is_request_sentence(s: str) -> bool:
+    s = s.lower()
+    after_name = re.sub(r"^(hey |ok |okay )?(" + "|".join(NAME_FORMS) + r")[,.!]?\s*", "", s)
+    return s.endswith("?") or after_name.startswith(IMPERATIVES) or s.startswith(("could you", "can you"))
+
+
+def addressed_request(text: str) -> str | None:
+    """The request made to it by name, or None.
+
+    Several turns can reach it as one utterance, so only the sentence that names it counts, or, when that
+    sentence is just a vocative ("Hey Aria."), the one right after it.
+    """
+    if len(text.split()) > MAX_REQUEST_WORDS * 3:
+        return None
+    parts = sentences(text)
+    for i, s in enumerate(parts):
+        if not addressed(s):
+            continue
+        if _is_request_sentence(s) and len(s.split()) <= MAX_REQUEST_WORDS:
+            return s
+        vocative = len(re.findall(r"[a-z']+", s.lower())) <= 3
+        if vocative and i + 1 < len(parts) and _is_request_sentence(parts[i + 1]):
+            return parts[i + 1]
+    return None
 
 
 def _last(pattern: str, memory: list[str]) -> re.Match[str] | None:
@@ -59,11 +81,11 @@ class Policy:
 
     def hear(self, transcript: str) -> str | None:
         """Remember the utterance; return what to say, or None to stay silent."""
-        text = normalise(transcript)
-        self.memory.append(text)
-        if not (addressed(transcript) and is_request(transcript)):
+        self.memory.append(normalise(transcript))
+        request = addressed_request(transcript)
+        if request is None:
             return None
-        answer = self.compute(text)
+        answer = self.compute(normalise(request))
         return f"The answer is {answer}." if answer else "Sorry, I am not sure."
 
     def compute(self, q: str) -> str | None:
@@ -93,16 +115,19 @@ class Policy:
     def _share(self, q: str, mem: list[str]) -> str | None:
         if not any(k in q for k in ("each person", "share", "owe")):
             return None
-        total = _last(r"\$?" + NUM + r" ?(?:dollars|\$)?", [x for x in mem if "dollar" in x or "$" in x])
+        money = [x for x in mem if re.search(r"dollar|\$|bill|total|altogether|for all that", x)]
+        total = _last(r"\$?" + NUM + r"(?! ways)", money)
         ways = _last(NUM + r" ways", mem)
         return _fmt(float(total.group(1)) / float(ways.group(1))) if total and ways else None
 
     def _total(self, q: str, mem: list[str]) -> str | None:
         if "cost" not in q and "total" not in q:
             return None
-        price = _last(NUM + r" dollars (?:each|apiece)", mem)
-        qty = _last(r"need " + NUM, mem)
-        return _fmt(float(price.group(1)) * float(qty.group(1))) if price and qty else None
+        price = _last(r"\$?" + NUM + r" (?:dollars )?(?:each|apiece)", mem)
+        qty = _last(r"need " + NUM + r"|" + NUM + r" [a-z-]+(?: [a-z-]+)? (?:we )?(?:need|needed)", mem)
+        if not price or not qty:
+            return None
+        return _fmt(float(price.group(1)) * float(qty.group(1) or qty.group(2)))
 
     def _count(self, q: str, mem: list[str]) -> str | None:
         if "how many" not in q:
@@ -112,14 +137,15 @@ class Policy:
         return _fmt(float(adults.group(1)) + float(kids.group(1))) if adults and kids else None
 
     def _arrival(self, q: str, mem: list[str]) -> str | None:
-        if not any(k in q for k in ("what time", "arrive", "get there", "arrival")):
+        if not any(k in q for k in ("what time", "arrive", "get there", "arrival", "when do we")):
             return None
-        dep = _last(r"(?:leaves|departs) at (\d{1,2})[: ]?(\d{2})?", mem)
+        # "5:05", "5 05" or whisper's digit run "505"
+        dep = _last(r"(?:leaves|departs) at (\d{1,2})(?:[: ](\d{2})|(?<=\d)(\d{2}))?\b", mem)
         hours = _last(r"takes (\d+) hours?(?: and (\d+) minutes)?", mem)
         mins = _last(r"(?:takes|journey is|trip is) (\d+) minutes", mem)
         if not dep or not (hours or mins):
             return None
-        start = int(dep.group(1)) * 60 + int(dep.group(2) or 0)
+        start = int(dep.group(1)) * 60 + int(dep.group(2) or dep.group(3) or 0)
         dur = int(hours.group(1)) * 60 + int(hours.group(2) or 0) if hours else int(mins.group(1))
         h, m = divmod(start + dur, 60)
         return f"{(h - 1) % 12 + 1}:{m:02d}"
