@@ -30,7 +30,7 @@ def side_by_side(results: dict[str, dict[str, Any]], section: str = "scores", ke
         rows.append([label, *cells])
     rows.append(["failed episodes", *[str(results[n]["n_failed"]) for n in names]])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 
