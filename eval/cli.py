@@ -74,6 +74,14 @@ def cmd_report(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_push(a: argparse.Namespace) -> int:
+    from dataset_builder.hf_dataset import push_to_hub
+
+    url = push_to_hub(Path(a.folder), a.repo_id, token_env=a.token_env, private=a.private)
+    print(f"pushed {a.folder} to {url}")
+    return 0
+
+
 def cmd_demo(a: argparse.Namespace) -> int:
     from eval.demo import demo
 
@@ -116,6 +124,12 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument("--out", default=str(DEFAULT_OUT / "report"))
     rp.add_argument("--max-plots", type=int, default=40)
     rp.set_defaults(func=cmd_report)
+    pu = sub.add_parser("push", help="upload a built dataset folder to the Hub (token from $HF_TOKEN)")
+    pu.add_argument("folder")
+    pu.add_argument("repo_id", help="e.g. my-org/duplex-mpe")
+    pu.add_argument("--token-env", default="HF_TOKEN")
+    pu.add_argument("--private", action="store_true")
+    pu.set_defaults(func=cmd_push)
     d = sub.add_parser("demo", help="build the mini set, run silent/oracle/cascade, score, report")
     d.add_argument("--out", default=str(DEFAULT_OUT))
     d.add_argument("--preset", default="mini", choices=["mini", "full"])
@@ -130,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     a = parser().parse_args(argv)
     try:
         return int(a.func(a))
-    except (SchemaError, FileNotFoundError, KeyError) as err:
+    except (SchemaError, FileNotFoundError, KeyError, RuntimeError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
 

@@ -89,8 +89,12 @@ def write_report(run_dirs: list[Path], out: Path, max_plots: int = 40) -> Path:
             failure = f" <b>failed:</b> {html.escape(ep.failure or '')}" if ep.status != "ok" else ""
             items.append(f'<li><a href="{html.escape(rel_wav)}">{ep.case_id}</a> {html.escape(verdicts)}'
                          f"{failure}{img}</li>")
+        by_cond = "".join(f"\n-- {cond}\n{side_by_side({name: res}, 'by_condition', cond)}"
+                          for cond in res["by_condition"])
+        scores_link = html.escape(os.path.relpath(scores_path, out))
         sections.append(f"<h2>{html.escape(name)}</h2><pre>{html.escape(side_by_side({name: res}))}\n"
-                        f"{html.escape(paired_line(res))}\n{html.escape(provenance(res))}</pre>"
+                        f"{html.escape(by_cond)}\n\n{html.escape(paired_line(res))}\n"
+                        f"{html.escape(provenance(res))}</pre><p><a href=\"{scores_link}\">scores.json</a></p>"
                         f"<details><summary>episodes</summary><ul>{''.join(items)}</ul></details>")
     body = (f"<h1>duplex-eval report</h1><h2>Duplex-MPE, side by side</h2>"
             f"<pre>{html.escape(side_by_side(results))}</pre>{''.join(sections)}")
