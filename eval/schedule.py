@@ -23,6 +23,11 @@ class ModelView(Protocol):
     @property
     def silence_s(self) -> float: ...
 
+    @property
+    def onsets(self) -> list[float]:
+        """Start times (stream seconds) of confirmed model speech, known once confirmed."""
+        ...
+
 
 @dataclass
 class Ctx:
@@ -127,3 +132,68 @@ class StepScheduler:
             ctx.sample += len(chunk)
         ctx.sample += n - filled
         return out
+
+
+@dataclass
+class TakeTurn:
+    """Take-turn (SPEC §4): silence until the model has spoken and then been silent for `endpoint_s`.
+
+    A model that never starts is waited for `timeout_s`; a model that never stops, `cap_s`.
+    """
+
+    endpoint_s: float
+    timeout_s: float
+    cap_s: float
+    start: int | None = None
+    spoke: bool = False
+
+    def take(self, n: int, ctx: Ctx) -> np.ndarray | None:
+        if self.start is None:
+            self.start = ctx.sample
+        elapsed = (ctx.sample - self.start) / ctx.sr
+        self.spoke = self.spoke or ctx.model.speaking
+        if elapsed >= self.cap_s or (not self.spoke and elapsed >= self.timeout_s):
+            return None
+        if self.spoke and not ctx.model.speaking and ctx.model.silence_s >= self.endpoint_s:
+            return None
+        return np.zeros(n, np.float32)
+
+
+@dataclass
+class BargeIn:
+    """Barge-in (SPEC §4): silence until the model has been speaking for `after_s`, so the next clip
+    starts over the model's speech; gives up after `timeout_s` if the model never speaks."""
+
+    after_s: float
+    timeout_s: float
+    start: int | None = None
+    anchor_s: float | None = None  # the onset the barge-in is timed from
+
+    def take(self, n: int, ctx: Ctx) -> np.ndarray | None:
+        now = ctx.sample / ctx.sr
+        if self.start is None:
+            self.start = ctx.sample
+            if ctx.model.speaking and ctx.model.onsets:  # already talking: time from that utterance's onset
+                self.anchor_s = ctx.model.onsets[-1]
+        if self.anchor_s is None:
+            # The VAD confirms an onset only after min_speech; timing counts from the onset itself.
+            later = [t for t in ctx.model.onsets if t >= self.start / ctx.sr - 1e-9]
+            self.anchor_s = later[0] if later else None
+        if self.anchor_s is not None and now >= self.anchor_s + self.after_s:
+            return None
+        if self.anchor_s is None and now - self.start / ctx.sr >= self.timeout_s:
+            return None
+        return np.zeros(n, np.float32)
+
+
+@dataclass
+class UntilTime:
+    """Fixed schedule (SPEC §4): silence until an absolute stream time, whatever the model does."""
+
+    at_s: float
+
+    def take(self, n: int, ctx: Ctx) -> np.ndarray | None:
+        remaining = int(round(self.at_s * ctx.sr)) - ctx.sample
+        if remaining <= 0:
+            return None
+        return np.zeros(min(n, remaining), np.float32)
