@@ -19,6 +19,7 @@ import numpy as np
 from dataset_builder.atomic import round_ms
 from dataset_builder.audio import SESSION_SR, silence, wav_bytes
 from dataset_builder.schema import Case, Clip, Script
+from dataset_builder.segments import render_turn
 from dataset_builder.tts import TTSBackend, get_tts
 from dataset_builder.tts.cache import CachedTTS
 
@@ -64,7 +65,7 @@ def assemble_case(script: Script, tts: TTSBackend, preamble_text: str, preamble:
     pos = len(preamble) + len(parts[1])
     clips: list[Clip] = []
     for turn, gap in zip(script.turns, turn_gaps(seed, script.pair_id, len(script.turns)), strict=True):
-        audio = tts.synthesize(turn.text, voices[turn.speaker])
+        audio = render_turn(turn, tts, voices[turn.speaker])
         gap_audio = silence(gap)
         pos += len(gap_audio)
         clips.append(Clip(turn.turn_id, round_ms(pos / SESSION_SR), round_ms((pos + len(audio)) / SESSION_SR), gap))

@@ -17,6 +17,9 @@ TURN_FIELDS = (
 
 def case_to_row(case: Case, audio_bytes: bytes) -> dict[str, Any]:
     s = case.script
+    if any(t.segments for t in s.turns):
+        raise SchemaError("the mpe config stores whole turns; segmented turns would be lost", row=case.case_id,
+                          field="turns.segments")
     voices = {sp.name: sp.voice for sp in s.speakers}
     turns = [
         {

@@ -68,6 +68,27 @@ class Speaker:
         _require(bool(self.voice.strip()), f"speaker {self.name!r} has no voice", "speakers.voice")
 
 
+SEGMENT_KINDS = ("speech", "silence")
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A piece of a turn: speech (text for the TTS) or an exact pause (zero samples, never TTS prosody)."""
+
+    kind: str
+    text: str = ""
+    duration_s: float = 0.0
+
+    def validate(self, where: str) -> None:
+        _require(self.kind in SEGMENT_KINDS, f"segment kind {self.kind!r} not in {SEGMENT_KINDS}", where)
+        if self.kind == "speech":
+            _require(bool(self.text.strip()), "speech segment has no text", where + ".text")
+            _require(self.duration_s == 0.0, "speech duration comes from the TTS", where + ".duration_s")
+        else:
+            _require(not self.text, "silence segment has text", where + ".text")
+            _require(self.duration_s > 0, "silence needs a positive duration", where + ".duration_s")
+
+
 @dataclass(frozen=True)
 class Turn:
     turn_id: str
@@ -75,12 +96,21 @@ class Turn:
     text: str
     label: str
     addressee: str | None = None  # who the turn is for (a speaker, "Aria", a device) or None (nobody)
+    segments: list[Segment] = field(default_factory=list)  # empty: the whole text is one speech segment
 
     def validate(self, speakers: set[str]) -> None:
         f = f"turns[{self.turn_id}]"
         _require(self.label in MPE_LABELS, f"label {self.label!r} is not one of {MPE_LABELS}", f + ".label")
         _require(self.speaker in speakers, f"speaker {self.speaker!r} is not in the scene", f + ".speaker")
         _require(bool(self.text.strip()), "text is empty", f + ".text")
+        for i, seg in enumerate(self.segments):
+            seg.validate(f"{f}.segments[{i}]")
+        spoken = " ".join(seg.text for seg in self.segments if seg.kind == "speech")
+        _require(not self.segments or spoken.split() == self.text.split(),
+                 "speech segments must spell out the turn's text", f + ".segments")
+
+    def speech_segments(self) -> list[Segment]:
+        return self.segments or [Segment("speech", self.text)]
 
 
 @dataclass
@@ -145,7 +175,9 @@ class Script:
         try:
             d = dict(data)
             d["speakers"] = [_from_dict(Speaker, s, "speakers") for s in d.get("speakers", [])]
-            d["turns"] = [_from_dict(Turn, t, "turns") for t in d.get("turns", [])]
+            d["turns"] = [_from_dict(Turn, {**t, "segments": [_from_dict(Segment, g, "turns.segments")
+                                                                  for g in t.get("segments", [])]}, "turns")
+                          for t in d.get("turns", [])]
             script = _from_dict(cls, d, "script")
             script.validate()
             return script

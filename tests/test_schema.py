@@ -73,3 +73,29 @@ def test_episode_file_errors_name_the_file(tmp_path: Path) -> None:
     bad.write_text(json.dumps({"case_id": "x"}))
     with pytest.raises(SchemaError, match="not an episode record"):
         Episode.load(bad)
+
+
+def test_segments_validate_and_render_exact_pauses(piper) -> None:
+    from dataset_builder.audio import SESSION_SR
+    from dataset_builder.schema import Segment, Turn
+    from dataset_builder.segments import render_turn
+
+    turn = Turn("t00", "Ana", "my number is five five five", "N2", segments=[
+        Segment("speech", "my number is"), Segment("silence", duration_s=0.75), Segment("speech", "five five five")])
+    turn.validate({"Ana"})
+    voice = piper.voices()[0]
+    audio = render_turn(turn, piper, voice)
+    first = piper.synthesize("my number is", voice)
+    pause = audio[len(first):len(first) + int(0.75 * SESSION_SR)]
+    assert len(pause) == 18_000 and not pause.any()  # exact zero samples, exactly 0.75 s
+    assert len(audio) == len(first) + 18_000 + len(piper.synthesize("five five five", voice))
+    for bad, field in [
+        (Segment("silence", duration_s=0.0), "duration_s"),
+        (Segment("speech", ""), "text"),
+        (Segment("hum", "x"), "segments[0]"),
+    ]:
+        with pytest.raises(SchemaError) as err:
+            Turn("t01", "Ana", "x", "N3", segments=[bad]).validate({"Ana"})
+        assert field in err.value.field
+    with pytest.raises(SchemaError, match="spell out"):
+        Turn("t02", "Ana", "hello there", "N3", segments=[Segment("speech", "hello")]).validate({"Ana"})
