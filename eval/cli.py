@@ -74,6 +74,28 @@ def cmd_report(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_text_reference(a: argparse.Namespace) -> int:
+    from dataset_builder.hf_dataset import list_cases
+    from eval.tables import cell
+    from eval.text_reference import get_decider, text_reference
+
+    out = Path(a.out)
+    kwargs = parse_kv(a.decider_arg, "--decider-arg")
+    if a.decider == "openai":
+        kwargs.setdefault("cache_dir", str(out / "judge-cache"))
+    res = text_reference(list_cases(a.dataset, a.config), get_decider(a.decider, **kwargs), out)
+    kind = "heuristic" if res["heuristic"] else "model"
+    print(f"transcript-conditioned reference, decider {res['decider']} ({kind}), {res['n_cases']} cases")
+    for cond, block in [("overall", res["scores"]), *res["by_condition"].items()]:
+        print(f"{cond:>9}: " + "  ".join(f"{k}={cell(v)}" for k, v in block.items()))
+    p = res["paired"]
+    if p["n_pairs"]:
+        print(f"paired explicit-implicit response: diff={p['difference']:+.3f} over {p['n_pairs']} pairs, "
+              f"exact McNemar p={p['mcnemar_p']:.3g}")
+    print(f"written: {out / 'text_reference.json'}")
+    return 0
+
+
 def cmd_push(a: argparse.Namespace) -> int:
     from dataset_builder.hf_dataset import push_to_hub
 
@@ -124,6 +146,14 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument("--out", default=str(DEFAULT_OUT / "report"))
     rp.add_argument("--max-plots", type=int, default=40)
     rp.set_defaults(func=cmd_report)
+    tr = sub.add_parser("text-reference", help="transcript-conditioned reference: respond/silent from text")
+    tr.add_argument("--dataset", required=True)
+    tr.add_argument("--config", default="mpe")
+    tr.add_argument("--decider", default="policy", help="policy (heuristic) or openai")
+    tr.add_argument("--decider-arg", action="append", default=[], metavar="K=V",
+                    help="e.g. base_url=http://127.0.0.1:8000 model=qwen")
+    tr.add_argument("--out", required=True)
+    tr.set_defaults(func=cmd_text_reference)
     pu = sub.add_parser("push", help="upload a built dataset folder to the Hub (token from $HF_TOKEN)")
     pu.add_argument("folder")
     pu.add_argument("repo_id", help="e.g. my-org/duplex-mpe")

@@ -207,7 +207,8 @@ class OpenAIJudge:
         except (KeyError, IndexError, TypeError):
             return json.dumps(payload)[:2000]  # kept as the raw evidence; parses as unparseable
 
-    def _ask(self, prompt: str) -> str:
+    def ask(self, prompt: str) -> str:
+        """One cached chat completion for a prompt of ours (also used by the transcript reference)."""
         path = self._cache_path(prompt)
         if path is not None and path.exists():
             return str(json.loads(path.read_text(encoding="utf-8"))["content"])
@@ -222,13 +223,13 @@ class OpenAIJudge:
         prompt = _ANSWER_PROMPT.format(
             question=question, gold=gold, aliases=", ".join(aliases) or "(none)", response=response
         )
-        content = self._ask(prompt)
+        content = self.ask(prompt)
         return Verdict(_parse_verdict(content, ANSWER_LABELS[:2]), content)
 
     def classify_ack(self, transcript: str) -> Verdict:
         if not transcript.strip():
             return Verdict("unparseable", "empty transcript")  # no exemption for silence-like noise
-        content = self._ask(_ACK_PROMPT.format(transcript=transcript))
+        content = self.ask(_ACK_PROMPT.format(transcript=transcript))
         return Verdict(_parse_verdict(content, ACK_LABELS[:2]), content)
 
 
