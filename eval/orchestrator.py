@@ -122,8 +122,11 @@ def run_mpe_episode(agent: DuplexAgent, case: Case, audio: np.ndarray, protocol:
             user = sched.fill(n, ctx)
             if gold_aware:
                 # Cues arrive one frame late: the oracle learns of an event only after hearing it.
-                for cue in pending:
-                    agent.cue(cue)  # type: ignore[attr-defined]
+                try:
+                    for cue in pending:
+                        agent.cue(cue)  # type: ignore[attr-defined]
+                except Exception as err:
+                    raise EpisodeFailure(f"cue raised {type(err).__name__}: {err} at t={pos / sr:.3f}s") from err
             pending = ctx.cues
             for cue in ctx.cues:
                 if cue.kind == "clip_start":
