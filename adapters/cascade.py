@@ -11,12 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from adapters.base import SpeechQueue
+from adapters.base import AssistantVoice, SpeechQueue
 from adapters.cascade_policy import Policy
 from adapters.protocol import Frame
-from dataset_builder.audio import SESSION_SR, resample, seconds_to_samples
-from dataset_builder.tts import get_tts
-from dataset_builder.tts.cache import CachedTTS
+from dataset_builder.audio import SESSION_SR, seconds_to_samples
 from metrics.asr import DEFAULT_ASR, get_asr
 from metrics.vad import StreamingVAD, VADParams
 
@@ -32,9 +30,7 @@ class CascadeAgent:
                  barge_in_stop_s: float = 0.4, response_delay_s: float = 0.3, **tts_kwargs: Any) -> None:
         self.frame_size = frame_size
         self.sample_rate = sample_rate
-        backend = get_tts(tts, **tts_kwargs)
-        self.tts = CachedTTS(backend, Path(cache_dir)) if cache_dir else backend
-        self.voice = backend.assistant_voice  # type: ignore[attr-defined]
+        self.mouth = AssistantVoice(tts, cache_dir, sample_rate, **tts_kwargs)
         self.asr = get_asr(asr)
         self.end_of_turn_s = end_of_turn_s
         self.barge_in_stop_s = barge_in_stop_s
@@ -60,7 +56,7 @@ class CascadeAgent:
         self.utterance, self.preroll = [], []
         reply = self.policy.hear(self.asr.transcribe(audio, self.sample_rate))
         if reply and not self.queue.speaking:
-            speech = resample(self.tts.synthesize(reply, self.voice), SESSION_SR, self.sample_rate)
+            speech = self.mouth.speak(reply)
             self.queue.say(np.concatenate([np.zeros(self.response_delay, np.float32), speech]))
 
     def step(self, user_frame: np.ndarray, forced_model_frame: np.ndarray | None = None) -> Frame:

@@ -11,11 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from adapters.base import SpeechQueue
+from adapters.base import AssistantVoice, SpeechQueue
 from adapters.protocol import Frame, TimelineCue
-from dataset_builder.audio import SESSION_SR, resample, seconds_to_samples
-from dataset_builder.tts import get_tts
-from dataset_builder.tts.cache import CachedTTS
+from dataset_builder.audio import SESSION_SR, seconds_to_samples
 
 # Long enough to still be speaking when N4R starts after the answering window, so yielding is exercised.
 HOLDING_REPLY = ("Sure, let me look into that for you. I am checking what I know about it, "
@@ -37,9 +35,7 @@ class OracleAgent:
                  stop_delay_s: float = 0.0, **tts_kwargs: Any) -> None:
         self.frame_size = frame_size
         self.sample_rate = sample_rate
-        backend = get_tts(tts, **tts_kwargs)
-        self.tts = CachedTTS(backend, Path(cache_dir)) if cache_dir else backend
-        self.voice = backend.assistant_voice  # type: ignore[attr-defined]
+        self.mouth = AssistantVoice(tts, cache_dir, sample_rate, **tts_kwargs)
         self.answer_delay_s = answer_delay_s
         self.stop_delay_s = stop_delay_s
         self.queue = SpeechQueue()
@@ -49,9 +45,6 @@ class OracleAgent:
         self.answer = np.zeros(0, np.float32)
         self.holding = np.zeros(0, np.float32)
 
-    def _speech(self, text: str) -> np.ndarray:
-        return resample(self.tts.synthesize(text, self.voice), SESSION_SR, self.sample_rate)
-
     def reset(self, system_prompt: str | None, seed: int) -> None:
         self.queue.stop()
         self.planned = []
@@ -60,8 +53,8 @@ class OracleAgent:
 
     def bind_case(self, case: Any) -> None:
         self.labels = {t.turn_id: t.label for t in case.script.turns}
-        self.answer = self._speech(answer_sentence(case.script.gold_answer))
-        self.holding = self._speech(HOLDING_REPLY) if "N4Q" in self.labels.values() else self.holding
+        self.answer = self.mouth.speak(answer_sentence(case.script.gold_answer))
+        self.holding = self.mouth.speak(HOLDING_REPLY) if "N4Q" in self.labels.values() else self.holding
 
     def cue(self, event: TimelineCue) -> None:
         label = self.labels.get(event.turn_id)
