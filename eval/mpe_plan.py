@@ -7,7 +7,7 @@ import numpy as np
 from dataset_builder.audio import SESSION_SR, resample, seconds_to_samples
 from dataset_builder.protocols import MPEProtocol
 from dataset_builder.schema import Case
-from eval.schedule import AwaitResponse, Play, Silence, Step
+from eval.schedule import Play, Silence, Step, TakeTurn
 
 PREAMBLE_ID = "preamble"
 
@@ -32,9 +32,10 @@ def mpe_steps(case: Case, audio: np.ndarray, protocol: MPEProtocol, sr: int) -> 
         steps.append(Silence(seconds_to_samples(gap, sr)))
         steps.append(Play(turn.turn_id, turn.label, clips[turn.turn_id]))
         if turn.label == "T":
-            steps.append(AwaitResponse(protocol.t_onset_window_s, protocol.endpoint_s,
-                                       protocol.response_cap_s, confirm_s))
+            # No onset within the window (plus the VAD's confirmation delay): move on; else wait for its end.
+            steps.append(TakeTurn(protocol.endpoint_s, protocol.t_onset_window_s + confirm_s,
+                                  protocol.response_cap_s))
     steps.append(Silence(seconds_to_samples(protocol.tail_s, sr)))
     # Never cut the model off mid-utterance at the end: wait for its silence (capped).
-    steps.append(AwaitResponse(0.0, protocol.endpoint_s, protocol.response_cap_s))
+    steps.append(TakeTurn(protocol.endpoint_s, 0.0, protocol.response_cap_s))
     return steps

@@ -77,37 +77,6 @@ class Silence:
         return np.zeros(k, np.float32)
 
 
-@dataclass
-class AwaitResponse:
-    """Silence until the model's response (if any) has ended.
-
-    With no model speech, advance once `onset_window_s` (plus the VAD's confirmation delay) has passed;
-    once speech is seen, advance after `endpoint_s` of confirmed silence, and never later than `cap_s`.
-    """
-
-    onset_window_s: float
-    endpoint_s: float
-    cap_s: float
-    confirm_s: float = 0.0
-    start: int | None = None
-    response_seen: bool = False
-
-    def take(self, n: int, ctx: Ctx) -> np.ndarray | None:
-        if self.start is None:
-            self.start = ctx.sample
-        elapsed = (ctx.sample - self.start) / ctx.sr
-        if ctx.model.speaking:
-            self.response_seen = True
-        if elapsed >= self.cap_s:
-            return None
-        if self.response_seen:
-            if not ctx.model.speaking and ctx.model.silence_s >= self.endpoint_s:
-                return None
-        elif elapsed >= self.onset_window_s + self.confirm_s:
-            return None
-        return np.zeros(n, np.float32)
-
-
 class StepScheduler:
     """Runs steps in order; `fill` returns exactly n samples (silence once the plan is done)."""
 
@@ -138,7 +107,8 @@ class StepScheduler:
 class TakeTurn:
     """Take-turn (SPEC §4): silence until the model has spoken and then been silent for `endpoint_s`.
 
-    A model that never starts is waited for `timeout_s`; a model that never stops, `cap_s`.
+    A model that never starts is waited for `timeout_s`; a model that never stops, `cap_s` (both from the
+    step's start). MPE's wait after T is this step with timeout = onset window + the VAD's confirmation delay.
     """
 
     endpoint_s: float

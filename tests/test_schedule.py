@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from eval.schedule import AwaitResponse, BargeIn, Ctx, Play, Silence, StepScheduler, TakeTurn, UntilTime
+from eval.schedule import BargeIn, Ctx, Play, Silence, StepScheduler, TakeTurn, UntilTime
 
 SR = 24_000
 FRAME = 480  # 20 ms
@@ -89,8 +89,8 @@ def test_barge_in(spans: list[tuple[float, float]], expected: float) -> None:
     assert starts["b"] == pytest.approx(max(expected, 1.0), abs=FRAME / SR)
 
 
-def test_await_response_uses_onset_window_then_endpoint() -> None:
-    step = lambda: AwaitResponse(onset_window_s=5.0, endpoint_s=1.5, cap_s=20.0, confirm_s=CONFIRM_S)  # noqa: E731
+def test_mpe_wait_after_t_uses_onset_window_then_endpoint() -> None:
+    step = lambda: TakeTurn(endpoint_s=1.5, timeout_s=5.0 + CONFIRM_S, cap_s=20.0)  # noqa: E731
     assert run([clip("t"), step(), clip("n")], spans=[])["n"] == pytest.approx(6.25, abs=FRAME / SR)
     assert run([clip("t"), step(), clip("n")], spans=[(2.0, 4.0)])["n"] == pytest.approx(5.5, abs=FRAME / SR)
     assert run([clip("t"), step(), clip("n")], spans=[(2.0, 40.0)], seconds=40)["n"] == pytest.approx(
