@@ -18,8 +18,7 @@ from adapters.cascade_policy import Policy
 from dataset_builder.atomic import atomic_write_json, atomic_write_text
 from dataset_builder.schema import SILENT_LABELS, Case
 from metrics.judges import HeuristicJudge
-from metrics.mpe.score import summarise
-from metrics.stats import mcnemar_exact
+from metrics.mpe.score import paired_summary, summarise
 
 SCORED_LABELS = ("T", *SILENT_LABELS)
 
@@ -132,15 +131,11 @@ def text_reference(cases: list[Case], decider: Decider, out: Path) -> dict[str, 
         if r["label"] == "T":
             by_pair.setdefault(r["pair_id"], {})[r["condition"]] = r["respond"]
     pairs = [(p["explicit"], p["implicit"]) for p in by_pair.values() if len(p) == 2]
-    b = sum(e and not i for e, i in pairs)
-    c = sum(i and not e for e, i in pairs)
     result = {
         "reference": "transcript-conditioned", "decider": decider.name, "heuristic": decider.heuristic,
         "answer_judge": {"name": judge.name, "heuristic": True}, "n_cases": len(cases),
         "scores": block(None), "by_condition": {k: block(k) for k in ("explicit", "implicit")},
-        "paired": {"n_pairs": len(pairs), "explicit_only": b, "implicit_only": c,
-                   "difference": (sum(e for e, _ in pairs) - sum(i for _, i in pairs)) / len(pairs) if pairs else None,
-                   "mcnemar_p": mcnemar_exact(b, c) if pairs else None},
+        "paired": paired_summary(pairs),
     }
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out / "text_reference.json", result)

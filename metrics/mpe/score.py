@@ -49,6 +49,16 @@ def aggregate(measurements: list[dict[str, Any]], th: Thresholds) -> dict[str, A
             "paired": paired_tests(measurements, th)}
 
 
+def paired_summary(pairs: list[tuple[bool, bool]]) -> dict[str, Any]:
+    """(explicit, implicit) outcomes of complete pairs -> rate difference and exact McNemar p."""
+    b = sum(1 for e, i in pairs if e and not i)
+    c = sum(1 for e, i in pairs if i and not e)
+    n = len(pairs)
+    return {"n_pairs": n, "explicit_only": b, "implicit_only": c,
+            "difference": (sum(e for e, _ in pairs) - sum(i for _, i in pairs)) / n if n else None,
+            "mcnemar_p": mcnemar_exact(b, c) if n else None}
+
+
 def paired_tests(measurements: list[dict[str, Any]], th: Thresholds) -> dict[str, Any]:
     """Explicit vs implicit on the same scenario: rate difference and exact McNemar on discordant pairs."""
     by_pair: dict[str, dict[str, dict[str, bool]]] = defaultdict(dict)
@@ -57,14 +67,8 @@ def paired_tests(measurements: list[dict[str, Any]], th: Thresholds) -> dict[str
             by_pair[m["pair_id"]][m["condition"]] = outcomes(m, th)
     out: dict[str, Any] = {}
     for metric in ("response_presence", "fresh_onset_rate"):
-        pairs = [(p["explicit"][metric], p["implicit"][metric]) for p in by_pair.values()
-                 if "explicit" in p and "implicit" in p]
-        b = sum(1 for e, i in pairs if e and not i)
-        c = sum(1 for e, i in pairs if i and not e)
-        n = len(pairs)
-        out[metric] = {"n_pairs": n, "explicit_only": b, "implicit_only": c,
-                       "difference": (sum(e for e, _ in pairs) - sum(i for _, i in pairs)) / n if n else None,
-                       "mcnemar_p": mcnemar_exact(b, c) if n else None}
+        out[metric] = paired_summary([(p["explicit"][metric], p["implicit"][metric]) for p in by_pair.values()
+                                      if "explicit" in p and "implicit" in p])
     return out
 
 
