@@ -84,11 +84,12 @@ def load_episodes(run_dir: Path) -> list[Episode]:
     return [Episode.load(p) for p in sorted(Path(run_dir).glob("*.rec.json"))]
 
 
-def measure_run(run_dir: Path, asr: Any, judge: Any, vad_factory: Any) -> tuple[list[dict], list[dict]]:
+def measure_run(run_dir: Path, episodes: list[Episode], asr: Any, judge: Any, vad_factory: Any
+                ) -> tuple[list[dict], list[dict]]:
     """Measurements of every ok episode, and the failed episodes with their reasons."""
     measurements: list[dict[str, Any]] = []
     failed: list[dict[str, Any]] = []
-    for ep in load_episodes(run_dir):
+    for ep in episodes:
         if ep.benchmark != "mpe":
             continue
         if ep.status != "ok":
@@ -124,7 +125,7 @@ def score_run(run_dir: Path, *, asr: Any = None, judge: Any = None, overrides: d
 
         asr = asr or get_asr(DEFAULT_ASR)
         judge = judge or get_judge("heuristic")
-        measurements, failed = measure_run(run_dir, asr, judge, vad_from_params)
+        measurements, failed = measure_run(run_dir, episodes, asr, judge, vad_from_params)
         atomic_write_text(mpath, "".join(json.dumps(m) + "\n" for m in measurements))
         asr_name, judge_info = asr.name, {"name": judge.name, "heuristic": bool(judge.heuristic)}
     ok_eps = [e for e in episodes if e.status == "ok"]
