@@ -336,12 +336,8 @@ def load_cases(repo_dir: Path | str, config: str = "mpe", split: str = SPLIT,
     from datasets import config as hf_config
 
     repo_dir = Path(repo_dir)
-    if not repo_dir.is_dir():
-        # Checked first: a missing path shaped like "owner/name" would otherwise be looked up on the Hub.
-        raise FileNotFoundError(f"dataset folder {repo_dir} does not exist")
-    configs = available_configs(repo_dir)
-    if config not in configs:
-        raise FileNotFoundError(f"dataset folder {repo_dir} has no config {config!r}; it has {configs}")
+    # Checked first: a missing path shaped like "owner/name" would otherwise be looked up on the Hub.
+    _checked_shards(repo_dir, config)
     # A private, throw-away Arrow cache: `datasets` keys a local folder's cache on its card and name rather
     # than on the shards, so a shared cache can serve an earlier build of a folder rebuilt in place.
     # Everything is copied out into Cases and arrays before the cache is deleted.
