@@ -1,0 +1,266 @@
+"""Every gold-answer kind the Duplex-MPE generator can produce, recomputed independently (issue 11 #5).
+
+The generator computes each gold answer in code from the numbers it draws. Here the same answer is worked out
+again from what the scene *says* (the fact turns and the neutral question), with tables and rules written in
+this file from first principles — 1 km = 1000 m, a week is 7 days — never read from
+`dataset_builder/mpe/tasks.py`. Each family is sampled over many seeds in both registers, so every unit
+conversion and every recall kind is hit; a family or conversion the generator gains without a check here fails
+the coverage test.
+"""
+
+from __future__ import annotations
+
+import calendar
+import random
+import re
+from collections.abc import Callable
+
+import pytest
+
+from dataset_builder.mpe import generate_pair
+from dataset_builder.mpe.numbers import clock_aliases, number_words
+from dataset_builder.mpe.tasks import CONVERSIONS, FAMILIES, Task, build_task
+from metrics.textnorm import numbers_in, times_in, words_to_numbers
+
+SEEDS = range(400)
+STYLES = ("casual", "formal")
+
+# From first principles, not from the generator: (unit stated, unit asked for) -> how many of the second in one
+# of the first.
+UNIT_FACTORS = {
+    ("hours", "minutes"): 60,
+    ("kilometres", "metres"): 1000,
+    ("kilograms", "grams"): 1000,
+    ("dozen", "eggs"): 12,
+    ("weeks", "days"): 7,
+    ("litres", "millilitres"): 1000,
+}
+RECALL_KINDS = {"door code", "room number", "gate", "locker number"}
+DAY_NAMES = list(calendar.day_name)  # Monday .. Sunday, from the standard library
+
+
+def facts_text(task: Task) -> str:
+    return " ".join(f.text for f in task.facts)
+
+
+def ints(text: str) -> list[int]:
+    return [int(x) for x in re.findall(r"\d+", text)]
+
+
+def tasks(family: str) -> list[Task]:
+    return [build_task(family, random.Random(seed), style) for seed in SEEDS for style in STYLES]
+
+
+# --- the gold, recomputed from what is said ------------------------------------------------------------------
+
+def gold_bill_split(task: Task) -> str:
+    total, ways = map(int, re.fullmatch(r"A bill of (\d+) dollars is split evenly (\d+) ways\. .*",
+                                        task.question).groups())
+    assert total % ways == 0, "a share in whole dollars"
+    assert sorted(ints(facts_text(task))) == sorted([total, ways])
+    return str(total // ways)
+
+
+def gold_total_cost(task: Task) -> str:
+    qty, things, price = re.fullmatch(r"(\d+) (.+) at (\d+) dollars each\. .*", task.question).groups()
+    text = facts_text(task)
+    assert f"{price} dollars" in text and f"{qty} {things}" in text
+    return str(int(qty) * int(price))
+
+
+def gold_headcount(task: Task) -> str:
+    adults, kids = map(int, re.fullmatch(r"(\d+) adults and (\d+) children .*", task.question).groups())
+    assert sorted(ints(facts_text(task))) == sorted([adults, kids])
+    return str(adults + kids)
+
+
+def _minutes(duration: str) -> int:
+    m = re.fullmatch(r"(?:(\d+) hours?)?(?: and )?(?:(\d+) minutes)?", duration)
+    assert m and duration, duration
+    return 60 * int(m.group(1) or 0) + int(m.group(2) or 0)
+
+
+def gold_arrival_time(task: Task) -> str:
+    dep, dur = re.fullmatch(r"A \w+ leaves at (\d{1,2}:\d\d) and the trip takes (.+)\. At what time .*",
+                            task.question).groups()
+    h, m = map(int, dep.split(":"))
+    text = facts_text(task)
+    assert dep in text and dur in text
+    arrival = h * 60 + m + _minutes(dur)
+    assert arrival < 12 * 60, "arrival before noon: a 12-hour reading without am/pm is unambiguous"
+    return f"{arrival // 60}:{arrival % 60:02d}"
+
+
+def gold_weekday_shift(task: Task) -> str:
+    day, k, direction = re.fullmatch(r"The .+ was on (\w+) and was moved (\d+) days? (later|earlier)\. .*",
+                                     task.question).groups()
+    text = facts_text(task)
+    assert day in text and f"{k} day" in text and direction in text
+    step = int(k) if direction == "later" else -int(k)
+    return DAY_NAMES[(DAY_NAMES.index(day) + step) % 7]
+
+
+def gold_unit_conversion(task: Task) -> str:
+    x, unit_from, unit_to = re.fullmatch(r"Convert (\d+) (\w+) into (\w+)\.", task.question).groups()
+    assert f"{x} {unit_from}" in facts_text(task)  # the scene states the quantity that is asked about
+    return str(int(x) * UNIT_FACTORS[(unit_from, unit_to)])
+
+
+def gold_fact_recall(task: Task) -> str:
+    thing = re.fullmatch(r"What (.+) was stated earlier in the conversation\?", task.question).group(1)
+    assert thing in RECALL_KINDS
+    spoken = re.search(rf"the {thing} is ([A-Z0-9 ]+)\.", facts_text(task)).group(1)
+    return spoken.replace(" ", "")  # codes are read digit by digit, gates as letter + number
+
+
+INDEPENDENT: dict[str, Callable[[Task], str]] = {
+    "bill_split": gold_bill_split,
+    "total_cost": gold_total_cost,
+    "headcount": gold_headcount,
+    "arrival_time": gold_arrival_time,
+    "weekday_shift": gold_weekday_shift,
+    "unit_conversion": gold_unit_conversion,
+    "fact_recall": gold_fact_recall,
+}
+
+
+def test_every_family_has_an_independent_check() -> None:
+    assert set(FAMILIES) == set(INDEPENDENT)
+
+
+def test_every_unit_conversion_kind_has_an_independent_factor() -> None:
+    assert {(c["unit_from"], c["unit_to"]) for c in CONVERSIONS} == set(UNIT_FACTORS)
+    seen = {re.fullmatch(r"Convert \d+ (\w+) into (\w+)\.", t.question).groups() for t in tasks("unit_conversion")}
+    assert seen == set(UNIT_FACTORS)  # the sample reaches every kind
+
+
+@pytest.mark.parametrize("family", sorted(INDEPENDENT))
+def test_gold_recomputed_from_what_the_scene_says(family: str) -> None:
+    """issue 11 #5: a wrong factor (km -> m by 100) or any wrong gold rule in any family fails here."""
+    for task in tasks(family):
+        assert task.task_type == family
+        assert task.gold_answer == INDEPENDENT[family](task), (task.question, facts_text(task))
+        assert task.gold_answer not in task.gold_aliases
+        assert len(set(task.gold_aliases)) == len(task.gold_aliases)
+        assert {f.label for f in task.facts} <= {"N2", "N3"}
+        assert all("Aria" not in f.text for f in task.facts)
+        assert "Aria" in task.t_explicit and "Aria" not in task.t_implicit
+        assert "{" not in task.question + facts_text(task).replace("{to}", "")
+
+
+def test_recall_kinds_all_reached() -> None:
+    seen = {re.fullmatch(r"What (.+) was stated .*", t.question).group(1) for t in tasks("fact_recall")}
+    assert seen == RECALL_KINDS
+
+
+def test_weekday_shifts_both_ways_and_across_the_week_end() -> None:
+    qs = [t.question for t in tasks("weekday_shift")]
+    assert any("later" in q for q in qs) and any("earlier" in q for q in qs)
+    assert any("Sunday" in q and "later" in q for q in qs) and any("Monday" in q and "earlier" in q for q in qs)
+    assert {int(re.search(r"moved (\d+) day", q).group(1)) for q in qs} == {1, 2, 3, 4}
+    assert any(" 1 day " in q for q in qs) and any(" 2 days " in q for q in qs)
+
+
+def test_durations_read_as_spoken() -> None:
+    durs = {re.search(r"trip takes (.+)\. At", t.question).group(1) for t in tasks("arrival_time")}
+    assert {"1 hour", "2 hours", "15 minutes", "1 hour and 5 minutes"} <= durs
+    assert not any(re.search(r"\b(1 hours|0 minutes|0 hours?)\b", d) for d in durs)
+
+
+def test_scenes_carry_the_gold_of_their_facts() -> None:
+    """Through the scene generator: the T request's gold follows from the fact turns said before it."""
+    for i in range(120):
+        for script in generate_pair(i, 11, ["v1", "v2", "v3", "v4", "v5"]):
+            before_t = [t for t in script.turns[: script.t_index] if t.label in ("N2", "N3")]
+            text = " ".join(t.text for t in before_t)
+            if script.task_type == "unit_conversion":
+                x, unit_from, unit_to = re.fullmatch(r"Convert (\d+) (\w+) into (\w+)\.", script.question).groups()
+                assert f"{x} {unit_from}" in text
+                assert script.gold_answer == str(int(x) * UNIT_FACTORS[(unit_from, unit_to)])
+            elif script.task_type == "fact_recall":
+                spoken = re.search(r" is ([A-Z0-9 ]+)\.", text).group(1)
+                assert script.gold_answer == spoken.replace(" ", "")
+
+
+# --- aliases: every spoken form names the gold ---------------------------------------------------------------
+
+def _clock(alias: str) -> str:
+    """A clock alias read back without the generator's rules: 'quarter to six' -> 5:45."""
+    named = re.fullmatch(r"(quarter past|half past|quarter to) (.+)", alias)
+    if named:
+        h = int(numbers_in(named.group(2))[0])
+        return {"quarter past": f"{h}:15", "half past": f"{h}:30", "quarter to": f"{(h - 2) % 12 + 1}:45"}[
+            named.group(1)]
+    spoken_oh = re.fullmatch(r"(\w+) oh (\w+)", alias)  # "seven oh five": 7:05, not the digit run 705
+    if spoken_oh:
+        return f"{int(numbers_in(spoken_oh.group(1))[0])}:0{int(numbers_in(spoken_oh.group(2))[0])}"
+    if times_in(alias):
+        return times_in(alias)[0]
+    if re.fullmatch(r"\d+\.\d\d", alias):
+        return alias.replace(".", ":")
+    nums = [int(x) for x in numbers_in(alias)]
+    return f"{nums[0]}:{nums[1]:02d}" if len(nums) == 2 else f"{nums[0]}:00"
+
+
+def _names_number(alias: str, gold: str) -> bool:
+    nums = numbers_in(alias)
+    return float(gold) in nums or "".join(str(int(x)) for x in nums) == gold
+
+
+@pytest.mark.parametrize("family", sorted(INDEPENDENT))
+def test_every_alias_names_the_gold(family: str) -> None:
+    for task in tasks(family)[:200]:
+        gold = task.gold_answer
+        for alias in task.gold_aliases:
+            if family == "arrival_time":
+                assert _clock(alias) == gold, (alias, gold)
+            elif family == "weekday_shift":
+                assert alias.lower().removeprefix("on ") == gold.lower()
+            elif re.fullmatch(r"[A-F]\d+", gold):  # a gate
+                assert re.sub(r"\s", "", words_to_numbers(alias)).upper().endswith(gold), (alias, gold)
+            else:
+                assert _names_number(alias, gold), (alias, gold)
+        if family in ("bill_split", "total_cost"):
+            assert {f"{gold} dollars", f"${gold}"} <= set(task.gold_aliases)
+        if family in ("bill_split", "total_cost", "headcount", "unit_conversion"):
+            assert any(re.fullmatch(r"[a-z -]+", a) for a in task.gold_aliases)  # a spelled-out form
+
+
+# --- the spoken forms themselves --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("n, words", [
+    (0, "zero"), (7, "seven"), (10, "ten"), (13, "thirteen"), (19, "nineteen"), (20, "twenty"),
+    (21, "twenty-one"), (40, "forty"), (99, "ninety-nine"), (100, "one hundred"), (101, "one hundred one"),
+    (115, "one hundred fifteen"), (340, "three hundred forty"), (999, "nine hundred ninety-nine"),
+    (1000, "one thousand"), (1001, "one thousand one"), (3500, "three thousand five hundred"),
+    (9000, "nine thousand"), (12012, "twelve thousand twelve"),
+    (999999, "nine hundred ninety-nine thousand nine hundred ninety-nine"),
+])  # fmt: skip
+def test_number_words_known_answers(n: int, words: str) -> None:
+    assert number_words(n) == words
+
+
+def test_number_words_read_back() -> None:
+    for n in [*range(0, 2000), *range(2000, 1_000_000, 997), 999_999]:
+        assert words_to_numbers(number_words(n)) == str(n), n
+
+
+@pytest.mark.parametrize("n", [-1, 1_000_000])
+def test_number_words_range(n: int) -> None:
+    with pytest.raises(ValueError, match="0..999999"):
+        number_words(n)
+
+
+@pytest.mark.parametrize("h, m, aliases", [
+    (5, 15, ["5 15", "5.15", "five fifteen", "quarter past five"]),
+    (3, 30, ["3 30", "3.30", "three thirty", "half past three"]),
+    (11, 45, ["11 45", "11.45", "eleven forty-five", "quarter to twelve"]),
+    (12, 45, ["12 45", "12.45", "twelve forty-five", "quarter to one"]),
+    (9, 0, ["9 00", "9.00", "9 o'clock", "nine o'clock", "nine"]),
+    (10, 5, ["10 05", "10.05", "ten oh five"]),
+    (7, 9, ["7 09", "7.09", "seven oh nine"]),
+    (7, 10, ["7 10", "7.10", "seven ten"]),
+    (6, 25, ["6 25", "6.25", "six twenty-five"]),
+])  # fmt: skip
+def test_clock_aliases_known_answers(h: int, m: int, aliases: list[str]) -> None:
+    assert clock_aliases(h, m) == aliases
