@@ -8,61 +8,75 @@ import logging
 import sys
 from pathlib import Path
 
+from dataset_builder.benchmarks import benchmark_names, get_benchmark
+from dataset_builder.errors import UsageError
 from dataset_builder.schema import SchemaError
-from eval.run import add_run_arguments, config_from_args, parse_kv, run
+from eval.run import add_run_arguments, config_from_args, outcome, parse_kv, run
 
 DEFAULT_OUT = Path("out")
 DEFAULT_CACHE = Path(".cache") / "tts"
 
 
 def cmd_build(a: argparse.Namespace) -> int:
-    from dataset_builder.build import BuildOptions, build_mpe
+    from dataset_builder.build import BuildOptions
 
-    if a.benchmark != "mpe":
-        raise SystemExit(f"benchmark {a.benchmark!r} is not implemented yet (available: mpe)")
-    out = Path(a.out or DEFAULT_OUT / "datasets" / "duplex-mpe")
-    info = build_mpe(out, BuildOptions(preset=a.preset, seed=a.seed, tts=a.tts, n_pairs=a.n_pairs,
-                                       cache_dir=None if a.no_cache else Path(a.cache_dir)))
+    bench = get_benchmark(a.benchmark)
+    if a.preset not in bench.presets:
+        raise UsageError(f"--preset {a.preset!r}: {bench.name} has presets {list(bench.presets)}")
+    out = Path(a.out or DEFAULT_OUT / "datasets" / f"duplex-{bench.name}")
+    options = BuildOptions(preset=a.preset, seed=a.seed, tts=a.tts, tts_args=parse_kv(a.tts_arg, "--tts-arg"),
+                           n=a.n, cache_dir=None if a.no_cache else Path(a.cache_dir), progress=a.progress)
+    info = bench.function("build")(out, options)
     print(json.dumps(info, indent=2))
-    print(f"dataset written to {out} (load with datasets.load_dataset({str(out)!r}, 'mpe', split='test'))")
+    for config in bench.configs:
+        print(f"dataset written to {out} (load with datasets.load_dataset({str(out.resolve())!r}, {config!r}, "
+              "split='test'))")
     return 0
 
 
 def cmd_run(a: argparse.Namespace) -> int:
-    print(json.dumps(run(config_from_args(a))))
-    return 0
+    counts = run(config_from_args(a))
+    print(json.dumps(counts))
+    code, line = outcome(counts)
+    print(line, file=sys.stderr)
+    return code
 
 
 def _score(run_dir: Path, a: argparse.Namespace) -> dict:
     from metrics.asr import get_asr
     from metrics.judges import get_judge
-    from metrics.mpe.score import score_run
+    from metrics.scoring import score_run_dir
 
-    overrides = {k: float(v) for k, v in parse_kv(a.param, "--param").items()}
+    overrides = parse_kv(a.param, "--param")
     asr = None if a.reuse else get_asr(a.asr)
     judge_args = parse_kv(a.judge_arg, "--judge-arg")
     if a.judge == "openai":
         # Judge calls are cached by content hash in the run folder, so a rescore resumes where it stopped.
         judge_args.setdefault("cache_dir", str(run_dir / "judge-cache"))
     judge = None if a.reuse else get_judge(a.judge, **judge_args)
-    return score_run(run_dir, asr=asr, judge=judge, overrides=overrides, reuse_measurements=a.reuse)
+    return score_run_dir(run_dir, asr=asr, judge=judge, overrides=overrides, reuse_measurements=a.reuse)
+
+
+def print_result(run_dir: Path, result: dict) -> None:
+    """Run health and failures first (a broken set-up must not hide behind a table), then the tables."""
+    from metrics.scoring import result_tables
+    from metrics.tables import provenance
+
+    print(f"== {run_dir}  benchmark={result['benchmark']}  adapter={result['adapter']}  "
+          f"episodes={result['n_episodes']}  failed={result['n_failed']}")
+    for flag in result.get("health", {}).get("flags", []):
+        print(f"HEALTH {flag}")
+    for f in result["failed_episodes"]:
+        print(f"FAILED {f['case_id']}: {f['reason']}")
+    for title, text in result_tables({result["adapter"]: result}):
+        print(f"-- {title}\n{text}")
+    print(provenance(result))
+    print(f"scores: {result.get('scores_file', Path(run_dir) / 'scores.json')}")
 
 
 def cmd_score(a: argparse.Namespace) -> int:
-    from eval.tables import paired_line, provenance, side_by_side
-
     for run_dir in a.run_dirs:
-        result = _score(Path(run_dir), a)
-        print(f"== {run_dir}  adapter={result['adapter']}  episodes={result['n_episodes']}")
-        print(side_by_side({result["adapter"]: result}))
-        for cond in result["by_condition"]:
-            print(f"-- {cond}")
-            print(side_by_side({result["adapter"]: result}, "by_condition", cond))
-        print(paired_line(result))
-        print(provenance(result))
-        for f in result["failed_episodes"]:
-            print(f"FAILED {f['case_id']}: {f['reason']}")
-        print(f"scores: {Path(run_dir) / 'scores.json'}")
+        print_result(Path(run_dir), _score(Path(run_dir), a))
     return 0
 
 
@@ -76,8 +90,8 @@ def cmd_report(a: argparse.Namespace) -> int:
 
 def cmd_text_reference(a: argparse.Namespace) -> int:
     from dataset_builder.hf_dataset import list_cases
-    from eval.tables import cell
     from eval.text_reference import get_decider, text_reference
+    from metrics.tables import cell
 
     out = Path(a.out)
     kwargs = parse_kv(a.decider_arg, "--decider-arg")
@@ -107,7 +121,7 @@ def cmd_push(a: argparse.Namespace) -> int:
 def cmd_demo(a: argparse.Namespace) -> int:
     from eval.demo import demo
 
-    return demo(Path(a.out), preset=a.preset, adapters=a.adapters.split(","))
+    return demo(Path(a.out), preset=a.preset, adapters=a.adapters.split(","), benchmarks=a.benchmarks.split(","))
 
 
 def add_score_arguments(p: argparse.ArgumentParser) -> None:
@@ -116,7 +130,8 @@ def add_score_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--judge-arg", action="append", default=[], metavar="K=V",
                    help="judge constructor arg, e.g. base_url=http://127.0.0.1:8000 model=qwen")
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
-                   help="threshold override, e.g. t_onset_window_s=3 yield_tolerance_s=0.5")
+                   help="threshold override, e.g. t_onset_window_s=3 yield_tolerance_s=0.5 (written to its own "
+                        "scores file)")
     p.add_argument("--reuse", action="store_true",
                    help="re-apply thresholds to stored measurements.jsonl (no VAD/ASR/judge)")
 
@@ -125,12 +140,16 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="duplex-eval", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="build a benchmark dataset folder")
-    b.add_argument("benchmark", choices=["mpe"])
-    b.add_argument("--preset", default="mini", choices=["mini", "full"])
-    b.add_argument("--n-pairs", type=int, default=None, help="override the preset's number of scenario pairs")
+    b.add_argument("benchmark", choices=benchmark_names())
+    b.add_argument("--preset", default="mini", help="size preset (mpe: mini, full)")
+    b.add_argument("--n", "--n-pairs", dest="n", type=int, default=None,
+                   help="override the preset's size (mpe: scenario pairs)")
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--tts", default="piper", help="TTS backend: piper (default), espeak, http")
-    b.add_argument("--out", default=None, help="dataset folder (default out/datasets/duplex-mpe)")
+    b.add_argument("--tts-arg", action="append", default=[], metavar="K=V",
+                   help="TTS backend arg, e.g. base_url=http://127.0.0.1:8880 model=kokoro (for --tts http)")
+    b.add_argument("--no-progress", dest="progress", action="store_false", help="no progress line on stderr")
+    b.add_argument("--out", default=None, help="dataset folder (default out/datasets/duplex-<benchmark>)")
     b.add_argument("--cache-dir", default=str(DEFAULT_CACHE), help="TTS clip cache")
     b.add_argument("--no-cache", action="store_true")
     b.set_defaults(func=cmd_build)
@@ -162,7 +181,8 @@ def parser() -> argparse.ArgumentParser:
     pu.set_defaults(func=cmd_push)
     d = sub.add_parser("demo", help="build the mini set, run silent/oracle/cascade, score, report")
     d.add_argument("--out", default=str(DEFAULT_OUT))
-    d.add_argument("--preset", default="mini", choices=["mini", "full"])
+    d.add_argument("--preset", default="mini", help="size preset of each benchmark's set")
+    d.add_argument("--benchmarks", default=",".join(benchmark_names()), help="comma-separated benchmarks")
     d.add_argument("--adapters", default="silent,oracle,cascade")
     d.set_defaults(func=cmd_demo)
     return p
@@ -174,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     a = parser().parse_args(argv)
     try:
         return int(a.func(a))
-    except (SchemaError, FileNotFoundError, KeyError, RuntimeError) as err:
+    except (SchemaError, UsageError, FileNotFoundError, RuntimeError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
 

@@ -1,4 +1,4 @@
-"""The README's main job: build the mini set, run the reference agents, score them, write the report."""
+"""The README's main job: build each benchmark's small set, run the reference agents, score them, report."""
 
 from __future__ import annotations
 
@@ -6,44 +6,52 @@ import logging
 import time
 from pathlib import Path
 
+from dataset_builder.benchmarks import get_benchmark
 from eval.run import RunConfig, run
-from eval.tables import paired_line, provenance, side_by_side
+from metrics.scoring import result_tables
+from metrics.tables import provenance
 
 log = logging.getLogger("duplex_eval.demo")
 
+SPEAKING_AGENTS = ("oracle", "cascade")  # they speak through the project's TTS and share its clip cache
 
-def demo(out: Path, preset: str = "mini", adapters: list[str] | None = None) -> int:
-    from dataset_builder.build import BuildOptions, build_mpe
+
+def demo(out: Path, preset: str = "mini", adapters: list[str] | None = None,
+         benchmarks: list[str] | None = None) -> int:
+    from dataset_builder.build import BuildOptions
     from eval.report import write_report
-    from metrics.mpe.score import score_run
+    from metrics.scoring import score_run_dir
 
     adapters = adapters or ["silent", "oracle", "cascade"]
     t0 = time.perf_counter()
-    dataset = out / "datasets" / f"duplex-mpe-{preset}"
     cache = out / "cache"
-    if not (dataset / "README.md").exists():
-        build_mpe(dataset, BuildOptions(preset=preset, cache_dir=cache / "tts"))
-    results, run_dirs = {}, []
-    for name in adapters:
-        run_dir = out / "runs" / f"mpe-{preset}-{name}"
-        args = {"cache_dir": str(cache / "tts")} if name in ("oracle", "cascade") else {}
-        counts = run(RunConfig(dataset=str(dataset), adapter=name, out=str(run_dir), adapter_args=args))
-        log.info("%s: %s", name, counts)
-        results[name] = score_run(run_dir)
-        run_dirs.append(run_dir)
+    run_dirs: list[Path] = []
+    for bench in [get_benchmark(b) for b in benchmarks or ["mpe"]]:
+        dataset = out / "datasets" / f"duplex-{bench.name}-{preset}"
+        if not (dataset / "README.md").exists():
+            bench.function("build")(dataset, BuildOptions(preset=preset, cache_dir=cache / "tts", progress=True))
+        results = {}
+        for name in adapters:
+            run_dir = out / "runs" / f"{bench.name}-{preset}-{name}"
+            args = {"cache_dir": str(cache / "tts")} if name in SPEAKING_AGENTS else {}
+            for config in bench.configs:
+                counts = run(RunConfig(dataset=str(dataset), config=config, adapter=name, out=str(run_dir),
+                                       adapter_args=args, progress=True))
+                log.info("%s %s: %s", bench.name, name, counts)
+            results[name] = score_run_dir(run_dir)
+            run_dirs.append(run_dir)
+        print(f"\n=== {bench.title} {preset} (value k/n [Wilson 95% CI]) ===")
+        for name, res in results.items():
+            for flag in res.get("health", {}).get("flags", []):
+                print(f"HEALTH {name}: {flag}")
+        for title, text in result_tables(results):
+            print(f"\n--- {title} ---\n{text}")
+        print(provenance(next(iter(results.values()))))
+        print(f"\ndataset:    {dataset}")
+        for name in adapters:
+            run_dir = out / "runs" / f"{bench.name}-{preset}-{name}"
+            print(f"{name:<8}    recordings + rec.json: {run_dir}/  scores: {run_dir / 'scores.json'}")
     report = write_report(run_dirs, out / "report")
-    print("\n=== Duplex-MPE", preset, "— overall (value k/n [Wilson 95% CI]) ===")
-    print(side_by_side(results))
-    for cond in ("explicit", "implicit"):
-        print(f"\n--- {cond} ---")
-        print(side_by_side(results, "by_condition", cond))
-    print()
-    for name, res in results.items():
-        print(f"{name}: {paired_line(res)}")
-    print(provenance(next(iter(results.values()))))
-    print(f"\ndataset:    {dataset}")
-    for name, run_dir in zip(adapters, run_dirs, strict=True):
-        print(f"{name:<8}    recordings + rec.json: {run_dir}/  scores: {run_dir / 'scores.json'}")
     print(f"report:     {report}")
     print(f"total {time.perf_counter() - t0:.0f}s")
     return 0

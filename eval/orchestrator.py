@@ -1,4 +1,4 @@
-"""Runs one case through one agent on a virtual clock and writes the episode (SPEC §4).
+"""Runs one case's plan through one agent on a virtual clock and writes the episode (SPEC §4, §11).
 
 The orchestrator controls only the user stream. Each frame: the scheduler picks the user audio, the agent
 steps, both channels are appended and a streaming VAD on the model channel drives the waits. Local agents
@@ -10,9 +10,9 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as StepTimeout
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -20,11 +20,8 @@ from adapters.protocol import DuplexAgent, TimelineCue
 from dataset_builder.atomic import round_ms
 from dataset_builder.audio import SESSION_SR, resample, write_wav
 from dataset_builder.episode import Episode, TimelineEvent
-from dataset_builder.protocols import MPEProtocol
-from dataset_builder.schema import Case
-from eval.mpe_plan import PREAMBLE_ID, mpe_steps
-from eval.schedule import Ctx, StepScheduler
-from metrics.vad import VAD_PRESETS, StreamingVAD
+from eval.schedule import Ctx, EpisodePlan, StepScheduler
+from metrics.vad import StreamingVAD
 
 HARNESS_VERSION = "0.1.0"
 STALL_PREFIX = "step stalled"
@@ -87,16 +84,25 @@ class _Stepper:
             self.pool.shutdown(wait=False, cancel_futures=True)
 
 
-def run_mpe_episode(agent: DuplexAgent, case: Case, audio: np.ndarray, protocol: MPEProtocol,
-                    out_dir: Path, *, seed: int = 0, options: RunOptions = RunOptions()) -> Episode:
-    """Run one case and write `{case_id}.wav` (ch0 user, ch1 model, 24 kHz) and `{case_id}.rec.json`."""
+class CaseLike(Protocol):
+    case_id: str
+    benchmark: str
+    tts_backend: str
+
+
+def run_episode(agent: DuplexAgent, case: CaseLike, plan: EpisodePlan, out_dir: Path, *, seed: int = 0,
+                options: RunOptions = RunOptions()) -> Episode:
+    """Run one case's plan and write `{case_id}.wav` (ch0 user, ch1 model, 24 kHz) and `{case_id}.rec.json`.
+
+    The plan (from the benchmark's `eval/plans/<bench>.py`) decides the user stream; this function knows no
+    benchmark: it steps the agent frame by frame, checks every frame, records failures as data and writes
+    the episode atomically, rec.json last (its presence marks the episode complete).
+    """
     sr, n = agent.sample_rate, agent.frame_size
-    vad_params = replace(VAD_PRESETS["mpe"], min_speech_ms=protocol.vad_min_speech_ms,
-                         merge_gap_ms=protocol.vad_merge_gap_ms)
-    vad = StreamingVAD(vad_params, sr=sr)
-    sched = StepScheduler(mpe_steps(case, audio, protocol, sr))
+    vad = StreamingVAD(plan.vad, sr=sr)
+    sched = StepScheduler(plan.steps)
     ctx = Ctx(sample=0, sr=sr, model=vad)
-    labels = {t.turn_id: t.label for t in case.script.turns} | {PREAMBLE_ID: "PRE"}
+    labels = plan.labels()
     starts: dict[str, int] = {}
     timeline: list[TimelineEvent] = []
     user_frames: list[np.ndarray] = []
@@ -109,7 +115,7 @@ def run_mpe_episode(agent: DuplexAgent, case: Case, audio: np.ndarray, protocol:
     max_samples = int(options.max_episode_s * sr)
     try:
         try:
-            agent.reset(None, seed)
+            agent.reset(plan.system_prompt, seed)
             if gold_aware:
                 agent.bind_case(case)  # type: ignore[attr-defined]
         except Exception as err:
@@ -155,17 +161,30 @@ def run_mpe_episode(agent: DuplexAgent, case: Case, audio: np.ndarray, protocol:
         user_ch, model_ch = resample(user_ch, sr, SESSION_SR), resample(model_ch, sr, SESSION_SR)
     wav_path, rec_path = episode_paths(out_dir, case.case_id)
     write_wav(wav_path, np.stack([user_ch, model_ch], axis=1))
-    s = case.script
     episode = Episode(
-        case_id=case.case_id, benchmark=case.benchmark, condition=s.condition, pair_id=s.pair_id,
+        case_id=case.case_id, benchmark=case.benchmark, condition=plan.condition, pair_id=plan.group_id,
         status="failed" if failure else "ok", failure=failure, adapter=adapter_info(agent),
-        params={"protocol": protocol.to_dict(), "vad": asdict(vad_params) | {"preset": "mpe"},
+        params={"protocol": plan.protocol, "vad": asdict(plan.vad) | {"preset": plan.vad_preset},
                 "run": options.to_dict(), "harness_version": HARNESS_VERSION, "tts_backend": case.tts_backend},
-        seed=seed, timeline=timeline, duration_s=round_ms(len(user_ch) / SESSION_SR),
-        gold={"question": s.question, "gold_answer": s.gold_answer, "gold_aliases": list(s.gold_aliases),
-              "task_type": s.task_type, "t_position": s.t_position,
-              "labels": {t.turn_id: t.label for t in s.turns}},
+        seed=seed, timeline=timeline, duration_s=round_ms(len(user_ch) / SESSION_SR), gold=plan.gold,
         model_text=model_text, wall_s=round_ms(time.perf_counter() - wall0),
     )
     episode.save(rec_path)  # written last: its presence marks the episode complete
+    return episode
+
+
+def record_failed_episode(agent: DuplexAgent, case: CaseLike, out_dir: Path, reason: str, *, seed: int = 0,
+                          options: RunOptions = RunOptions()) -> Episode:
+    """A case that could not even start (its plan failed): recorded as a failed episode, the run goes on.
+
+    The recording is empty; the scorer counts the case against the model like any other failure.
+    """
+    wav_path, rec_path = episode_paths(out_dir, case.case_id)
+    write_wav(wav_path, np.zeros((0, 2), np.float32))
+    episode = Episode(
+        case_id=case.case_id, benchmark=case.benchmark, condition="", pair_id="", status="failed",
+        failure=reason, adapter=adapter_info(agent),
+        params={"run": options.to_dict(), "harness_version": HARNESS_VERSION, "tts_backend": case.tts_backend},
+        seed=seed, timeline=[], duration_s=0.0, gold={})
+    episode.save(rec_path)
     return episode

@@ -3,9 +3,11 @@
     duplex-eval run --dataset out/datasets/duplex-mpe --adapter oracle --out runs/oracle
     accelerate launch eval/run.py --dataset ... --adapter ... --out ...   # same arguments
 
-Each process builds one adapter instance and runs its share of the cases
-(`PartialState().split_between_processes`). An episode whose `rec.json` exists is complete and skipped,
-so a rerun resumes without duplicating or losing episodes.
+The config names the benchmark (SPEC §11): its protocol validates `--param`, its plan drives the user stream,
+and the one episode runner (`eval.orchestrator.run_episode`) does the rest. Each process builds one adapter
+instance and runs its share of the cases (`PartialState().split_between_processes`). An episode whose
+`rec.json` exists is finished and skipped, so a rerun resumes without duplicating or losing episodes; failed
+episodes are kept as results and re-run only with `--retry-failed`.
 """
 
 from __future__ import annotations
@@ -25,10 +27,16 @@ if __package__ in (None, ""):  # `accelerate launch eval/run.py`: make the repo 
 
 from adapters.registry import load_adapter  # noqa: E402
 from dataset_builder.atomic import atomic_write_json  # noqa: E402
-from dataset_builder.protocols import MPEProtocol  # noqa: E402
+from dataset_builder.benchmarks import Benchmark, benchmark_for_config  # noqa: E402
+from dataset_builder.episode import Episode  # noqa: E402
+from dataset_builder.errors import UsageError  # noqa: E402
+from dataset_builder.progress import Progress  # noqa: E402
 from dataset_builder.schema import SchemaError  # noqa: E402
 
 log = logging.getLogger("duplex_eval.run")
+
+# What `--force` removes from a run folder: only what a run or its scoring writes there.
+RUN_OUTPUTS = ("*.wav", "*.rec.json", "run.json", "measurements*.jsonl", "scores*.json", "health.json")
 
 
 @dataclass
@@ -43,9 +51,12 @@ class RunConfig:
     cases: list[str] | None = None
     seed: int = 0
     step_timeout_s: float | None = 30.0
+    retry_failed: bool = False  # re-run episodes recorded as failed
+    force: bool = False  # start the folder over: remove its episodes, scores and run.json first
+    progress: bool = False  # a progress line with counts and time left, on stderr
 
     def identity(self) -> dict[str, Any]:
-        """What must match for a rerun to resume into the same folder."""
+        """What must match for a rerun to resume into the same folder (the dataset's content is checked too)."""
         return {"dataset": str(Path(self.dataset).resolve()), "config": self.config, "adapter": self.adapter,
                 "adapter_args": self.adapter_args, "params": sorted(self.params), "seed": self.seed}
 
@@ -55,12 +66,12 @@ def parse_kv(items: list[str], what: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for item in items:
         key, sep, value = item.partition("=")
-        if not sep:
-            raise SystemExit(f"{what}: expected key=value, got {item!r}")
+        if not sep or not key.strip():
+            raise UsageError(f"{what}: expected key=value, got {item!r}")
         try:
-            out[key] = json.loads(value)
+            out[key.strip()] = json.loads(value)
         except json.JSONDecodeError:
-            out[key] = value
+            out[key.strip()] = value
     return out
 
 
@@ -78,55 +89,129 @@ def _cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
-def check_run_dir(out: Path, cfg: RunConfig, is_main: bool) -> None:
+def _wait(state: Any) -> None:
+    if getattr(state, "num_processes", 1) > 1:
+        state.wait_for_everyone()
+
+
+def read_marker(out: Path) -> dict[str, Any] | None:
     marker = out / "run.json"
-    if marker.exists():
-        old = json.loads(marker.read_text())
-        if old.get("identity") != cfg.identity():
-            raise SystemExit(f"{marker} belongs to a different run ({old.get('identity')}); "
-                             "use another --out folder")
-    elif is_main:
-        atomic_write_json(marker, {"identity": cfg.identity(), "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
-                                   "benchmark": cfg.config})
+    if not marker.exists():
+        return None
+    try:
+        return json.loads(marker.read_text())
+    except json.JSONDecodeError as err:
+        raise UsageError(f"{marker} is not valid JSON ({err}); remove it or use --force") from None
+
+
+def check_marker(out: Path, cfg: RunConfig, fingerprint: str) -> None:
+    """Refuse to resume a folder that belongs to another run, or whose dataset has changed since."""
+    old = read_marker(out)
+    if old is None:
+        return
+    if old.get("identity") != cfg.identity():
+        raise UsageError(f"{out / 'run.json'} belongs to a different run ({old.get('identity')}); "
+                         "use another --out folder, or --force to start this one over")
+    if old.get("dataset_fingerprint") not in (None, fingerprint):
+        raise UsageError(f"the dataset {cfg.dataset} has changed since {out} was started (fingerprint "
+                         f"{str(old['dataset_fingerprint'])[:12]} then, {fingerprint[:12]} now): its episodes would "
+                         "mix two datasets; use another --out folder, or --force to start this one over")
+
+
+def clear_run_dir(out: Path) -> int:
+    removed = 0
+    for pattern in RUN_OUTPUTS:
+        for p in out.glob(pattern):
+            p.unlink()
+            removed += 1
+    return removed
+
+
+def finished(out: Path, case_id: str) -> str | None:
+    """'ok' or 'failed' for a finished episode, None when it has to run (absent or unreadable rec.json)."""
+    from eval.orchestrator import episode_paths
+
+    rec = episode_paths(out, case_id)[1]
+    if not rec.exists():
+        return None
+    try:
+        return Episode.load(rec).status
+    except SchemaError:
+        return None  # a torn or foreign file: run the episode again and overwrite it
 
 
 def run(cfg: RunConfig) -> dict[str, int]:
-    from dataset_builder.hf_dataset import iter_cases, list_cases
-    from eval.orchestrator import STALL_PREFIX, RunOptions, episode_paths, run_mpe_episode
+    """Run the config's cases; returns this process's counts (ok, failed, skipped, kept failures)."""
+    from dataset_builder.fingerprint import dataset_fingerprint
+    from dataset_builder.hf_dataset import _checked_shards, iter_cases, list_cases
+    from eval.orchestrator import STALL_PREFIX, RunOptions, record_failed_episode, run_episode
 
-    if cfg.config != "mpe":
-        raise SystemExit(f"config {cfg.config!r} is not implemented yet (available: mpe)")
-    protocol = MPEProtocol().override(cfg.params)
+    bench: Benchmark = benchmark_for_config(cfg.config)
+    protocol = bench.protocol_class()().override(cfg.params)
+    plan = bench.function("plan")
+    fingerprint = dataset_fingerprint(_checked_shards(cfg.dataset, cfg.config))
     out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
     state = _state()
-    check_run_dir(out, cfg, state.is_main_process)
-    cases = list_cases(cfg.dataset, cfg.config)
+    if not cfg.force:
+        check_marker(out, cfg, fingerprint)  # before anything is written
+    all_cases = list_cases(cfg.dataset, cfg.config)
+    cases = all_cases
     if cfg.cases:
-        wanted = set(cfg.cases)
-        cases = [c for c in cases if c.case_id in wanted]
+        known = {c.case_id for c in all_cases}
+        unknown = sorted(set(cfg.cases) - known)
+        if unknown:
+            raise UsageError(f"--case: no such case id(s) {unknown[:5]} in {cfg.dataset} ({cfg.config})")
+        cases = [c for c in all_cases if c.case_id in set(cfg.cases)]
     if cfg.limit is not None:
+        if cfg.limit < 1:
+            raise UsageError(f"--limit must be >= 1, got {cfg.limit}")
         cases = cases[: cfg.limit]
+    if state.is_main_process:
+        if cfg.force and out.exists():
+            n = clear_run_dir(out)
+            log.info("--force: removed %d files from %s", n, out)
+        if len(cases) < len(all_cases):
+            log.info("running %d of %d cases of %s", len(cases), len(all_cases), cfg.dataset)
+    _wait(state)
     # Split the full list, then skip finished episodes inside each shard: every process sees the same split
     # even if another process has already finished some episodes by the time it looks.
-    counts = {"cases": len(cases), "skipped_done": 0, "ok": 0, "failed": 0}
+    counts = {"cases": len(cases), "skipped_done": 0, "ok": 0, "failed": 0, "failed_kept": 0}
     with state.split_between_processes(cases) as shard:
-        mine = {c.case_id for c in shard if not episode_paths(out, c.case_id)[1].exists()}
+        status = {c.case_id: finished(out, c.case_id) for c in shard}
+        retry = {"failed"} if cfg.retry_failed else set()
+        mine = {cid for cid, st in status.items() if st is None or st in retry}
         counts["cases"] = len(shard)
-        counts["skipped_done"] = len(shard) - len(mine)
-        if not mine:
+        counts["skipped_done"] = sum(st == "ok" for st in status.values())
+        counts["failed_kept"] = sum(st == "failed" and cid not in mine for cid, st in status.items())
+        agent = load_adapter(cfg.adapter, **cfg.adapter_args) if mine else None
+        if state.is_main_process:
+            out.mkdir(parents=True, exist_ok=True)
+            if read_marker(out) is None:  # written only once the dataset, params and adapter all checked out
+                atomic_write_json(out / "run.json", {
+                    "identity": cfg.identity(), "benchmark": bench.name, "config": cfg.config,
+                    "dataset_fingerprint": fingerprint, "n_dataset_cases": len(all_cases),
+                    "started": time.strftime("%Y-%m-%dT%H:%M:%S")})
+        if agent is None:
             return counts
-        agent = load_adapter(cfg.adapter, **cfg.adapter_args)
+        out.mkdir(parents=True, exist_ok=True)
         options = RunOptions(step_timeout_s=cfg.step_timeout_s)
+        progress = Progress(f"run {cfg.adapter}", len(mine), enabled=cfg.progress)
         try:
             for i, (case, audio) in enumerate(iter_cases(cfg.dataset, cfg.config, wanted=mine), 1):
-                ep = run_mpe_episode(agent, case, audio, protocol, out, seed=cfg.seed, options=options)
+                try:
+                    episode_plan = plan(case, audio, protocol, agent.sample_rate)
+                except Exception as err:  # a case the plan cannot play fails alone, with its reason
+                    ep = record_failed_episode(agent, case, out, f"plan failed: {type(err).__name__}: {err}",
+                                               seed=cfg.seed, options=options)
+                else:
+                    ep = run_episode(agent, case, episode_plan, out, seed=cfg.seed, options=options)
                 counts[ep.status] = counts.get(ep.status, 0) + 1
                 if ep.failure and ep.failure.startswith(STALL_PREFIX):
                     # The stalled step may still be running in its abandoned thread: never reuse that agent.
                     agent.close()
                     agent = load_adapter(cfg.adapter, **cfg.adapter_args)
                 log.info("[%d/%d] %s %s %s", i, len(mine), case.case_id, ep.status, ep.failure or "")
+                progress.advance(note=f"{counts['failed']} failed" if counts["failed"] else "")
         finally:
             agent.close()
     return counts
@@ -134,7 +219,7 @@ def run(cfg: RunConfig) -> dict[str, int]:
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dataset", required=True, help="dataset folder (as written by `duplex-eval build`)")
-    p.add_argument("--config", default="mpe", help="dataset config (benchmark); default mpe")
+    p.add_argument("--config", default="mpe", help="dataset config (names the benchmark); default mpe")
     p.add_argument("--adapter", required=True, help="registered adapter name or module:Class")
     p.add_argument("--adapter-arg", action="append", default=[], metavar="K=V", help="adapter constructor arg")
     p.add_argument("--out", required=True, help="run folder: recordings, rec.json files, scores")
@@ -143,14 +228,30 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, default=None, help="run only the first N cases")
     p.add_argument("--case", action="append", dest="cases", default=None, help="run only this case id")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--step-timeout", type=float, default=30.0, help="seconds one agent step may take")
+    p.add_argument("--step-timeout", type=float, default=30.0, help="seconds one agent step may take (0: none)")
+    p.add_argument("--retry-failed", action="store_true", help="re-run episodes recorded as failed")
+    p.add_argument("--force", action="store_true",
+                   help="start the folder over: remove its episodes, scores and run.json first")
+    p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress line on stderr")
 
 
 def config_from_args(a: argparse.Namespace) -> RunConfig:
     return RunConfig(dataset=a.dataset, adapter=a.adapter, out=a.out, config=a.config,
                      adapter_args=parse_kv(a.adapter_arg, "--adapter-arg"), params=list(a.param),
                      limit=a.limit, cases=a.cases, seed=a.seed,
-                     step_timeout_s=a.step_timeout if a.step_timeout > 0 else None)
+                     step_timeout_s=a.step_timeout if a.step_timeout > 0 else None,
+                     retry_failed=a.retry_failed, force=a.force, progress=a.progress)
+
+
+def outcome(counts: dict[str, int]) -> tuple[int, str]:
+    """Exit status and a closing line: non-zero whenever any episode of this shard is a failure."""
+    failed = counts["failed"] + counts["failed_kept"]
+    if not failed:
+        return 0, f"{counts['ok']} episodes run, {counts['skipped_done']} already done, none failed"
+    kept = f" ({counts['failed_kept']} from an earlier run; --retry-failed re-runs them)" if counts[
+        "failed_kept"] else ""
+    return 1, (f"{failed} episode(s) failed{kept}; {counts['ok']} ok, {counts['skipped_done']} already done; "
+               "the reasons are in each failed episode's rec.json and in `duplex-eval score`")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -159,11 +260,13 @@ def main(argv: list[str] | None = None) -> int:
     add_run_arguments(p)
     try:
         counts = run(config_from_args(p.parse_args(argv)))
-    except SchemaError as err:
+    except (SchemaError, UsageError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(json.dumps(counts))
-    return 0
+    code, line = outcome(counts)
+    print(line, file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":

@@ -7,11 +7,12 @@ model has already said, so the user stream never depends on the future.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
 from adapters.protocol import TimelineCue
+from metrics.vad import VADParams
 
 
 class ModelView(Protocol):
@@ -167,3 +168,26 @@ class UntilTime:
         if remaining <= 0:
             return None
         return np.zeros(min(n, remaining), np.float32)
+
+
+@dataclass
+class EpisodePlan:
+    """What a benchmark's plan hands the orchestrator for one case; the orchestrator itself knows no benchmark.
+
+    `steps` drive the user stream; `vad` is the streaming VAD on the model channel that drives the waits (and
+    is stored with the episode for scoring); `record` holds the benchmark's own rec.json fields (condition,
+    group id, gold); `protocol` is the parameter set stored verbatim in rec.json.
+    """
+
+    steps: list[Step]
+    vad: VADParams
+    vad_preset: str
+    protocol: dict[str, Any]
+    condition: str = ""
+    group_id: str = ""  # cases scored together (MPE: the explicit/implicit pair)
+    gold: dict[str, Any] = field(default_factory=dict)
+    system_prompt: str | None = None
+
+    def labels(self) -> dict[str, str]:
+        """Clip id -> label of every clip the plan plays (for the realised timeline)."""
+        return {s.turn_id: s.label for s in self.steps if isinstance(s, Play)}

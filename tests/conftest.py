@@ -31,7 +31,8 @@ def speak(piper):
 @pytest.fixture(scope="session")
 def mini_dataset(tmp_path_factory) -> Path:
     """The real mini Duplex-MPE set, built once with the real TTS."""
-    from dataset_builder.build import BuildOptions, build_mpe
+    from dataset_builder.build import BuildOptions
+    from dataset_builder.mpe.build import build as build_mpe
 
     out = tmp_path_factory.mktemp("mpe-mini")
     cache = Path(__file__).resolve().parent.parent / ".cache" / "tts"

@@ -75,12 +75,13 @@ def _digest(folder: Path) -> dict[str, str]:
 
 
 def test_build_is_deterministic(tmp_path: Path) -> None:
-    from dataset_builder.build import BuildOptions, build_mpe
+    from dataset_builder.build import BuildOptions
+    from dataset_builder.mpe.build import build as build_mpe
 
     # No cache: both builds synthesize every clip afresh.
-    build_mpe(tmp_path / "a", BuildOptions(n_pairs=2, seed=7))
-    build_mpe(tmp_path / "b", BuildOptions(n_pairs=2, seed=7))
-    build_mpe(tmp_path / "c", BuildOptions(n_pairs=2, seed=8))
+    build_mpe(tmp_path / "a", BuildOptions(n=2, seed=7))
+    build_mpe(tmp_path / "b", BuildOptions(n=2, seed=7))
+    build_mpe(tmp_path / "c", BuildOptions(n=2, seed=8))
     a, b, c = _digest(tmp_path / "a"), _digest(tmp_path / "b"), _digest(tmp_path / "c")
     assert a == b and len(a) >= 2
     assert a != c
@@ -92,7 +93,7 @@ def test_streaming_reader_matches_load_dataset(mini_dataset: Path) -> None:
 
     from dataset_builder.hf_dataset import iter_cases, list_cases, load_cases
 
-    full = load_cases(mini_dataset)
+    full = list(load_cases(mini_dataset))
     index = list_cases(mini_dataset)
     assert [c.case_id for c, _ in full] == [c.case_id for c in index]
     assert all(a == b for (a, _), b in zip(full, index, strict=True))
@@ -124,7 +125,7 @@ def test_cli_reports_bad_input_clearly(tmp_path: Path, capsys: pytest.CaptureFix
     from eval.cli import main
 
     assert main(["score", str(tmp_path)]) == 2
-    assert "no *.rec.json" in capsys.readouterr().err
+    assert "no readable *.rec.json" in capsys.readouterr().err
     assert main(["run", "--dataset", str(tmp_path / "missing"), "--adapter", "silent",
                  "--out", str(tmp_path / "r")]) == 2
     assert "does not exist" in capsys.readouterr().err

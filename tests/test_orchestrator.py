@@ -20,7 +20,8 @@ from dataset_builder.audio import SESSION_SR, read_wav
 from dataset_builder.episode import Episode
 from dataset_builder.protocols import MPEProtocol
 from dataset_builder.schema import Case, Clip, Script, Speaker, Turn
-from eval.orchestrator import RunOptions, run_mpe_episode
+from eval.orchestrator import RunOptions, run_episode
+from eval.plans.mpe import plan
 from tests.fake_agents import (
     BrokenAgent,
     ChunkedAgent,
@@ -98,7 +99,8 @@ def run_case(agent: DuplexAgent, case_audio: tuple[Case, np.ndarray], out: Path,
              protocol: MPEProtocol | None = None, options: RunOptions | None = None
              ) -> tuple[Episode, np.ndarray]:
     case, audio = case_audio
-    ep = run_mpe_episode(agent, case, audio, protocol or MPEProtocol(), out, options=options or RunOptions())
+    ep_plan = plan(case, audio, protocol or MPEProtocol(), agent.sample_rate)
+    ep = run_episode(agent, case, ep_plan, out, options=options or RunOptions())
     stereo, sr = read_wav(out / f"{case.case_id}.wav")
     assert sr == SESSION_SR and stereo.ndim == 2 and stereo.shape[1] == 2
     assert Episode.load(out / f"{case.case_id}.rec.json") == ep  # rec.json holds exactly what was returned

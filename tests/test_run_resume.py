@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 import eval.run as run_mod
+from dataset_builder.errors import UsageError
 from eval.run import RunConfig, run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,7 +44,7 @@ def silent_run(mini_dataset: Path, tmp_path_factory) -> tuple[Path, dict[str, in
 
 def test_first_run_writes_each_episode_once(silent_run) -> None:
     out, counts = silent_run
-    assert counts == {"cases": 4, "skipped_done": 0, "ok": 4, "failed": 0}
+    assert counts == {"cases": 4, "skipped_done": 0, "ok": 4, "failed": 0, "failed_kept": 0}
     recs, wavs = episode_ids(out)
     assert len(recs) == 4 and recs == wavs
     assert (out / "run.json").exists()
@@ -62,7 +63,7 @@ def test_resume_reruns_only_the_missing_episode(silent_run, mini_dataset: Path, 
     (out / f"{victim}.rec.json").unlink()
     before = mtimes(out)
     counts = run(RunConfig(dataset=str(mini_dataset), adapter="silent", out=str(out), limit=4))
-    assert counts == {"cases": 4, "skipped_done": 3, "ok": 1, "failed": 0}
+    assert counts == {"cases": 4, "skipped_done": 3, "ok": 1, "failed": 0, "failed_kept": 0}
     recs2, wavs2 = episode_ids(out)
     assert recs2 == recs and wavs2 == recs  # no duplicate, none lost
     after = mtimes(out)
@@ -71,15 +72,15 @@ def test_resume_reruns_only_the_missing_episode(silent_run, mini_dataset: Path, 
     assert json.loads((out / f"{victim}.rec.json").read_text())["status"] == "ok"
     # A further rerun has nothing to do.
     again = run(RunConfig(dataset=str(mini_dataset), adapter="silent", out=str(out), limit=4))
-    assert again == {"cases": 4, "skipped_done": 4, "ok": 0, "failed": 0}
+    assert again == {"cases": 4, "skipped_done": 4, "ok": 0, "failed": 0, "failed_kept": 0}
 
 
 def test_a_different_run_into_the_same_folder_is_refused(silent_run, mini_dataset: Path) -> None:
     out, _ = silent_run
     before = mtimes(out)
-    with pytest.raises(SystemExit, match="different run"):
+    with pytest.raises(UsageError, match="different run"):
         run(RunConfig(dataset=str(mini_dataset), adapter="oracle", out=str(out), limit=4))
-    with pytest.raises(SystemExit, match="different run"):
+    with pytest.raises(UsageError, match="different run"):
         run(RunConfig(dataset=str(mini_dataset), adapter="silent", out=str(out), limit=4, seed=1))
     assert mtimes(out) == before
 
@@ -93,25 +94,31 @@ class _NoASR:
         raise AssertionError("no model speech was expected")
 
 
-def test_failed_episodes_are_kept_not_retried_and_not_scored(silent_run, mini_dataset: Path,
-                                                              tmp_path: Path) -> None:
+def test_failed_episodes_are_kept_retried_on_request_and_count_against_the_model(
+        silent_run, mini_dataset: Path, tmp_path: Path) -> None:
+    """Issue 5 #1: a failure is a result. It is kept on a rerun, re-run with --retry-failed, makes `run` exit
+    non-zero, and counts as a failure in every window the episode would have entered."""
     from metrics.mpe.score import score_run
 
     out = tmp_path / "broken"
     cfg = RunConfig(dataset=str(mini_dataset), adapter=BROKEN, adapter_args={"mode": "raise"}, out=str(out),
                     limit=2)
     counts = run(cfg)
-    assert counts == {"cases": 2, "skipped_done": 0, "ok": 0, "failed": 2}
+    assert counts == {"cases": 2, "skipped_done": 0, "ok": 0, "failed": 2, "failed_kept": 0}
+    assert run_mod.outcome(counts)[0] == 1
     recs, wavs = episode_ids(out)
     assert len(recs) == 2 and recs == wavs
     for case_id in recs:
         rec = json.loads((out / f"{case_id}.rec.json").read_text())
         assert rec["status"] == "failed" and "raised RuntimeError" in rec["failure"]
-    # A rerun does not quietly retry them: a failure is a recorded result.
+    # A rerun does not quietly retry them, and still says the run has failures.
     before = mtimes(out)
-    assert run(cfg) == {"cases": 2, "skipped_done": 2, "ok": 0, "failed": 0}
+    again = run(cfg)
+    assert again == {"cases": 2, "skipped_done": 0, "ok": 0, "failed": 0, "failed_kept": 2}
+    code, line = run_mod.outcome(again)
+    assert code == 1 and "--retry-failed" in line
     assert mtimes(out) == before
-    # Two ok (silent) episodes of other cases beside them: only those two enter the denominators.
+    # Two ok (silent) episodes of other cases beside them: the failed ones count in every denominator.
     src, _ = silent_run
     ok_ids = [c for c in episode_ids(src)[0] if c not in recs][:2]
     assert len(ok_ids) == 2
@@ -123,10 +130,17 @@ def test_failed_episodes_are_kept_not_retried_and_not_scored(silent_run, mini_da
     assert sorted(f["case_id"] for f in res["failed_episodes"]) == recs
     assert all(f["status"] == "failed" and "raised" in f["reason"] for f in res["failed_episodes"])
     scores = res["scores"]
-    assert scores["fresh_onset_rate"]["n"] == 2  # one T per ok episode, none from the failed ones
-    assert scores["fresh_onset_rate"]["k"] == 0  # the silent agent never answers
-    measured = {json.loads(line)["case_id"] for line in (out / "measurements.jsonl").read_text().splitlines()}
-    assert measured == set(ok_ids)
+    assert scores["fresh_onset_rate"]["n"] == 4 and scores["fresh_onset_rate"]["k"] == 0
+    windows = {cid: json.loads((out / f"{cid}.rec.json").read_text())["gold"]["labels"] for cid in recs + ok_ids}
+    silent_windows = {cid: sum(lab in ("N1", "N2", "N3") for lab in labels.values())
+                      for cid, labels in windows.items()}
+    sp = scores["silence_preservation"]
+    assert sp["n"] == sum(silent_windows.values())
+    assert sp["k"] == sum(silent_windows[c] for c in ok_ids)  # silent passes its own; failures pass none
+    assert scores["answering_window_yield"]["k"] < scores["answering_window_yield"]["n"]
+    # --retry-failed runs exactly the failed ones again (the agent still raises: two new failures, none kept).
+    retry = run(RunConfig(**{**cfg.__dict__, "retry_failed": True}))
+    assert retry["failed"] == 2 and retry["failed_kept"] == 0 and retry["skipped_done"] == 0
 
 
 def _free_port() -> int:

@@ -1,0 +1,85 @@
+"""The benchmark registry (SPEC §11): one record per benchmark, its pieces named as lazy "module:function" strings.
+
+Code stays in its layer — generation in `dataset_builder/<bench>/`, the user-stream plan in
+`eval/plans/<bench>.py`, measurements, verdicts and tables in `metrics/<bench>/` — and the harness core names no
+benchmark: the CLI, the runner and the scorer look a benchmark up here by name, by dataset config, or by the
+benchmark a run recorded. Adding one is a folder per layer plus one entry below.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from dataset_builder.errors import UsageError
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    name: str  # as recorded in run.json / rec.json / scores.json
+    title: str  # for people
+    configs: tuple[str, ...]  # the dataset configs it reads and writes
+    presets: tuple[str, ...]  # build sizes (`build NAME --preset P`)
+    protocol: str  # "module:Class" of its typed, typo-rejecting parameter set
+    build: str  # build(out_dir, options) -> info dict
+    plan: str  # plan(case, audio, protocol, sr) -> eval.schedule.EpisodePlan
+    score: str  # score_run(run_dir, *, asr, judge, overrides, reuse_measurements, out) -> result dict
+    tables: str  # tables(results: {name: result}) -> [(title, text)], the text tables of one or more runs
+    windows: str  # windows(measurements of one episode, result) -> [(start_s, end_s, ok, spans)] for its plot
+
+    def load(self, part: str) -> Any:
+        """The object behind one of the "module:function" fields, imported now."""
+        target = getattr(self, part)
+        module, _, attr = target.partition(":")
+        return getattr(importlib.import_module(module), attr)
+
+    def protocol_class(self) -> Any:
+        return self.load("protocol")
+
+    def function(self, part: str) -> Callable[..., Any]:
+        fn = self.load(part)
+        if not callable(fn):
+            raise TypeError(f"benchmark {self.name}: {getattr(self, part)} is not callable")
+        return fn
+
+
+_BENCHMARKS: dict[str, Benchmark] = {}
+
+
+def register_benchmark(bench: Benchmark) -> None:
+    for config in bench.configs:
+        owner = next((b.name for b in _BENCHMARKS.values() if config in b.configs and b.name != bench.name), None)
+        if owner:
+            raise ValueError(f"config {config!r} already belongs to benchmark {owner!r}")
+    _BENCHMARKS[bench.name] = bench
+
+
+def benchmark_names() -> list[str]:
+    return sorted(_BENCHMARKS)
+
+
+def get_benchmark(name: str) -> Benchmark:
+    if name not in _BENCHMARKS:
+        raise UsageError(f"unknown benchmark {name!r}; known: {benchmark_names()}")
+    return _BENCHMARKS[name]
+
+
+def benchmark_for_config(config: str) -> Benchmark:
+    for bench in _BENCHMARKS.values():
+        if config in bench.configs:
+            return bench
+    known = sorted(c for b in _BENCHMARKS.values() for c in b.configs)
+    raise UsageError(f"unknown dataset config {config!r}; known: {known}")
+
+
+register_benchmark(Benchmark(
+    name="mpe", title="Duplex-MPE", configs=("mpe",), presets=("mini", "full"),
+    protocol="dataset_builder.protocols:MPEProtocol",
+    build="dataset_builder.mpe.build:build",
+    plan="eval.plans.mpe:plan",
+    score="metrics.mpe.score:score_run",
+    tables="metrics.mpe.tables:tables",
+    windows="metrics.mpe.tables:plot_windows",
+))

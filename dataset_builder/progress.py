@@ -1,0 +1,50 @@
+"""A progress line for long jobs: counts, rate and time left, on stderr, at most a few times a second."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TextIO
+
+
+def _clock(seconds: float) -> str:
+    s = int(round(seconds))
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+
+
+class Progress:
+    """`label  6/40  15%  elapsed 0:12  left 1:08` — redrawn in place on a terminal, a line per step elsewhere.
+
+    Off a terminal (CI, a log file) it prints at most every `every_s` seconds, plus the last item, so a log
+    stays readable.
+    """
+
+    def __init__(self, label: str, total: int, *, enabled: bool = True, stream: TextIO | None = None,
+                 every_s: float = 0.2) -> None:
+        self.label, self.total, self.enabled = label, total, enabled
+        self.stream = stream or sys.stderr
+        self.every_s = every_s if self.stream.isatty() else max(every_s, 5.0)
+        self.done = 0
+        self.t0 = time.perf_counter()
+        self._last = float("-inf")
+
+    def line(self) -> str:
+        elapsed = time.perf_counter() - self.t0
+        pct = f"{100 * self.done / self.total:3.0f}%" if self.total else "   "
+        left = _clock(elapsed / self.done * (self.total - self.done)) if self.done else "?"
+        return f"{self.label}  {self.done}/{self.total}  {pct}  elapsed {_clock(elapsed)}  left {left}"
+
+    def advance(self, k: int = 1, note: str = "") -> None:
+        self.done += k
+        if not self.enabled:
+            return
+        now = time.perf_counter()
+        if now - self._last < self.every_s and self.done < self.total:
+            return
+        self._last = now
+        text = self.line() + (f"  {note}" if note else "")
+        if self.stream.isatty():
+            self.stream.write("\r\033[K" + text + ("\n" if self.done >= self.total else ""))
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()

@@ -1,0 +1,1 @@
+"""User-stream plans, one module per benchmark: `plan(case, audio, protocol, sr) -> EpisodePlan`."""

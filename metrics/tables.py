@@ -1,0 +1,40 @@
+"""Plain-text score tables shared by every benchmark: one run, or several side by side."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+
+def cell(entry: dict[str, Any]) -> str:
+    if entry["value"] is None:
+        return "n/a (n=0)"
+    lo, hi = entry["ci"]
+    return f"{entry['value']:.3f} {entry['k']}/{entry['n']} [{lo:.2f},{hi:.2f}]"
+
+
+def side_by_side(results: dict[str, dict[str, Any]], metrics: Sequence[str], reported: Sequence[str] = (),
+                 section: str = "scores", key: str | None = None) -> str:
+    """Rows = metrics, columns = runs; `section`/`key` pick e.g. by_condition/explicit. A metric in `reported`
+    is shown for coverage, marked "(reported)": it is not a scored capability."""
+    names = list(results)
+    rows = [["metric", *names]]
+    for metric in metrics:
+        label = metric + (" (reported)" if metric in reported else "")
+        cells = []
+        for name in names:
+            block = results[name][section]
+            block = block.get(key, {}) if key else block
+            cells.append(cell(block[metric]) if metric in block else "-")
+        rows.append([label, *cells])
+    rows.append(["failed episodes", *[str(results[n]["n_failed"]) for n in names]])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def provenance(result: dict[str, Any]) -> str:
+    judge = result["judge"]
+    kind = "heuristic" if judge["heuristic"] else "model"
+    return f"ASR: {result['asr']}  judge: {judge['name']} ({kind})  thresholds: {result['thresholds']}"
