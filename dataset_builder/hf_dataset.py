@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 import soundfile as sf
 import yaml
 
-from dataset_builder.atomic import atomic_write_text
+from dataset_builder.atomic import atomic_write_text, make_temp_dir
 from dataset_builder.audio import SESSION_SR
 from dataset_builder.rows import TURN_FIELDS, row_to_case
 from dataset_builder.schema import MPE_CONDITIONS, MPE_LABELS, POSITION_BUCKETS, Case, SchemaError
@@ -126,7 +126,7 @@ def write_config(repo_dir: Path, config: str, rows: Iterable[dict], features: Fe
     data_dir = Path(repo_dir) / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
     final = data_dir / config
-    tmp = Path(tempfile.mkdtemp(dir=data_dir, prefix=f".{config}.new-"))
+    tmp = make_temp_dir(data_dir, prefix=f".{config}.new-")  # becomes data/<config>: umask modes
     try:
         parts: list[Path] = []
         seen = 0
@@ -144,7 +144,7 @@ def write_config(repo_dir: Path, config: str, rows: Iterable[dict], features: Fe
             os.replace(part, tmp / _shard_name(i, len(parts)))
         old = None
         if final.exists():
-            old = Path(tempfile.mkdtemp(dir=data_dir, prefix=f".{config}.old-"))
+            old = make_temp_dir(data_dir, prefix=f".{config}.old-")
             os.replace(final, old / config)
         os.replace(tmp, final)
         if old is not None:
