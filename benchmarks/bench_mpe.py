@@ -81,8 +81,11 @@ def dataset_seconds(dataset: Path) -> tuple[list[Any], float]:
     from dataset_builder.audio import SESSION_SR
     from dataset_builder.hf_dataset import load_cases
 
-    cases = load_cases(dataset, "mpe")
-    return cases, sum(len(audio) for _, audio in cases) / SESSION_SR
+    cases, samples = [], 0
+    for case, audio in load_cases(dataset, "mpe"):  # one row's audio at a time
+        cases.append(case)
+        samples += len(audio)
+    return cases, samples / SESSION_SR
 
 
 class TimedTTS:
@@ -131,7 +134,7 @@ def warm_oracle_cache(cases: list[Any], cache_dir: Path, tts: str) -> None:
     from adapters.oracle import OracleAgent
 
     agent = OracleAgent(tts=tts, cache_dir=cache_dir)
-    for case, _ in cases:
+    for case in cases:
         agent.bind_case(case)
     agent.close()
 
@@ -180,14 +183,15 @@ def bench_vad(runs: dict[str, Path]) -> list[Row]:
 
 
 def bench_builds(out: Path, pairs: int, seed: int, tts: str, cache_dir: Path) -> tuple[list[Row], list[Any]]:
-    from dataset_builder.build import BuildOptions, build_mpe
+    from dataset_builder.build import BuildOptions
+    from dataset_builder.mpe.build import build as build_mpe
     from dataset_builder.tts import register_tts
 
     TimedTTS.inner = tts
     register_tts("bench-timed", f"{__name__}:TimedTTS")
     rows = []
     cold_info, cold_wall = timed(lambda: build_mpe(out / "dataset", BuildOptions(
-        seed=seed, tts="bench-timed", n_pairs=pairs, cache_dir=cache_dir)))
+        seed=seed, tts="bench-timed", n=pairs, cache_dir=cache_dir)))
     n_clips, clip_s = cache_clip_seconds(cache_dir)
     synth_s = TimedTTS.stats["seconds"]
     (cases, audio_s), load_wall = timed(lambda: dataset_seconds(out / "dataset"))
@@ -205,7 +209,7 @@ def bench_builds(out: Path, pairs: int, seed: int, tts: str, cache_dir: Path) ->
                     {"clip_audio_s": round(clip_s, 3), "synth_s": round(synth_s, 3),
                      "calls": TimedTTS.stats["calls"]}))
     warm_info, warm_wall = timed(lambda: build_mpe(out / "dataset-warm", BuildOptions(
-        seed=seed, tts=tts, n_pairs=pairs, cache_dir=cache_dir)))
+        seed=seed, tts=tts, n=pairs, cache_dir=cache_dir)))
     rows.append(Row(f"build {pairs} pairs, warm TTS cache: dataset audio ({audio_s:.0f} s / {warm_wall:.1f} s)",
                     ratio(audio_s, warm_wall), "x real time", "(compare with empty cache)",
                     {"dataset_audio_s": round(audio_s, 3), "audio_hours": warm_info["audio_hours"],
