@@ -19,7 +19,7 @@ import shutil
 import string
 import tempfile
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Generator, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -324,42 +324,46 @@ def available_configs(repo_dir: Path | str) -> list[str]:
 
 
 def load_cases(repo_dir: Path | str, config: str = "mpe", split: str = SPLIT,
-               cache_dir: Path | str | None = None) -> list[tuple[Case, np.ndarray]]:
-    """Load a released folder back into validated Cases with their float32 mono 24 kHz audio.
+               cache_dir: Path | str | None = None) -> Generator[tuple[Case, np.ndarray], None, None]:
+    """Load a released folder back as validated Cases with their float32 mono 24 kHz audio, one at a time.
 
     Goes through `datasets.load_dataset` (the user's path, so the card's `configs:` is exercised) in offline
     mode, but reads the audio column undecoded and decodes the WAV bytes with soundfile: exact PCM16 samples,
-    no torchcodec needed. `cache_dir` is where the temporary Arrow cache goes (default: the `datasets` cache
-    folder); it is removed before returning.
+    no torchcodec needed. A generator, so the full set never sits in memory: `datasets` builds a private
+    temporary Arrow cache under `cache_dir` (default: the `datasets` cache folder) on the first `next()`, and
+    it is removed when the generator is exhausted or closed (`contextlib.closing(load_cases(...))` closes one
+    left early). The folder and the config are checked on the call itself.
     """
-    from datasets import Audio, load_dataset
-    from datasets import config as hf_config
-
     repo_dir = Path(repo_dir)
     # Checked first: a missing path shaped like "owner/name" would otherwise be looked up on the Hub.
     _checked_shards(repo_dir, config)
-    # A private, throw-away Arrow cache: `datasets` keys a local folder's cache on its card and name rather
-    # than on the shards, so a shared cache can serve an earlier build of a folder rebuilt in place.
-    # Everything is copied out into Cases and arrays before the cache is deleted.
-    parent = Path(cache_dir) if cache_dir is not None else Path(hf_config.HF_DATASETS_CACHE)
+    if cache_dir is None:
+        from datasets import config as hf_config
+
+        cache_dir = hf_config.HF_DATASETS_CACHE
+    return _load_cases(repo_dir, config, split, Path(cache_dir))
+
+
+def _load_cases(repo_dir: Path, config: str, split: str, parent: Path
+                ) -> Generator[tuple[Case, np.ndarray], None, None]:
+    from datasets import Audio, load_dataset
+
+    source = str(repo_dir / "data" / config)
     parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=parent, prefix="duplex-eval-load-",
-                                     ignore_cleanup_errors=True) as cache, _hub_offline():
-        if config in _card_configs(repo_dir):
-            ds = load_dataset(str(repo_dir), config, split=split, cache_dir=cache)
-        else:
-            # Shards written but no card yet (write_card not run): point at them directly.
-            ds = load_dataset(str(repo_dir), data_files={split: f"data/{config}/*.parquet"}, split=split,
-                              cache_dir=cache)
-        return _cases_from(ds.cast_column("audio", Audio(decode=False)), str(repo_dir / "data" / config))
-
-
-def _cases_from(ds: Any, source: str) -> list[tuple[Case, np.ndarray]]:
-    out: list[tuple[Case, np.ndarray]] = []
-    for i, row in enumerate(ds):
-        case = row_to_case(row, source=source, index=i)
-        out.append((case, _decode_audio(row, case, source)))
-    return out
+    # A private, throw-away Arrow cache: `datasets` keys a local folder's cache on its card and name rather
+    # than on the shards, so a shared cache can serve an earlier build of a folder rebuilt in place. Offline
+    # mode is on only while it is built, so the caller's own Hub loads between two rows are untouched.
+    with tempfile.TemporaryDirectory(dir=parent, prefix="duplex-eval-load-", ignore_cleanup_errors=True) as cache:
+        with _hub_offline():
+            if config in _card_configs(repo_dir):
+                ds = load_dataset(str(repo_dir), config, split=split, cache_dir=cache)
+            else:
+                # Shards written but no card yet (write_card not run): point at them directly.
+                ds = load_dataset(str(repo_dir), data_files={split: f"data/{config}/*.parquet"}, split=split,
+                                  cache_dir=cache)
+        for i, row in enumerate(ds.cast_column("audio", Audio(decode=False))):
+            case = row_to_case(row, source=source, index=i)
+            yield case, _decode_audio(row, case, source)
 
 
 def _decode_audio(row: dict[str, Any], case: Case, source: str) -> np.ndarray:
@@ -390,8 +394,11 @@ def list_cases(repo_dir: Path | str, config: str = "mpe") -> list[Case]:
     for shard in _checked_shards(repo_dir, config):
         pf = pq.ParquetFile(shard)
         columns = [c for c in pf.schema_arrow.names if c != "audio"]
-        for i, row in enumerate(pf.read(columns=columns).to_pylist()):
-            out.append(row_to_case(row, source=str(shard), index=i))
+        i = 0
+        for batch in pf.iter_batches(columns=columns, batch_size=256):  # not the whole shard at once
+            for row in batch.to_pylist():
+                out.append(row_to_case(row, source=str(shard), index=i))
+                i += 1
     return out
 
 

@@ -109,7 +109,7 @@ def test_load_dataset_decodes_audio(built, tmp_path: Path, no_network) -> None:
 
 def test_load_cases_round_trip(built, tmp_path: Path, no_network) -> None:
     repo, cases = built
-    loaded = load_cases(repo, "mpe", cache_dir=tmp_path / "cache")
+    loaded = list(load_cases(repo, "mpe", cache_dir=tmp_path / "cache"))
     assert [c for c, _ in loaded] == [c for c, _ in cases]
     for (_, got), (_, want) in zip(loaded, cases, strict=True):
         assert got.dtype == np.float32 and got.ndim == 1 and got.shape == want.shape
@@ -144,7 +144,7 @@ def test_broken_row_names_case_and_field(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     write_config(repo, "mpe", rows, MPE_FEATURES)
     with pytest.raises(SchemaError) as err:
-        load_cases(repo, "mpe", cache_dir=tmp_path / "cache")
+        list(load_cases(repo, "mpe", cache_dir=tmp_path / "cache"))
     assert err.value.row == "mpe-000-implicit" and err.value.field == "turns[t2].label"
     assert "mpe-000-implicit" in str(err.value) and "N9" in str(err.value)
 
@@ -198,7 +198,7 @@ def test_wrong_sample_rate_names_case(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     write_config(repo, "mpe", [row], MPE_FEATURES)
     with pytest.raises(SchemaError, match="16000 Hz") as err:
-        load_cases(repo, cache_dir=tmp_path / "cache")
+        list(load_cases(repo, cache_dir=tmp_path / "cache"))
     assert err.value.row == case.case_id
 
 
@@ -216,7 +216,7 @@ def test_offline_switch_is_restored(built, tmp_path: Path) -> None:
     import huggingface_hub.constants
 
     before = datasets.config.HF_HUB_OFFLINE, huggingface_hub.constants.HF_HUB_OFFLINE
-    load_cases(built[0], cache_dir=tmp_path / "cache")
+    list(load_cases(built[0], cache_dir=tmp_path / "cache"))
     assert (datasets.config.HF_HUB_OFFLINE, huggingface_hub.constants.HF_HUB_OFFLINE) == before
 
 
