@@ -5,13 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from adapters.protocol import DuplexAgent
+from dataset_builder.errors import UsageError
 from dataset_builder.registry import LazyRegistry
 
 _REGISTRY = LazyRegistry("adapter", {
     "silent": "adapters.silent:SilentAgent",
     "oracle": "adapters.oracle:OracleAgent",
     "cascade": "adapters.cascade:CascadeAgent",
-})
+}, option="--adapter", arg_option="--adapter-arg")
+# What an agent must have: the protocol's attributes and its methods.
+_MEMBERS = sorted({*DuplexAgent.__annotations__, *(n for n in vars(DuplexAgent) if not n.startswith("_"))})
 
 
 def register_adapter(name: str, target: str) -> None:
@@ -30,5 +33,7 @@ def load_adapter(name: str, **kwargs: Any) -> DuplexAgent:
     """Build an agent by registered name or by an explicit "module:Class" path."""
     agent = _REGISTRY.load(name, **kwargs)
     if not isinstance(agent, DuplexAgent):
-        raise TypeError(f"{adapter_target(name)} does not implement the DuplexAgent protocol")
+        missing = [m for m in _MEMBERS if not hasattr(agent, m)]
+        raise UsageError(f"{adapter_target(name)} (from --adapter {name}) does not implement the DuplexAgent "
+                         f"protocol (adapters/protocol.py): it lacks {missing}")
     return agent

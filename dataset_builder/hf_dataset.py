@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import soundfile as sf
 import yaml
@@ -161,8 +162,30 @@ def _shards(repo_dir: Path, config: str) -> list[Path]:
     return sorted((Path(repo_dir) / "data" / config).glob("*.parquet"))
 
 
+_UNREADABLE = ("not a readable parquet file ({}); it is truncated or damaged: rebuild the dataset "
+               "(duplex-eval build) or download it again")
+
+
+@contextmanager
+def _reading(shard: Path) -> Iterator[None]:
+    """Turns pyarrow's errors while reading `shard` (which do not name the file) into a SchemaError that does."""
+    try:
+        yield
+    except (pa.ArrowException, OSError) as err:
+        if isinstance(err, FileNotFoundError | PermissionError):
+            raise SchemaError(f"cannot read the file: {err.strerror or err}", source=str(shard)) from None
+        detail = " ".join(str(err).split())  # pyarrow's text spans lines; the CLI prints one
+        raise SchemaError(_UNREADABLE.format(f"{type(err).__name__}: {detail}"), source=str(shard)) from None
+
+
+def _open_shard(shard: Path) -> pq.ParquetFile:
+    """A shard's parquet reader; a truncated or garbage file fails here, by name (only the footer is read)."""
+    with _reading(shard):
+        return pq.ParquetFile(shard)
+
+
 def _num_rows(repo_dir: Path, config: str) -> int:
-    return sum(pq.ParquetFile(p).metadata.num_rows for p in _shards(repo_dir, config))
+    return sum(_open_shard(p).metadata.num_rows for p in _shards(repo_dir, config))
 
 
 def _size_category(n: int) -> str:
@@ -246,7 +269,7 @@ def mpe_card_context(repo_dir: Path, config: str = "mpe", *, build_seed: int,
     cols = ["pair_id", "condition", "turns", "task_type", "t_position", "n_speakers", "tts_backend", "audio"]
     for path in files:
         # One row group at a time: the audio column is most of the bytes.
-        for batch in pq.ParquetFile(path).iter_batches(columns=cols, batch_size=64):
+        for batch in _batches(path, columns=cols, batch_size=64):
             for row in batch.to_pylist():
                 n += 1
                 pairs.add(row["pair_id"])
@@ -332,21 +355,24 @@ def load_cases(repo_dir: Path | str, config: str = "mpe", split: str = SPLIT,
     no torchcodec needed. A generator, so the full set never sits in memory: `datasets` builds a private
     temporary Arrow cache under `cache_dir` (default: the `datasets` cache folder) on the first `next()`, and
     it is removed when the generator is exhausted or closed (`contextlib.closing(load_cases(...))` closes one
-    left early). The folder and the config are checked on the call itself.
+    left early). The folder, the config and every shard's footer are checked on the call itself.
     """
     repo_dir = Path(repo_dir)
     # Checked first: a missing path shaped like "owner/name" would otherwise be looked up on the Hub.
-    _checked_shards(repo_dir, config)
+    shards = _checked_shards(repo_dir, config)
+    for shard in shards:
+        _open_shard(shard)  # a truncated or garbage shard, by name, before `datasets` says "an error occurred"
     if cache_dir is None:
         from datasets import config as hf_config
 
         cache_dir = hf_config.HF_DATASETS_CACHE
-    return _load_cases(repo_dir, config, split, Path(cache_dir))
+    return _load_cases(repo_dir, config, split, Path(cache_dir), shards)
 
 
-def _load_cases(repo_dir: Path, config: str, split: str, parent: Path
+def _load_cases(repo_dir: Path, config: str, split: str, parent: Path, shards: list[Path]
                 ) -> Generator[tuple[Case, np.ndarray], None, None]:
     from datasets import Audio, load_dataset
+    from datasets.exceptions import DatasetGenerationError
 
     source = str(repo_dir / "data" / config)
     parent.mkdir(parents=True, exist_ok=True)
@@ -354,13 +380,19 @@ def _load_cases(repo_dir: Path, config: str, split: str, parent: Path
     # than on the shards, so a shared cache can serve an earlier build of a folder rebuilt in place. Offline
     # mode is on only while it is built, so the caller's own Hub loads between two rows are untouched.
     with tempfile.TemporaryDirectory(dir=parent, prefix="duplex-eval-load-", ignore_cleanup_errors=True) as cache:
-        with _hub_offline():
-            if config in _card_configs(repo_dir):
-                ds = load_dataset(str(repo_dir), config, split=split, cache_dir=cache)
-            else:
-                # Shards written but no card yet (write_card not run): point at them directly.
-                ds = load_dataset(str(repo_dir), data_files={split: f"data/{config}/*.parquet"}, split=split,
-                                  cache_dir=cache)
+        try:
+            with _hub_offline():
+                if config in _card_configs(repo_dir):
+                    ds = load_dataset(str(repo_dir), config, split=split, cache_dir=cache)
+                else:
+                    # Shards written but no card yet (write_card not run): point at them directly.
+                    ds = load_dataset(str(repo_dir), data_files={split: f"data/{config}/*.parquet"},
+                                      split=split, cache_dir=cache)
+        except DatasetGenerationError:
+            for shard in shards:  # damage past the footer: find the shard, so the error can name it
+                for _ in _batches(shard, batch_size=8):
+                    pass
+            raise
         for i, row in enumerate(ds.cast_column("audio", Audio(decode=False))):
             case = row_to_case(row, source=source, index=i)
             yield case, _decode_audio(row, case, source)
@@ -388,14 +420,20 @@ def _checked_shards(repo_dir: Path | str, config: str) -> list[Path]:
     return shards
 
 
+def _batches(shard: Path, **kwargs: Any) -> Iterator[pa.RecordBatch]:
+    """`ParquetFile.iter_batches(**kwargs)`, with a damaged shard reported by name."""
+    pf = _open_shard(shard)
+    with _reading(shard):
+        yield from pf.iter_batches(**kwargs)
+
+
 def list_cases(repo_dir: Path | str, config: str = "mpe") -> list[Case]:
     """Every validated Case of a config, without audio: cheap even for the full set (reads no audio bytes)."""
     out: list[Case] = []
     for shard in _checked_shards(repo_dir, config):
-        pf = pq.ParquetFile(shard)
-        columns = [c for c in pf.schema_arrow.names if c != "audio"]
+        columns = [c for c in _open_shard(shard).schema_arrow.names if c != "audio"]
         i = 0
-        for batch in pf.iter_batches(columns=columns, batch_size=256):  # not the whole shard at once
+        for batch in _batches(shard, columns=columns, batch_size=256):  # not the whole shard at once
             for row in batch.to_pylist():
                 out.append(row_to_case(row, source=str(shard), index=i))
                 i += 1
@@ -409,16 +447,18 @@ def iter_cases(repo_dir: Path | str, config: str = "mpe", wanted: set[str] | Non
     Reads the same shards `load_dataset` reads; `wanted` limits decoding to those case ids.
     """
     for shard in _checked_shards(repo_dir, config):
-        pf = pq.ParquetFile(shard)
+        pf = _open_shard(shard)
+        first = 0  # row index of the group's first row in the shard, for error messages
         for g in range(pf.num_row_groups):
-            ids = pf.read_row_group(g, columns=["case_id"]).column("case_id").to_pylist()
-            if wanted is not None and not wanted.intersection(ids):
-                continue
-            for i, row in enumerate(pf.read_row_group(g).to_pylist()):
+            with _reading(shard):
+                ids = pf.read_row_group(g, columns=["case_id"]).column("case_id").to_pylist()
+                table = pf.read_row_group(g) if wanted is None or wanted.intersection(ids) else None
+            for i, row in enumerate(table.to_pylist() if table is not None else []):
                 if wanted is not None and row["case_id"] not in wanted:
                     continue
-                case = row_to_case(row, source=str(shard), index=i)
+                case = row_to_case(row, source=str(shard), index=first + i)
                 yield case, _decode_audio(row, case, str(shard))
+            first += len(ids)
 
 
 # -------------------------------------------------------------------------------------------------- push

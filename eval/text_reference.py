@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from adapters.cascade_policy import Policy
 from dataset_builder.atomic import atomic_write_json, atomic_write_text
+from dataset_builder.registry import LazyRegistry
 from dataset_builder.schema import SILENT_LABELS, Case
 from metrics.judges import HeuristicJudge
 from metrics.mpe.score import paired_summary, summarise
@@ -65,10 +66,11 @@ class PolicyDecider:
 
 
 class ChatDecider:
-    def __init__(self, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY",
+    def __init__(self, base_url: str | None = None, model: str | None = None, api_key_env: str = "OPENAI_API_KEY",
                  cache_dir: str | None = None) -> None:
-        from metrics.judges import OpenAIJudge
+        from metrics.judges import OpenAIJudge, check_endpoint
 
+        base_url, model = check_endpoint(base_url, model, "--decider openai", "--decider-arg", api_key_env)
         self.client = OpenAIJudge(base_url, model, api_key_env=api_key_env,
                                   cache_dir=Path(cache_dir) if cache_dir else None)
         self.name = f"openai:{model}"
@@ -88,12 +90,14 @@ class ChatDecider:
             return Decision(False, "", raw)  # unparseable: no response, recorded as raw evidence
 
 
+_DECIDERS = LazyRegistry("decider", {
+    "policy": "eval.text_reference:PolicyDecider",
+    "openai": "eval.text_reference:ChatDecider",
+}, option="--decider", arg_option="--decider-arg")
+
+
 def get_decider(name: str, **kwargs: Any) -> Decider:
-    if name == "policy":
-        return PolicyDecider()
-    if name == "openai":
-        return ChatDecider(**kwargs)
-    raise KeyError(f"unknown decider {name!r}; known: ['openai', 'policy']")
+    return _DECIDERS.load(name, **kwargs)
 
 
 def decide_case(case: Case, decider: Decider) -> list[dict[str, Any]]:

@@ -139,7 +139,7 @@ class QwenASR(_MemoisedASR):
 _REGISTRY = LazyRegistry("ASR backend", {
     "whisper-tiny-en": "metrics.asr:FasterWhisperASR",
     "qwen3-asr": "metrics.asr:QwenASR",
-})
+}, option="--asr")
 DEFAULT_ASR = "whisper-tiny-en"
 
 

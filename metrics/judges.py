@@ -16,8 +16,10 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
+from urllib.parse import urlsplit
 
 from dataset_builder.atomic import atomic_write_json
+from dataset_builder.errors import UsageError
 from dataset_builder.registry import LazyRegistry
 from metrics.textnorm import normalize, numbers_in, times_in, words_to_numbers
 
@@ -137,6 +139,21 @@ floor, or does it say something of its own (an answer, a question, a comment)?
 Reply with JSON only: {{"verdict": "acknowledgement"}} or {{"verdict": "intrusion"}}."""
 
 
+def check_endpoint(base_url: str | None, model: str | None, option: str, arg_option: str,
+                   api_key_env: str) -> tuple[str, str]:
+    """(base_url, model), which an OpenAI-compatible client cannot do without; a missing or schemeless one is
+    a UsageError that names the command-line flags to pass (never the API key, which stays in the env)."""
+    missing = [name for name, value in (("base_url", base_url), ("model", model)) if not value]
+    if missing:
+        raise UsageError(f"{option} needs {arg_option} base_url=http://HOST:PORT and {arg_option} model=NAME "
+                         f"(an OpenAI-compatible chat endpoint; missing: {', '.join(missing)}); an API key, if "
+                         f"the server needs one, is read from the {api_key_env} environment variable")
+    if urlsplit(str(base_url)).scheme not in ("http", "https"):
+        raise UsageError(f"{option}: {arg_option} base_url must start with http:// or https://, "
+                         "e.g. base_url=http://127.0.0.1:8000")
+    return str(base_url), str(model)
+
+
 class JudgeError(RuntimeError):
     """The judge endpoint could not be reached or answered with an HTTP error (nothing is cached)."""
 
@@ -161,12 +178,13 @@ class OpenAIJudge:
 
     def __init__(
         self,
-        base_url: str,
-        model: str,
+        base_url: str | None = None,
+        model: str | None = None,
         api_key_env: str = "OPENAI_API_KEY",
         cache_dir: Path | None = None,
         timeout_s: float = 60,
     ) -> None:
+        base_url, model = check_endpoint(base_url, model, "--judge openai", "--judge-arg", api_key_env)
         base = base_url.rstrip("/")
         self.url = base + ("/chat/completions" if base.endswith("/v1") else "/v1/chat/completions")
         self.model = model
@@ -236,7 +254,7 @@ class OpenAIJudge:
 _REGISTRY = LazyRegistry("judge", {
     "heuristic": "metrics.judges:HeuristicJudge",
     "openai": "metrics.judges:OpenAIJudge",
-})
+}, option="--judge", arg_option="--judge-arg")
 DEFAULT_JUDGE = "heuristic"
 
 

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from dataset_builder.audio import SESSION_SR, resample
+from dataset_builder.errors import UsageError
 from metrics.asr import ASR, DEFAULT_ASR, FasterWhisperASR, QwenASR, asr_names, get_asr
 from metrics.judges import HeuristicJudge, Judge, JudgeError, OpenAIJudge, get_judge, judge_names
 from metrics.textnorm import normalize, numbers_in, times_in, words_to_numbers
@@ -67,7 +68,7 @@ def test_asr_registry_resolves_every_entry() -> None:
     for name in asr_names():
         asr = get_asr(name)  # constructing must not load weights or touch the network
         assert isinstance(asr, ASR) and asr.name
-    with pytest.raises(KeyError):
+    with pytest.raises(UsageError, match="unknown ASR backend 'nope'"):
         get_asr("nope")
 
 

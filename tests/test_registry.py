@@ -9,6 +9,7 @@ import pytest
 
 from adapters.protocol import CAPABILITIES, DuplexAgent, Frame
 from adapters.registry import adapter_names, load_adapter
+from dataset_builder.errors import UsageError
 
 # The reference agents that speak through the project's TTS take a cache folder.
 NEEDS_CACHE = {"oracle", "cascade"}
@@ -46,7 +47,7 @@ def test_module_class_path_passes_kwargs() -> None:
 
 
 def test_unknown_name_lists_known_names() -> None:
-    with pytest.raises(KeyError) as info:
+    with pytest.raises(UsageError) as info:
         load_adapter("no-such-model")
     message = str(info.value)
     assert "no-such-model" in message
@@ -56,7 +57,7 @@ def test_unknown_name_lists_known_names() -> None:
 
 def test_non_agent_class_is_rejected() -> None:
     # A class that does not implement the protocol must not slip through a "module:Class" path.
-    with pytest.raises(TypeError, match="DuplexAgent"):
+    with pytest.raises(UsageError, match="DuplexAgent"):
         load_adapter("adapters.base:SpeechQueue")
 
 

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from dataset_builder.audio import SESSION_SR, wav_bytes
+from dataset_builder.errors import UsageError
 from dataset_builder.tts.base import TTSBackend, get_tts, tts_names
 from dataset_builder.tts.cache import CachedTTS
 from dataset_builder.tts.espeak_backend import EspeakTTS
@@ -252,7 +253,7 @@ def test_http_connection_error_is_clear() -> None:
 def test_http_assistant_voice_reserved() -> None:
     tts = HttpTTS("http://x", voices=["a", "b", "c"])
     assert tts.voices() == ["a", "b"] and tts.assistant_voice == "c"
-    with pytest.raises(ValueError, match="must not be one of"):
+    with pytest.raises(UsageError, match="must not be one of"):
         HttpTTS("http://x", voices=["a", "b"], assistant_voice="a")
 
 

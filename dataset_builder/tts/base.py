@@ -30,7 +30,7 @@ _REGISTRY = LazyRegistry("TTS backend", {
     "piper": "dataset_builder.tts.piper_backend:PiperTTS",
     "espeak": "dataset_builder.tts.espeak_backend:EspeakTTS",
     "http": "dataset_builder.tts.http_backend:HttpTTS",
-})
+}, option="--tts", arg_option="--tts-arg")
 
 
 def register_tts(name: str, target: str) -> None:

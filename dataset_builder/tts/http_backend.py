@@ -16,6 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 import numpy as np
 
 from dataset_builder.audio import SESSION_SR, read_wav, resample
+from dataset_builder.errors import UsageError
 from dataset_builder.tts.voices import peak_normalize, trim_silence
 
 _LOG = logging.getLogger(__name__)
@@ -53,7 +54,7 @@ class HttpTTS:
 
     def __init__(
         self,
-        base_url: str,
+        base_url: str | None = None,
         model: str = "tts-1",
         voices: list[str] | None = None,
         assistant_voice: str | None = None,
@@ -62,6 +63,15 @@ class HttpTTS:
         max_retries: int = 3,
         backoff_s: float = 0.5,
     ) -> None:
+        if not base_url:
+            raise UsageError("--tts http needs --tts-arg base_url=http://HOST:PORT (a server speaking the OpenAI "
+                             "/v1/audio/speech API; optional: --tts-arg model=NAME, default tts-1); an API key, "
+                             f"if the server needs one, is read from the {api_key_env} environment variable")
+        if urlsplit(base_url).scheme not in ("http", "https"):
+            raise UsageError("--tts http: --tts-arg base_url must start with http:// or https://, "
+                             "e.g. base_url=http://127.0.0.1:8000")
+        if isinstance(voices, str):  # --tts-arg voices=a,b,c
+            voices = [v.strip() for v in voices.split(",") if v.strip()]
         self.url = speech_url(base_url)
         self.model = model
         self.api_key_env = api_key_env
@@ -73,12 +83,13 @@ class HttpTTS:
             assistant = assistant_voice or OPENAI_ASSISTANT_VOICE
         elif assistant_voice is None:
             if len(voices) < 2:
-                raise ValueError("HttpTTS needs >= 2 voices (the last is reserved for the assistant)")
+                raise UsageError("--tts http: --tts-arg voices needs >= 2 voices (the last is reserved for the "
+                                 "assistant), or pass --tts-arg assistant_voice=NAME too")
             human, assistant = list(voices[:-1]), voices[-1]
         else:
             human, assistant = list(voices), assistant_voice
         if assistant in human:
-            raise ValueError(f"assistant voice {assistant!r} must not be one of the human voices {human}")
+            raise UsageError(f"--tts http: assistant voice {assistant!r} must not be one of the human voices {human}")
         self._voices = human
         self.assistant_voice = assistant
         self.name = f"http:{model}@{_redacted(self.url)}"
