@@ -116,12 +116,13 @@ class LazyRegistry:
             return
         what = []
         if unknown:
-            what.append(f"does not take {unknown}")
+            what.append(f"does not take {unknown}" + (f" (check the {self.arg_option} names)"
+                                                      if self.arg_option else ""))
         if missing:
-            what.append(f"needs {missing}")
-        how = f"pass them as {self.arg_option} NAME=VALUE; " if self.arg_option else ""
+            what.append(f"needs {missing}" + (f" (pass {self.arg_option} NAME=VALUE)" if self.arg_option else ""))
         takes = "any keyword" if accepted is None else (accepted or "none")
-        raise UsageError(f"{self.kind} {name!r} ({target}) {' and '.join(what)}; {how}it takes: {takes}")
+        shown = f"{name!r}" if name == target else f"{name!r} ({target})"
+        raise UsageError(f"{self.kind} {shown} {' and '.join(what)}; it takes: {takes}")
 
 
 def _is_target(target: str) -> bool:
