@@ -14,18 +14,19 @@ from dataset_builder.schema import SchemaError
 from eval.run import add_run_arguments, config_from_args, outcome, parse_kv, run
 
 DEFAULT_OUT = Path("out")
-DEFAULT_CACHE = Path(".cache") / "tts"
 
 
 def cmd_build(a: argparse.Namespace) -> int:
     from dataset_builder.build import BuildOptions
+    from dataset_builder.tts.cache import default_cache_dir
 
     bench = get_benchmark(a.benchmark)
     if a.preset not in bench.presets:
         raise UsageError(f"--preset {a.preset!r}: {bench.name} has presets {list(bench.presets)}")
     out = Path(a.out or DEFAULT_OUT / "datasets" / f"duplex-{bench.name}")
     options = BuildOptions(preset=a.preset, seed=a.seed, tts=a.tts, tts_args=parse_kv(a.tts_arg, "--tts-arg"),
-                           n=a.n, cache_dir=None if a.no_cache else Path(a.cache_dir), progress=a.progress)
+                           n=a.n, cache_dir=None if a.no_cache else Path(a.cache_dir or default_cache_dir()),
+                           progress=a.progress)
     info = bench.function("build")(out, options)
     print(json.dumps(info, indent=2))
     for config in bench.configs:
@@ -150,7 +151,8 @@ def parser() -> argparse.ArgumentParser:
                    help="TTS backend arg, e.g. base_url=http://127.0.0.1:8880 model=kokoro (for --tts http)")
     b.add_argument("--no-progress", dest="progress", action="store_false", help="no progress line on stderr")
     b.add_argument("--out", default=None, help="dataset folder (default out/datasets/duplex-<benchmark>)")
-    b.add_argument("--cache-dir", default=str(DEFAULT_CACHE), help="TTS clip cache")
+    b.add_argument("--cache-dir", default=None,
+                   help="TTS clip cache (default $DUPLEX_EVAL_CACHE/tts or ~/.cache/duplex-eval/tts)")
     b.add_argument("--no-cache", action="store_true")
     b.set_defaults(func=cmd_build)
     r = sub.add_parser("run", help="run an adapter over a dataset (resumable)")

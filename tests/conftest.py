@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+# One TTS clip cache for the whole suite and the commands it runs in subprocesses: the repository's .cache/tts.
+os.environ["DUPLEX_EVAL_CACHE"] = str(REPO / ".cache")
 
 
 @pytest.fixture(scope="session")
@@ -35,6 +40,6 @@ def mini_dataset(tmp_path_factory) -> Path:
     from dataset_builder.mpe.build import build as build_mpe
 
     out = tmp_path_factory.mktemp("mpe-mini")
-    cache = Path(__file__).resolve().parent.parent / ".cache" / "tts"
+    cache = REPO / ".cache" / "tts"
     build_mpe(out, BuildOptions(preset="mini", cache_dir=cache))
     return out

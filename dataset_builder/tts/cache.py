@@ -5,12 +5,22 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 from pathlib import Path
 
 import numpy as np
 
 from dataset_builder.atomic import atomic_write_bytes
 from dataset_builder.tts.base import TTSBackend
+
+
+def default_cache_dir() -> Path:
+    """Where synthesised clips are kept unless told otherwise: $DUPLEX_EVAL_CACHE/tts, else
+    $XDG_CACHE_HOME/duplex-eval/tts, else ~/.cache/duplex-eval/tts — one place, whatever the working directory."""
+    if os.environ.get("DUPLEX_EVAL_CACHE"):
+        return Path(os.environ["DUPLEX_EVAL_CACHE"]).expanduser() / "tts"
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser()
+    return base / "duplex-eval" / "tts"
 
 
 def cache_key(backend_name: str, voice: str, text: str) -> str:
