@@ -1,7 +1,8 @@
 """Duplex-MPE as an `evaluate` metric: stored window measurements in, the six MPE scores out (SPEC §5).
 
     import evaluate
-    mpe = evaluate.load("metrics/duplex_mpe")
+    from metrics import metric_dir
+    mpe = evaluate.load(metric_dir("duplex_mpe"))   # from any working directory
     result = mpe.compute(measurements=open("RUN_DIR/measurements.jsonl").read().splitlines())
 
 The module holds no scoring logic: verdicts and aggregation are `metrics.mpe.verdicts` and
@@ -49,7 +50,7 @@ Returns:
     paired: explicit vs implicit on the same scenario for response_presence and fresh_onset_rate:
         n_pairs, explicit_only, implicit_only, difference, mcnemar_p.
 Examples:
-    >>> mpe = evaluate.load("metrics/duplex_mpe")
+    >>> mpe = evaluate.load(metric_dir("duplex_mpe"))
     >>> lines = open("runs/oracle/measurements.jsonl").read().splitlines()
     >>> result = mpe.compute(measurements=lines, t_onset_window_s=5.0)
     >>> sorted(result)
