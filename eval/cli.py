@@ -49,7 +49,7 @@ def _score(run_dir: Path, a: argparse.Namespace) -> dict:
     from metrics.scoring import score_run_dir
 
     overrides = parse_kv(a.param, "--param")
-    asr = None if a.reuse else get_asr(a.asr)
+    asr = None if a.reuse else get_asr(a.asr, **parse_kv(a.asr_arg, "--asr-arg"))
     judge_args = parse_kv(a.judge_arg, "--judge-arg")
     if a.judge == "openai":
         # Judge calls are cached by content hash in the run folder, so a rescore resumes where it stopped.
@@ -127,6 +127,8 @@ def cmd_demo(a: argparse.Namespace) -> int:
 
 def add_score_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--asr", default="whisper-tiny-en", help="ASR backend (whisper-tiny-en, qwen3-asr)")
+    p.add_argument("--asr-arg", action="append", default=[], metavar="K=V",
+                   help="ASR constructor arg, e.g. model=Qwen/Qwen3-ASR-1.7B device=cuda (for --asr qwen3-asr)")
     p.add_argument("--judge", default="heuristic", help="judge backend (heuristic, openai)")
     p.add_argument("--judge-arg", action="append", default=[], metavar="K=V",
                    help="judge constructor arg, e.g. base_url=http://127.0.0.1:8000 model=qwen")

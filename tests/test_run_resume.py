@@ -181,6 +181,9 @@ class _FakeState:
         self.process_index, self.num_processes = index, num
         self.is_main_process = index == 0
 
+    def wait_for_everyone(self) -> None:
+        """Sequential stand-ins: the processes run one after another, so there is nothing to wait for."""
+
     @contextmanager
     def split_between_processes(self, inputs: list) -> Iterator[list]:
         per, extra = divmod(len(inputs), self.num_processes)
