@@ -11,9 +11,15 @@ the coverage test.
 from __future__ import annotations
 
 import calendar
+import hashlib
+import json
 import random
 import re
+import sys
 from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -143,14 +149,45 @@ def test_gold_recomputed_from_what_the_scene_says(family: str) -> None:
         assert task.gold_answer not in task.gold_aliases
         assert len(set(task.gold_aliases)) == len(task.gold_aliases)
         assert {f.label for f in task.facts} <= {"N2", "N3"}
+        for fact in task.facts:  # N2 is said to a human, named when speakers are known; N3 to nobody
+            assert fact.text.startswith("{to}, ") if fact.label == "N2" else "{to}" not in fact.text
+            assert fact.text.count("{to}") == (fact.label == "N2")
         assert all("Aria" not in f.text for f in task.facts)
         assert "Aria" in task.t_explicit and "Aria" not in task.t_implicit
-        assert "{" not in task.question + facts_text(task).replace("{to}", "")
+        texts = [task.question, task.t_explicit, task.t_implicit, *task.gold_aliases, facts_text(task)]
+        assert "{" not in " ".join(texts).replace("{to}", "")
+        assert not any(re.search(r"\bNone\b", t) for t in texts)
 
 
-def test_recall_kinds_all_reached() -> None:
-    seen = {re.fullmatch(r"What (.+) was stated .*", t.question).group(1) for t in tasks("fact_recall")}
+# What each recalled thing looks like when said: a door code is four digits (no zero, so never read "oh"), a room
+# number three digits, a gate a letter and a number, a locker number two digits.
+RECALL_FORMS = {"door code": r"[1-9] [1-9] [1-9] [1-9]", "room number": r"[1-4]\d\d",
+                "gate": r"[A-F] ([2-9]|[12]\d|30)", "locker number": r"[1-9]\d"}
+
+
+def test_recall_kinds_all_reached_each_in_its_form() -> None:
+    seen = set()
+    for t in tasks("fact_recall"):
+        thing = re.fullmatch(r"What (.+) was stated .*", t.question).group(1)
+        spoken = re.search(rf"the {thing} is (.+)\.", facts_text(t)).group(1)
+        assert re.fullmatch(RECALL_FORMS[thing], spoken), (thing, spoken)
+        seen.add(thing)
     assert seen == RECALL_KINDS
+
+
+def test_arrival_times_are_valid_morning_clock_times() -> None:
+    """Departures 1:00-9:55 on five-minute steps, trips of 15 min to 2 h: every time is a valid reading before noon."""
+    deps, durs = [], []
+    for t in tasks("arrival_time"):
+        dep, dur = re.search(r"leaves at (\d+:\d\d) and the trip takes (.+)\. At", t.question).groups()
+        h, m = map(int, dep.split(":"))
+        assert 1 <= h <= 9 and 0 <= m <= 55 and m % 5 == 0, dep
+        deps.append(h * 60 + m)
+        durs.append(_minutes(dur))
+        arr_h, arr_m = map(int, t.gold_answer.split(":"))
+        assert 1 <= arr_h <= 11 and 0 <= arr_m < 60
+    assert min(durs) == 15 and max(durs) == 120 and all(d % 5 == 0 for d in durs)
+    assert max(deps) == 9 * 60 + 55
 
 
 def test_weekday_shifts_both_ways_and_across_the_week_end() -> None:
@@ -264,3 +301,37 @@ def test_number_words_range(n: int) -> None:
 ])  # fmt: skip
 def test_clock_aliases_known_answers(h: int, m: int, aliases: list[str]) -> None:
     assert clock_aliases(h, m) == aliases
+
+
+# --- the released draws, frozen per seed ---------------------------------------------------------------------------
+
+GOLDEN = Path(__file__).resolve().parent / "golden" / "mpe_tasks.json"
+
+
+def _snapshot() -> dict[str, Any]:
+    """Per family: a hash over every task drawn for SEEDS x STYLES, and the seed-0 tasks in full (a readable diff)."""
+    out: dict[str, Any] = {}
+    for family in sorted(FAMILIES):
+        drawn = [asdict(t) for t in tasks(family)]
+        out[family] = {"sha256": hashlib.sha256(json.dumps(drawn, sort_keys=True).encode()).hexdigest(),
+                       "seed0": drawn[: len(STYLES)]}
+    return out
+
+
+def test_task_draws_are_frozen() -> None:
+    """Same seed, same scenes (SPEC §9): any change to what the generator draws changes the released sets.
+
+    If the change is intended (a new dataset version), rewrite the golden with
+    `.venv/bin/python tests/test_gold_kinds.py --write-golden` and say so in the changelog.
+    """
+    golden = json.loads(GOLDEN.read_text())
+    now = _snapshot()
+    for family in sorted(FAMILIES):
+        assert now[family]["seed0"] == golden[family]["seed0"], family
+        assert now[family]["sha256"] == golden[family]["sha256"], f"{family}: the draws over {len(SEEDS)} seeds changed"
+    assert set(now) == set(golden)
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--write-golden"]:
+    GOLDEN.write_text(json.dumps(_snapshot(), indent=1, sort_keys=True) + "\n")
+    print(f"wrote {GOLDEN}")

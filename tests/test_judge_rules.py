@@ -20,6 +20,7 @@ ACKNOWLEDGEMENTS = [
     "Uh-huh.", "Yeah.", "yep", "yup", "Yes.", "Sure.", "Right.", "alright", "Noted.", "Understood.", "Cool.",
     "ah", "oh", "aha", "Gotcha.", "Got it.", "I see.", "All right.", "Sounds good.", "Of course.",
     "Okay, got it.", "Yeah, yeah.", "Oh, I see.", "Sure, sounds good.", "Mm-hm, okay.",
+    "Got it, okay.", "I see, yeah.", "Of course, sure.",  # a phrase followed by more
 ]  # fmt: skip
 
 # Short utterances that take the floor: answers, places, directions, bare numbers, times.
@@ -27,6 +28,7 @@ NOT_ACKNOWLEDGEMENTS = [
     "It is 21", "Paris", "Turn left now", "Seven", "Ten past three", "21", "It's 5:15.", "Monday.",
     "No.", "Thanks.", "Hello.", "Yes, 21.", "Okay, Paris.", "Sure thing.", "Got", "Course.", "Sounds",
     "I", "See.", "All", "Good.", "It", "Of", "Got you.", "Okay sure twenty", "Right, Tuesday.",
+    "Got it, Paris.", "I see, Monday.", "Sounds good, 21.",  # an acknowledgement phrase, then an answer
 ]  # fmt: skip
 
 
@@ -90,7 +92,9 @@ def test_ack_evidence_is_the_normalised_tokens() -> None:
     ("4567", ["4 5 6 7"], "four five six seven", "correct"),  # a spoken digit run is one number
     ("4567", [], "4 5 6 7", "incorrect"),                     # four numbers, none of them 4567
     ("4567", ["4 5 6 7"], "4 5 6 7", "correct"),              # the alias is a phrase of four numbers
-    # nothing to judge
+    # nothing to judge: an empty response, or a gold that normalises to no words at all
+    ("?", [], "Anything at all.", "incorrect"),
+    ("the", [], "the", "incorrect"),
     ("21", ["21 dollars"], "", "incorrect"),
     ("21", ["21 dollars"], "   ", "incorrect"),
 ])  # fmt: skip

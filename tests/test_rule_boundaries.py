@@ -260,13 +260,13 @@ def test_acknowledgement_exemption_end_to_end(transcript: str, preserved: bool) 
 
 
 def test_full_records() -> None:
-    """Every field of every record, for one episode with a response, an acknowledgement and a late yield."""
+    """The fields of every record, for one episode with a response, an acknowledgement and a late yield."""
     spans = [Span(9.25, 10.5), Span(13.0, 13.4), Span(16.0, 21.5), Span(21.75, 21.9), Span(28.0, 29.0)]
     texts = {9.25: "It is 21 dollars.", 13.0: "okay", 16.0: "let me think", 21.75: "hm", 28.0: "bye now"}
     transcriber = SpanText(texts)
     rows = measure_episode(episode(), spans, transcriber, HeuristicJudge())
     base = {"case_id": "c1", "pair_id": "p1", "condition": "explicit"}
-    assert rows == [
+    expected = [
         base | {"kind": "silence", "label": "N3", "turn_id": "t00", "window": [4.0, 7.0], "speech_s": 0.0,
                 "spans": [], "transcript": "", "ack_verdict": None},
         base | {"kind": "T", "label": "T", "turn_id": "t01", "t_end_s": 9.0, "next_start_s": 12.0,
@@ -281,6 +281,8 @@ def test_full_records() -> None:
         base | {"kind": "silence", "label": "N2", "turn_id": "t05", "window": [25.0, 30.0], "speech_s": 1.0,
                 "spans": [[28.0, 29.0]], "transcript": "bye now", "ack_verdict": "intrusion"},
     ]
+    # Records may carry more fields than these; these must be exactly as stated.
+    assert [{k: r.get(k) for k in e} for r, e in zip(rows, expected, strict=True)] == expected
     # The ASR hears only the spans of each window: the preamble's and N4's speech is never transcribed for them.
     assert transcriber.calls == [[Span(9.25, 10.5)], [Span(13.0, 13.4)], [Span(28.0, 29.0)]]
     th = TH
@@ -344,3 +346,47 @@ def test_span_audio_is_exact_slices() -> None:
     assert got.tolist() == [*range(10, 20), *range(50, 55)]
     empty = span_audio(audio, 10, [])
     assert empty.size == 0 and empty.dtype == np.float32
+
+
+def test_windows_end_at_the_next_clip_and_an_n4r_may_end_the_recording() -> None:
+    # N1, N2, then N4Q/N4R as the last two clips: the N2 window ends where N4Q starts (not at the end of the
+    # recording), and the final N4R still gets its N4 record.
+    labels = {"a": "N1", "b": "N2", "q": "N4Q", "r": "N4R"}
+    times = {"a": (1.0, 2.0), "b": (3.0, 4.0), "q": (5.0, 6.0), "r": (9.0, 10.0)}
+    spans = [Span(5.5, 6.5), Span(9.5, 9.9)]
+    rows = {r["turn_id"]: r for r in measure_episode(episode(labels=labels, times=times, duration=12.0), spans,
+                                                     SpanText({5.5: "Paris"}), HeuristicJudge())}
+    assert rows["b"]["window"] == [3.0, 5.0] and rows["b"]["speech_s"] == 0.0
+    assert outcomes(rows["b"], TH) == {"silence_preservation": True}
+    n4 = rows["q"]
+    assert (n4["q_end_s"], n4["r_start_s"], n4["r_end_s"]) == (6.0, 9.0, 10.0)
+    assert n4["window_speech_s"] == 0.5 and n4["new_onsets_in_r"] == 1
+    assert outcomes(n4, TH) == {"window_response": True, "answering_window_yield": False}
+
+
+class SpyJudge:
+    """Records what the judge is asked (an LLM judge reads the question; the heuristic one ignores it)."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple] = []
+
+    def judge_answer(self, question: str, gold: str, aliases: list[str], response: str) -> Any:
+        self.asked.append((question, gold, aliases, response))
+        return type("V", (), {"label": "correct"})()
+
+    def classify_ack(self, transcript: str) -> Any:
+        self.asked.append(("ack", transcript))
+        return type("V", (), {"label": "intrusion"})()
+
+
+def test_the_judge_is_asked_the_episodes_question_gold_and_aliases() -> None:
+    spy = SpyJudge()
+    rows = measure_episode(episode(), [Span(9.5, 10.0)], SpanText({9.5: "It is 21."}), spy)
+    assert spy.asked == [("How much does each person owe?", "21", ["21 dollars"], "It is 21.")]
+    assert next(r for r in rows if r["kind"] == "T")["answer_verdict"] == "correct"
+    # Without gold aliases in the record, the judge gets an empty list (not None).
+    ep = episode()
+    del ep.gold["gold_aliases"]
+    spy = SpyJudge()
+    measure_episode(ep, [Span(9.5, 10.0)], SpanText(), spy)
+    assert spy.asked == [("How much does each person owe?", "21", [], "twenty one")]

@@ -200,7 +200,8 @@ def test_barge_in_onset_before_the_timeout_wins_over_it() -> None:
 
 # --- fixed times, clips, silence --------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("at_s, start_b", [(2.0, 48_000), (2.01, 48_240), (2.00002, 48_000), (0.5, SR)])
+@pytest.mark.parametrize("at_s, start_b", [(2.0, 48_000), (2.01, 48_240), (2.00002, 48_000), (0.5, SR),
+                                           ((SR + 1) / SR, SR + 1), (1.0, SR)])
 def test_until_time_to_the_sample(at_s: float, start_b: int) -> None:
     steps = [clip("a"), UntilTime(at_s), clip("b")]
     starts, ends, user = drive(steps, speech((0, 10**9)))
