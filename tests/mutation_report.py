@@ -1,0 +1,132 @@
+"""Mutation testing of the scoring rules, statistics, schedulers and gold answers (`make mutate`, issue 11).
+
+    .venv/bin/python tests/mutation_report.py --run       # fresh `mutmut run` over SCOPE, then the report
+    .venv/bin/python tests/mutation_report.py             # the report of the last run
+    .venv/bin/python tests/mutation_report.py --diffs     # + each survivor's diff (`mutmut show`)
+
+mutmut ([tool.mutmut] in pyproject.toml) mutates the modules named there and runs the fast known-answer tests
+listed there. SCOPE below narrows a module to the functions that are scoring rules where it holds more (the
+heuristic judge, not the HTTP client of the LLM judge). The report reads mutmut's result files
+(`mutants/<path>.meta`), so it needs no mutmut import.
+
+A mutant is *detected* when a test failed on it (killed) or ran past its time limit (timeout); the score is
+detected / total. Survivors ("no tests" included) must each be named, with the reason it is equivalent, in
+tests/MUTATION.md; the report lists any that are not. Not a test module: pytest never collects it.
+Exit status: 1 if the run was incomplete or a survivor is unexplained.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MUTMUT = Path(sys.executable).parent / "mutmut"
+EXPLAINED = ROOT / "tests" / "MUTATION.md"
+
+# Mutant-name globs per module (mutmut names: module.x_function__mutmut_N, module.xǁClassǁmethod__mutmut_N).
+# A module not listed here is in scope as a whole.
+SCOPE = {
+    "metrics/judges.py": ["metrics.judges.xǁHeuristicJudgeǁ*", "metrics.judges.x__is_ack*",
+                          "metrics.judges.x__contains*", "metrics.judges.x__content_tokens*"],
+}
+
+# mutmut 3.8's exit-code meanings (mutmut/stats.py: status_by_exit_code).
+STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests", 34: "skipped",
+          36: "timeout", 24: "timeout", -24: "timeout", 152: "timeout", 255: "timeout", 37: "type check"}
+
+
+def modules() -> list[str]:
+    return list(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mutmut"]["only_mutate"])
+
+
+def globs(module: str) -> list[str]:
+    return SCOPE.get(module, [module.removesuffix(".py").replace("/", ".") + ".*"])
+
+
+def in_scope(module: str, name: str) -> bool:
+    return any(fnmatch.fnmatchcase(name, g) for g in globs(module))
+
+
+def run(max_children: int) -> int:
+    """A fresh run: mutants/ rebuilt from the working tree, only the mutants in scope tested."""
+    shutil.rmtree(ROOT / "mutants", ignore_errors=True)
+    (ROOT / "mutants").mkdir()
+    args = [str(MUTMUT), "run", "--max-children", str(max_children)] + [g for m in modules() for g in globs(m)]
+    print(f"mutmut run over {len(modules())} modules (log: mutants/run.log) ...", flush=True)
+    with open(ROOT / "mutants" / "run.log", "w") as log:
+        rc = subprocess.run(args, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT).returncode
+    if rc != 0:
+        print((ROOT / "mutants" / "run.log").read_text()[-3000:], file=sys.stderr)
+    return rc
+
+
+def results(module: str) -> dict[str, str]:
+    meta = ROOT / "mutants" / f"{module}.meta"
+    if not meta.exists():
+        raise SystemExit(f"{meta} not found: run `make mutate` first")
+    codes = json.loads(meta.read_text())["exit_code_by_key"]
+    return {name: "not checked" if code is None else STATUS.get(code, "suspicious")
+            for name, code in sorted(codes.items()) if in_scope(module, name)}
+
+
+def explained() -> set[str]:
+    return set(re.findall(r"`([\w.ǁ]+__mutmut_\d+)`", EXPLAINED.read_text())) if EXPLAINED.exists() else set()
+
+
+def report(diffs: bool) -> int:
+    rows, survivors = [], []
+    total: Counter[str] = Counter()
+    for module in modules():
+        by_name = results(module)
+        c = Counter(by_name.values())
+        c["n"], c["detected"] = len(by_name), c["killed"] + c["timeout"]
+        rows.append((module, c))
+        total.update(c)
+        survivors += [name for name, st in by_name.items() if st in ("survived", "no tests", "suspicious")]
+
+    head = f"{'module':<32} {'killed':>6} {'timeout':>7} {'survived':>8} {'no tests':>8} {'total':>5}   score"
+    print(head + "\n" + "-" * len(head))
+    for module, c in [*rows, ("all", total)]:
+        if module == "all":
+            print("-" * len(head))
+        score = f"{100 * c['detected'] / c['n']:5.1f} %" if c["n"] else "    n/a"
+        print(f"{module:<32} {c['killed']:>6} {c['timeout']:>7} {c['survived']:>8} {c['no tests']:>8} {c['n']:>5} "
+              f"{score:>8}")
+
+    known = explained()
+    unexplained = [s for s in survivors if s not in known]
+    print(f"\n{len(survivors)} survivors, {len(survivors) - len(unexplained)} explained as equivalent in "
+          f"tests/MUTATION.md, {len(unexplained)} unexplained")
+    for name in survivors if diffs else unexplained:
+        print(f"  {name}{'' if name in known else '  [unexplained]'}")
+        if diffs:
+            out = subprocess.run([str(MUTMUT), "show", name], cwd=ROOT, capture_output=True, text=True).stdout
+            print("\n".join("      " + line for line in out.splitlines() if line[:2] in ("- ", "+ ")))
+    if total["not checked"]:
+        print(f"\n{total['not checked']} mutants were not checked: the run was interrupted", file=sys.stderr)
+    return 1 if total["not checked"] or unexplained else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--run", action="store_true", help="run mutmut afresh first")
+    ap.add_argument("--max-children", type=int, default=os.cpu_count() or 2)
+    ap.add_argument("--diffs", action="store_true", help="print every survivor with its diff (mutmut show)")
+    args = ap.parse_args(argv)
+    if args.run and run(args.max_children) != 0:
+        return 1
+    return report(args.diffs)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
