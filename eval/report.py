@@ -19,7 +19,7 @@ from dataset_builder.atomic import atomic_write_text
 from dataset_builder.audio import read_wav
 from dataset_builder.benchmarks import get_benchmark
 from dataset_builder.episode import Episode
-from dataset_builder.errors import UsageError
+from metrics.freshness import SCORES, load_json, stale_error, staleness
 from metrics.scoring import result_tables
 from metrics.tables import provenance
 
@@ -60,11 +60,16 @@ def plot_episode(ep: Episode, wav: Path, windows: list[Window], png: Path) -> No
     plt.close(fig)
 
 
-def load_scores(run_dir: Path) -> dict[str, Any]:
-    scores_path = run_dir / "scores.json"
-    if not scores_path.exists():
-        raise UsageError(f"{scores_path} missing: run `duplex-eval score {run_dir}` first")
-    return json.loads(scores_path.read_text())
+def load_scores(run_dir: Path, allow_stale: bool = False) -> dict[str, Any]:
+    """A run's scores.json, checked against its folder: refused (UsageError with the fix) when it no longer
+    describes the episodes, measurements or dataset there, or kept with "_stale" reasons when `allow_stale`."""
+    scores_path = run_dir / SCORES
+    res = load_json(scores_path, "scores file")
+    problems = staleness(run_dir, res)
+    if problems and not allow_stale:
+        raise stale_error(run_dir, scores_path, problems, "the report would show old scores beside these episodes")
+    res["_stale"] = problems
+    return res
 
 
 def _run_section(run_dir: Path, name: str, res: dict[str, Any], out: Path, max_plots: int) -> str:
@@ -75,25 +80,37 @@ def _run_section(run_dir: Path, name: str, res: dict[str, Any], out: Path, max_p
     by_case: dict[str, list[dict[str, Any]]] = {}
     for m in measurements:
         by_case.setdefault(m["case_id"], []).append(m)
+    failed = {f["case_id"]: f for f in res.get("failed_episodes", [])}
     items = []
     for i, rec in enumerate(sorted(run_dir.glob("*.rec.json"))):
+        case_id = rec.name.removesuffix(".rec.json")
+        wav = run_dir / f"{case_id}.wav"
+        link = f'<a href="{html.escape(os.path.relpath(wav, out))}">{html.escape(case_id)}</a>'
+        if case_id in failed:  # failed or unusable: its reason, counted against the model, no plot
+            f = failed[case_id]
+            counted = (f"counted as failed in {f['windows']} windows" if f.get("windows") is not None
+                       else "windows unknown: NOT counted")
+            items.append(f"<li>{link} <b>{html.escape(f['status'])}:</b> {html.escape(f['reason'] or '')} "
+                         f"({counted})</li>")
+            continue
         try:
             ep = Episode.load(rec)
         except ValueError as err:
             items.append(f"<li>{html.escape(rec.name)} <b>unreadable:</b> {html.escape(str(err))}</li>")
             continue
-        wav = run_dir / f"{ep.case_id}.wav"
-        windows = windows_of(by_case.get(ep.case_id, []), res)
+        ok_windows = [m for m in by_case.get(case_id, []) if not m.get("failed")]
+        windows = windows_of(ok_windows, res)
         verdicts = ", ".join(f"{m['label']}:{'ok' if ok else 'FAIL'}"
-                             for m, (_, _, ok, _) in zip(by_case.get(ep.case_id, []), windows, strict=False))
+                             for m, (_, _, ok, _) in zip(ok_windows, windows, strict=False))
         img = ""
         if i < max_plots and ep.status == "ok" and wav.exists():
-            png = out / "plots" / run_dir.name / f"{ep.case_id}.png"
-            plot_episode(ep, wav, windows, png)
-            img = f'<br><img src="{html.escape(os.path.relpath(png, out))}" width="100%">'
-        failure = f" <b>failed:</b> {html.escape(ep.failure or '')}" if ep.status != "ok" else ""
-        items.append(f'<li><a href="{html.escape(os.path.relpath(wav, out))}">{ep.case_id}</a> '
-                     f"{html.escape(verdicts)}{failure}{img}</li>")
+            png = out / "plots" / run_dir.name / f"{case_id}.png"
+            try:
+                plot_episode(ep, wav, windows, png)
+                img = f'<br><img src="{html.escape(os.path.relpath(png, out))}" width="100%">'
+            except (RuntimeError, ValueError, IndexError) as err:  # the recording changed since scoring
+                img = f"<br><b>no plot:</b> {html.escape(f'{wav.name}: {err}')}"
+        items.append(f"<li>{link} {html.escape(verdicts)}{img}</li>")
     health = "".join(f"<li>{html.escape(f)}</li>" for f in res.get("health", {}).get("flags", []))
     health_html = f"<div class='health'><b>Run health</b><ul>{health}</ul></div>" if health else ""
     stale = "".join(f"<p class='stale'><b>STALE:</b> {html.escape(w)}</p>" for w in res.get("_stale", []))
@@ -104,13 +121,15 @@ def _run_section(run_dir: Path, name: str, res: dict[str, Any], out: Path, max_p
             f"<details><summary>episodes</summary><ul>{''.join(items)}</ul></details>")
 
 
-def write_report(run_dirs: list[Path], out: Path, max_plots: int = 40) -> Path:
+def write_report(run_dirs: list[Path], out: Path, max_plots: int = 40, allow_stale: bool = False) -> Path:
+    """The report of these runs; a run whose scores no longer match its folder is refused (UsageError naming
+    the fix), or with `allow_stale` shown under a STALE banner and marked STALE in the side-by-side tables."""
     out.mkdir(parents=True, exist_ok=True)
     by_bench: dict[str, dict[str, dict[str, Any]]] = {}
     sections = []
     for run_dir in run_dirs:
-        res = load_scores(run_dir)
-        name = f"{res['adapter']} ({run_dir.name})"
+        res = load_scores(run_dir, allow_stale=allow_stale)
+        name = f"{res['adapter']} ({run_dir.name})" + (" STALE" if res["_stale"] else "")
         by_bench.setdefault(res["benchmark"], {})[name] = res
         sections.append(_run_section(run_dir, name, res, out, max_plots))
     side = "".join(

@@ -13,6 +13,17 @@ def cell(entry: dict[str, Any]) -> str:
     return f"{entry['value']:.3f} {entry['k']}/{entry['n']} [{lo:.2f},{hi:.2f}]"
 
 
+def failed_cell(result: dict[str, Any]) -> str:
+    """How many episodes failed, and in how many windows they count as failures (SPEC: failure is a result)."""
+    n = result["n_failed"]
+    if not n:
+        return "0"
+    entries = result.get("failed_episodes", [])
+    windows = sum(f.get("windows") or 0 for f in entries)
+    uncounted = sum(1 for f in entries if f.get("windows") is None)
+    return f"{n} ({windows} windows counted as failed" + (f"; {uncounted} NOT counted" if uncounted else "") + ")"
+
+
 def side_by_side(results: dict[str, dict[str, Any]], metrics: Sequence[str], reported: Sequence[str] = (),
                  section: str = "scores", key: str | None = None) -> str:
     """Rows = metrics, columns = runs; `section`/`key` pick e.g. by_condition/explicit. A metric in `reported`
@@ -27,7 +38,7 @@ def side_by_side(results: dict[str, dict[str, Any]], metrics: Sequence[str], rep
             block = block.get(key, {}) if key else block
             cells.append(cell(block[metric]) if metric in block else "-")
         rows.append([label, *cells])
-    rows.append(["failed episodes", *[str(results[n]["n_failed"]) for n in names]])
+    rows.append(["failed episodes", *[failed_cell(results[n]) for n in names]])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))

@@ -112,8 +112,12 @@ def test_cli_score_and_report(silent_run: Path, tmp_path: Path, capsys: pytest.C
     assert main(["score", str(silent_run), "--param", "t_onset_window_s=4"]) == 0
     printed = capsys.readouterr().out
     assert "fresh_onset_rate" in printed and "0/40" in printed and "heuristic" in printed
-    scores = json.loads((silent_run / "scores.json").read_text())
+    # Scores under an override go to their own file (issue 5 #6); scores.json keeps the recorded thresholds.
+    override = silent_run / "scores-t_onset_window_s=4.json"
+    assert f"scores: {override}" in printed
+    scores = json.loads(override.read_text())
     assert scores["thresholds"]["t_onset_window_s"] == 4.0
+    assert json.loads((silent_run / "scores.json").read_text())["thresholds"]["t_onset_window_s"] == 5.0
     assert set(scores["by_condition"]) == {"explicit", "implicit"}
     assert main(["report", str(silent_run), "--out", str(tmp_path / "report"), "--max-plots", "2"]) == 0
     page = (tmp_path / "report" / "index.html").read_text()

@@ -38,6 +38,7 @@ _KWARGS_DESCRIPTION = """
 Args:
     measurements: list of JSON strings, one window measurement each (a line of measurements.jsonl).
         kind "T" (one per T turn), "silence" (one per N1/N2/N3 window) or "N4" (one per N4Q/N4R event).
+        A record with "failed": true (a window of a failed episode) counts as a failure in every metric of its kind.
     t_onset_window_s: seconds after T ends within which a voiced onset counts as a response (default 5.0).
     yield_tolerance_s: seconds model speech active at N4R onset may continue and still count as a yield
         (default 1.0).

@@ -30,6 +30,10 @@ def _spans_json(spans: list[Span]) -> list[list[float]]:
     return [[round_ms(s.start_s), round_ms(s.end_s)] for s in spans]
 
 
+def _seconds(spans: list[Span]) -> float:
+    return round_ms(sum(s.duration_s for s in spans))
+
+
 def overlapping(spans: list[Span], a: float, b: float) -> list[Span]:
     return [s for s in spans if s.start_s < b and s.end_s > a]
 
@@ -56,7 +60,7 @@ def measure_episode(ep: Episode, spans: list[Span], transcribe: Transcriber, jud
                 "next_start_s": next_start, "active_at_end": active is not None,
                 "onset_latency_s": round_ms(later[0].start_s - ev.end_s) if later else None,
                 "response_spans": _spans_json(response), "transcript": transcript,
-                "answer_verdict": verdict.label if response else None,
+                "transcribed_s": _seconds(response), "answer_verdict": verdict.label if response else None,
             })
         elif label in SILENT_LABELS:
             inside = overlapping(spans, ev.start_s, next_start)
@@ -65,6 +69,7 @@ def measure_episode(ep: Episode, spans: list[Span], transcribe: Transcriber, jud
             records.append(base | {
                 "kind": "silence", "label": label, "turn_id": ev.turn_id, "window": [ev.start_s, next_start],
                 "speech_s": round_ms(speech), "spans": _spans_json(inside), "transcript": transcript,
+                "transcribed_s": _seconds(inside),
                 "ack_verdict": judge.classify_ack(transcript).label if inside else None,
             })
         elif label == "N4Q" and i + 1 < len(events) and labels.get(events[i + 1].turn_id) == "N4R":
@@ -80,6 +85,34 @@ def measure_episode(ep: Episode, spans: list[Span], transcribe: Transcriber, jud
                 "new_onsets_in_r": len(new),
             })
     return records
+
+
+def sound_window(m: dict[str, Any]) -> tuple[float, float]:
+    """The stretch of the recording a window's verdicts look at: T end -> next turn, an N1-N3 turn -> next
+    turn, N4Q end -> N4R end (run health measures the sound there)."""
+    if m["kind"] == "T":
+        return m["t_end_s"], m["next_start_s"]
+    if m["kind"] == "silence":
+        return m["window"][0], m["window"][1]
+    return m["q_end_s"], m["r_end_s"]
+
+
+def failed_windows(case_id: str, pair_id: str, condition: str, labels: dict[str, str], reason: str
+                   ) -> list[dict[str, Any]]:
+    """The windows a failed episode would have entered, from its gold labels (turn id -> label, in order),
+    each marked failed: every T, every N1/N2/N3 turn, every N4Q followed by N4R. `verdicts.outcomes` counts each
+    as a failure in every metric of its window."""
+    base = {"case_id": case_id, "pair_id": pair_id, "condition": condition, "failed": True, "reason": reason}
+    order = list(labels.items())
+    out: list[dict[str, Any]] = []
+    for i, (turn_id, label) in enumerate(order):
+        if label == "T":
+            out.append(base | {"kind": "T", "label": "T", "turn_id": turn_id})
+        elif label in SILENT_LABELS:
+            out.append(base | {"kind": "silence", "label": label, "turn_id": turn_id})
+        elif label == "N4Q" and i + 1 < len(order) and order[i + 1][1] == "N4R":
+            out.append(base | {"kind": "N4", "label": "N4", "turn_id": turn_id})
+    return out
 
 
 def span_audio(audio: np.ndarray, sr: int, spans: list[Span]) -> np.ndarray:

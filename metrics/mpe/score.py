@@ -1,25 +1,55 @@
 """Duplex-MPE scores for a run folder: measure every episode, then aggregate verdicts.
 
-    RUN_DIR/measurements.jsonl   one record per scored window (thresholds not applied)
+    RUN_DIR/measurements.jsonl   one record per scored window (thresholds not applied); the windows of a failed
+                                 episode are records marked "failed", counted against the model
+    RUN_DIR/health.json          per-episode run-health numbers of the model channel (metrics/health.py)
     RUN_DIR/scores.json          {"benchmark": "mpe", "adapter": ..., "scores": {...}, "by_condition": ...}
+                                 under the thresholds the run was recorded with; `--param` overrides write
+                                 scores-NAME=VALUE.json instead (metrics/freshness.py)
+
+One bad episode (a truncated rec.json, a missing or mislabelled WAV) becomes one failed episode with its reason
+(metrics/episodes.py); a failed episode counts as a failure in every window it would have entered, found from
+its rec.json gold or, failing that, from the run's dataset; one whose windows cannot be found is named in a
+health line, never dropped silently.
 """
 
 from __future__ import annotations
 
 import json
 from collections import defaultdict
-from dataclasses import asdict, fields
+from dataclasses import asdict, fields, replace
+from hashlib import sha256
 from pathlib import Path
 from typing import Any
 
 from dataset_builder.atomic import atomic_write_json, atomic_write_text
-from dataset_builder.audio import read_wav
 from dataset_builder.episode import Episode
-from metrics.mpe.measure import measure_episode, span_audio
-from metrics.mpe.verdicts import METRICS, Thresholds, outcomes
+from dataset_builder.protocols import MPEProtocol
+from metrics.episodes import (
+    Failure,
+    RecordingError,
+    RunFolder,
+    account_failures,
+    accounting_flags,
+    load_run_folder,
+    read_recording,
+)
+from metrics.freshness import HEALTH, MEASUREMENTS, invalidate, load_reusable, provenance, scores_path
+from metrics.health import SoundProfile, episode_stats, run_health, window_sound, with_flags
+from metrics.mpe.measure import failed_windows, measure_episode, sound_window, span_audio
+from metrics.mpe.verdicts import METRICS, WINDOW_METRICS, Thresholds, outcomes
 from metrics.spans import Span
 from metrics.stats import mcnemar_exact, wilson_interval
+from metrics.thresholds import Limit, validate_overrides
 
+BENCHMARK = "mpe"
+SR = 24_000
+THRESHOLD_LIMITS = {
+    "t_onset_window_s": Limit(low=0.0, low_inclusive=False, at_most_recorded=True, why_recorded=(
+        " (the scheduler stopped waiting for an onset there and played the next turn, so a later onset never "
+        "had its chance)")),
+    "yield_tolerance_s": Limit(low=0.0),
+}
 LABEL_GROUPS = {"T": ("fresh_onset_rate", "response_presence", "answer_accuracy"),
                 "N1": ("silence_preservation",), "N2": ("silence_preservation",),
                 "N3": ("silence_preservation",), "N4": ("window_response", "answering_window_yield")}
@@ -80,68 +110,165 @@ def vad_from_params(params: dict[str, Any]) -> Any:
     return SileroVAD(VADParams(**{k: v for k, v in params.items() if k in known}))
 
 
-def load_episodes(run_dir: Path) -> list[Episode]:
-    return [Episode.load(p) for p in sorted(Path(run_dir).glob("*.rec.json"))]
+def gold_problem(ep: Episode) -> str | None:
+    """What the measurement needs from rec.json's gold and does not find, or None."""
+    gold = ep.gold if isinstance(ep.gold, dict) else {}
+    missing = [k for k in ("labels", "question", "gold_answer") if k not in gold]
+    if missing:
+        return f"{ep.case_id}.rec.json: gold lacks {missing}"
+    if not isinstance(gold["labels"], dict):
+        return f"{ep.case_id}.rec.json: gold labels are not a turn_id -> label mapping"
+    return None
 
 
-def measure_run(run_dir: Path, episodes: list[Episode], asr: Any, judge: Any, vad_factory: Any
-                ) -> tuple[list[dict], list[dict]]:
-    """Measurements of every ok episode, and the failed episodes with their reasons."""
+def measure_run(folder: RunFolder, asr: Any, judge: Any, vad_factory: Any
+                ) -> tuple[list[dict[str, Any]], dict[str, dict[str, float]]]:
+    """Measurements and health numbers of every usable episode; one that turns out unusable moves to
+    `folder.failures` with its reason and the rest go on."""
     measurements: list[dict[str, Any]] = []
-    failed: list[dict[str, Any]] = []
-    for ep in episodes:
-        if ep.benchmark != "mpe":
+    stats: dict[str, dict[str, float]] = {}
+    for ep in list(folder.ok):
+        problem = gold_problem(ep)
+        if problem:
+            folder.fail(ep, problem)
             continue
-        if ep.status != "ok":
-            failed.append({"case_id": ep.case_id, "status": ep.status, "reason": ep.failure})
+        try:
+            audio = read_recording(folder.run_dir, ep)
+        except RecordingError as err:
+            folder.fail(ep, str(err))
             continue
-        audio, sr = read_wav(Path(run_dir) / f"{ep.case_id}.wav")
         model = audio[:, 1]
-        spans = vad_factory(ep.params.get("vad", {})).spans(model, sr)
+        spans = vad_factory(ep.params.get("vad", {})).spans(model, SR)
+        profile = SoundProfile(model, SR)
+        stats[ep.case_id] = episode_stats(model, SR, spans, profile)
 
-        def transcribe(sp: list[Span], model=model, sr=sr) -> str:
-            return asr.transcribe(span_audio(model, sr, sp), sr)
+        def transcribe(sp: list[Span], model=model) -> str:
+            return asr.transcribe(span_audio(model, SR, sp), SR)
 
         for m in measure_episode(ep, spans, transcribe, judge):
-            measurements.append(m | {"model_spans_n": len(spans)})
-    return measurements, failed
+            measurements.append(m | {"model_spans_n": len(spans),
+                                     "sound": window_sound(profile, spans, *sound_window(m))})
+    return measurements, stats
 
 
-def score_run(run_dir: Path, *, asr: Any = None, judge: Any = None, overrides: dict[str, float] | None = None,
+def windows_of_failure(f: Failure, cases: dict[str, Any]) -> tuple[list[dict[str, Any]], str] | None:
+    """The failed windows of a failed case and where its labels came from: rec.json's gold, else the dataset's
+    case; None when neither has them."""
+    ep = f.episode
+    labels = ep.gold.get("labels") if ep is not None and isinstance(ep.gold, dict) else None
+    if isinstance(labels, dict) and labels:
+        return failed_windows(f.case_id, ep.pair_id, ep.condition, labels, f.reason), "rec.json"
+    case = cases.get(f.case_id)
+    if case is None:
+        return None
+    script = case.script
+    labels = {t.turn_id: t.label for t in script.turns}
+    return failed_windows(f.case_id, script.pair_id, script.condition, labels, f.reason), "dataset"
+
+
+def _protocols(folder: RunFolder) -> list[dict[str, Any]]:
+    eps = [*folder.ok, *(f.episode for f in folder.failures)]
+    return [dict(ep.params["protocol"]) for ep in eps if ep is not None and isinstance(ep.params.get("protocol"), dict)]
+
+
+def recorded_protocol(folder: RunFolder) -> dict[str, Any]:
+    """The protocol the run was recorded with (from its first usable episode, else any that has one)."""
+    protocols = _protocols(folder)
+    return protocols[0] if protocols else {}
+
+
+def supported_limits(folder: RunFolder, th_recorded: Thresholds) -> dict[str, Any]:
+    """The recorded values overrides are checked against: a threshold bounded by the recording may not exceed
+    the smallest value any episode was recorded with."""
+    basis = recorded_protocol(folder) | asdict(th_recorded)
+    for name, lim in THRESHOLD_LIMITS.items():
+        values = [float(p[name]) for p in _protocols(folder) if name in p]
+        if lim.at_most_recorded and values:
+            basis[name] = min(values)
+    return basis
+
+
+def failed_window_counts(measurements: list[dict[str, Any]]) -> dict[str, int]:
+    counts = dict.fromkeys(METRICS, 0)
+    for m in measurements:
+        if m.get("failed"):
+            for metric in WINDOW_METRICS[m["kind"]]:
+                counts[metric] += 1
+    return counts
+
+
+def score_run(run_dir: Path, *, asr: Any = None, judge: Any = None, overrides: dict[str, Any] | None = None,
               reuse_measurements: bool = False) -> dict[str, Any]:
-    """Score a run folder; with `reuse_measurements`, only re-apply thresholds to measurements.jsonl."""
+    """Score a run folder; with `reuse_measurements`, only re-apply thresholds to measurements.jsonl.
+
+    `overrides` (threshold name -> number) are checked against THRESHOLD_LIMITS and the recorded protocol
+    (UsageError otherwise); scores under them go to their own file, named in the result's "scores_file".
+    """
     run_dir = Path(run_dir)
-    episodes = load_episodes(run_dir)
-    if not episodes:
+    folder = load_run_folder(run_dir, BENCHMARK, check_audio=not reuse_measurements)
+    if not folder.case_ids:
         raise FileNotFoundError(f"{run_dir}: no *.rec.json episodes to score")
-    mpath = run_dir / "measurements.jsonl"
-    if reuse_measurements and mpath.exists():
-        meta = json.loads((run_dir / "scores.json").read_text())
-        measurements = [json.loads(line) for line in mpath.read_text().splitlines() if line.strip()]
-        failed, asr_name, judge_info = meta["failed_episodes"], meta["asr"], meta["judge"]
+    recorded = recorded_protocol(folder)
+    th_recorded = Thresholds.from_params(recorded)
+    fixed = [f.name for f in fields(MPEProtocol) if f.name not in THRESHOLD_LIMITS]
+    wanted = validate_overrides(overrides or {}, THRESHOLD_LIMITS, fixed, supported_limits(folder, th_recorded))
+    applied = {k: v for k, v in wanted.items() if v != getattr(th_recorded, k)}
+    th = replace(th_recorded, **applied)
+    if reuse_measurements:
+        meta, measurements, health_record = load_reusable(run_dir)
+        base = {k: meta[k] for k in ("adapter", "adapter_info", "asr", "judge", "failed_episodes",
+                                     "failed_uncounted", "measurements_digest", "health_digest")}
+        stats = health_record.get("episodes", {})
     else:
         from metrics.asr import DEFAULT_ASR, get_asr
         from metrics.judges import get_judge
 
         asr = asr or get_asr(DEFAULT_ASR)
         judge = judge or get_judge("heuristic")
-        measurements, failed = measure_run(run_dir, episodes, asr, judge, vad_from_params)
-        atomic_write_text(mpath, "".join(json.dumps(m) + "\n" for m in measurements))
-        asr_name, judge_info = asr.name, {"name": judge.name, "heuristic": bool(judge.heuristic)}
-    ok_eps = [e for e in episodes if e.status == "ok"]
-    run_params = dict(ok_eps[0].params["protocol"]) if ok_eps else {}
-    th = Thresholds.from_params(run_params | (overrides or {}))
-    result = {
-        "benchmark": "mpe",
-        "adapter": episodes[0].adapter.get("name"),
-        "adapter_info": episodes[0].adapter,
-        "asr": asr_name,
-        "judge": judge_info,
-        "thresholds": asdict(th),
-        "n_episodes": len(episodes),
-        "n_failed": len(failed),
-        "failed_episodes": failed,
-        **aggregate(measurements, th),
-    }
-    atomic_write_json(run_dir / "scores.json", result)
+        invalidate(run_dir)  # old scores must not outlive a rescore that stops halfway
+        measurements, stats = measure_run(folder, asr, judge, vad_from_params)
+        failed_records, failed_entries, uncounted = account_failures(folder, windows_of_failure)
+        measurements += failed_records
+        mtext = "".join(json.dumps(m) + "\n" for m in measurements)
+        htext = json.dumps({"episodes_digest": folder.digest, "episodes": stats}, indent=1)
+        atomic_write_text(run_dir / MEASUREMENTS, mtext)
+        atomic_write_text(run_dir / HEALTH, htext)
+        adapter = folder.adapter()
+        base = {"adapter": adapter.get("name"), "adapter_info": adapter, "asr": asr.name,
+                "judge": {"name": judge.name, "heuristic": bool(judge.heuristic)},
+                "failed_episodes": failed_entries, "failed_uncounted": uncounted,
+                "measurements_digest": sha256(mtext.encode()).hexdigest(),
+                "health_digest": sha256(htext.encode()).hexdigest()}
+    n_dataset = (folder.info or {}).get("n_dataset_cases")
+
+    def result_for(t: Thresholds, over: dict[str, float]) -> dict[str, Any]:
+        path = scores_path(run_dir, over)
+        return {
+            "benchmark": BENCHMARK,
+            "adapter": base["adapter"],
+            "adapter_info": base["adapter_info"],
+            "asr": base["asr"],
+            "judge": base["judge"],
+            "thresholds": asdict(t),
+            "recorded_thresholds": asdict(th_recorded),
+            "overrides": over,
+            "scores_file": str(path),
+            "n_episodes": folder.n_episodes,
+            "n_failed": len(base["failed_episodes"]),
+            "failed_episodes": base["failed_episodes"],
+            "failed_uncounted": base["failed_uncounted"],
+            "failed_windows": failed_window_counts(measurements),
+            "health": with_flags(run_health(stats, measurements),
+                                 accounting_flags(base["failed_uncounted"], folder.n_episodes, n_dataset)),
+            **aggregate(measurements, t),
+            **provenance(folder),
+            "measurements_digest": base["measurements_digest"],
+            "health_digest": base["health_digest"],
+        }
+
+    if not reuse_measurements and applied:
+        # A fresh measurement also refreshes the recorded-threshold scores.json, which --reuse builds on.
+        atomic_write_json(scores_path(run_dir, {}), result_for(th_recorded, {}))
+    result = result_for(th, applied)
+    atomic_write_json(Path(result["scores_file"]), result)
     return result

@@ -49,8 +49,19 @@ METRICS = ("fresh_onset_rate", "response_presence", "answer_accuracy", "silence_
            "window_response", "answering_window_yield")
 
 
+# The metrics a window of each kind enters. A window of a failed episode enters all of them, as a failure:
+# a model that crashes must not score better than one that answers badly (answer accuracy included).
+WINDOW_METRICS = {"T": ("fresh_onset_rate", "response_presence", "answer_accuracy"),
+                  "silence": ("silence_preservation",),
+                  "N4": ("window_response", "answering_window_yield")}
+
+
 def outcomes(m: dict[str, Any], th: Thresholds) -> dict[str, bool]:
     """Each metric this window counts toward, with its success (a window outside a denominator is absent)."""
+    if m.get("failed"):
+        if m["kind"] not in WINDOW_METRICS:
+            raise ValueError(f"unknown measurement kind {m['kind']!r} in {m.get('case_id')}")
+        return dict.fromkeys(WINDOW_METRICS[m["kind"]], False)
     if m["kind"] == "T":
         out = {"fresh_onset_rate": fresh_onset(m, th), "response_presence": response_presence(m, th)}
         if out["response_presence"]:
