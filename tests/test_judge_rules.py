@@ -69,7 +69,9 @@ def test_ack_evidence_is_the_normalised_tokens() -> None:
     # numbers, spelled or written, compared numerically
     ("21", [], "It is 21.", "correct"),
     ("21", [], "twenty-one dollars each", "correct"),
-    ("21", [], "21.0000005", "correct"),                # within 1e-6
+    ("21", [], "21.0000005", "correct"),                # within the 1e-6 tolerance
+    ("0", [], "0.000001", "correct"),                   # exactly 1e-6 away (the float 1e-6 itself): still equal
+    ("0", [], "0.0000011", "incorrect"),                # just past it
     ("21", [], "21.0001", "incorrect"),
     ("21", [], "It is 12.", "incorrect"),
     ("21", [], "It is 20 or 22.", "incorrect"),

@@ -390,3 +390,13 @@ def test_the_judge_is_asked_the_episodes_question_gold_and_aliases() -> None:
     spy = SpyJudge()
     measure_episode(ep, [Span(9.5, 10.0)], SpanText(), spy)
     assert spy.asked == [("How much does each person owe?", "21", [], "twenty one")]
+
+
+def test_the_second_to_last_window_ends_where_the_last_clip_starts() -> None:
+    # Speech inside the last turn's window only: the turn before it stays silent.
+    labels = {"a": "N1", "b": "N2"}
+    times = {"a": (1.0, 2.0), "b": (3.0, 4.0)}
+    rows = measure_episode(episode(labels=labels, times=times, duration=8.0), [Span(5.0, 5.5)],
+                           SpanText({5.0: "Paris"}), HeuristicJudge())
+    assert [(r["turn_id"], r["window"], r["speech_s"]) for r in rows] == [("a", [1.0, 3.0], 0.0),
+                                                                          ("b", [3.0, 8.0], 0.5)]

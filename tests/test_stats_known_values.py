@@ -91,5 +91,5 @@ def test_mcnemar_exact_agrees_with_scipy_on_a_grid() -> None:
 
 def test_mcnemar_rejects_negative_counts() -> None:
     for b, c in [(-1, 3), (3, -1)]:
-        with pytest.raises(ValueError, match="counts must be >= 0"):
+        with pytest.raises(ValueError, match=r"^counts must be >= 0$"):
             mcnemar_exact(b, c)
