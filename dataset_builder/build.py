@@ -1,16 +1,22 @@
-"""What every benchmark's builder shares: its options and the TTS it speaks through.
+"""What every benchmark's builder shares: its options, the TTS it speaks through, and its scripts as JSONL.
 
 Each benchmark's own builder (`dataset_builder/<bench>/build.py:build`, named in the benchmark registry) turns
-these options into a dataset folder; `duplex-eval build <bench>` dispatches to it.
+these options into a dataset folder; `duplex-eval build <bench>` dispatches to it. With `scripts_only` a builder
+writes only `scripts.jsonl` (its validated scripts, one JSON object per line) and synthesises nothing, so anyone
+can audit the text in seconds (`dataset_builder.diagnostics`).
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dataset_builder.atomic import atomic_write_text
 from dataset_builder.errors import UsageError
+from dataset_builder.schema import SchemaError, Script
 from dataset_builder.tts import TTSBackend, get_tts
 from dataset_builder.tts.cache import CachedTTS
 
@@ -24,6 +30,7 @@ class BuildOptions:
     n: int | None = None  # overrides the preset's size (MPE: scenario pairs)
     cache_dir: Path | None = None
     progress: bool = False  # a progress line with counts and time left, on stderr
+    scripts_only: bool = False  # write out/scripts.jsonl only: no TTS, no audio, no parquet
 
     def size(self, presets: dict[str, int]) -> int:
         """The number of units to build: `n` if given, else the preset's."""
@@ -40,3 +47,42 @@ def open_tts(options: BuildOptions) -> tuple[TTSBackend, TTSBackend]:
     """The backend itself (voices, name) and what to synthesise through (cached when a cache folder is set)."""
     backend = get_tts(options.tts, **options.tts_args)
     return backend, (CachedTTS(backend, options.cache_dir) if options.cache_dir else backend)
+
+
+SCRIPTS_FILE = "scripts.jsonl"
+
+
+def backend_voices(options: BuildOptions) -> tuple[str, list[str]]:
+    """The chosen backend's name and voice list, without synthesising: the speaker->voice map is part of a
+    script, so scripts-only must draw from the same voices a full build would (constructors load no model)."""
+    backend = get_tts(options.tts, **options.tts_args)
+    return backend.name, backend.voices()
+
+
+def write_scripts(out_dir: Path, scripts: Iterable[Script]) -> Path:
+    """`out_dir/scripts.jsonl`, written atomically: each script validated, then `Script.to_dict()` on one line."""
+    lines = []
+    for script in scripts:
+        script.validate()
+        lines.append(json.dumps(script.to_dict(), ensure_ascii=False) + "\n")
+    path = Path(out_dir) / SCRIPTS_FILE
+    atomic_write_text(path, "".join(lines))
+    return path
+
+
+def read_scripts(path: Path) -> list[Script]:
+    """The scripts of a `scripts.jsonl`, each validated; a bad line is a SchemaError naming the file and line
+    (as its row, counted from 1)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist (write it with `duplex-eval build <bench> --scripts-only`)")
+    scripts = []
+    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise SchemaError(f"not JSON ({err.msg})", source=str(path), row=i) from None
+        scripts.append(Script.from_dict(data, source=str(path), row=i))
+    return scripts

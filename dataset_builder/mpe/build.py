@@ -1,6 +1,7 @@
 """Build the Duplex-MPE dataset folder: scripts -> TTS per turn -> nominal timeline -> parquet + card.
 
-Deterministic: the same seed and TTS backend give identical scripts, timings and audio bytes.
+Deterministic: the same seed and TTS backend give identical scripts, timings and audio bytes. With
+`options.scripts_only` only `scripts.jsonl` is written, from the same scripts, and nothing is synthesised.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import numpy as np
 
 from dataset_builder.atomic import round_ms
 from dataset_builder.audio import SESSION_SR, silence, wav_bytes
-from dataset_builder.build import BuildOptions, open_tts
+from dataset_builder.build import BuildOptions, backend_voices, open_tts, write_scripts
 from dataset_builder.progress import Progress
 from dataset_builder.schema import Case, Clip, Script
 from dataset_builder.segments import render_turn
@@ -61,9 +62,35 @@ def assemble_case(script: Script, tts: TTSBackend, preamble_text: str, preamble:
     return case, np.concatenate(parts)
 
 
+def script_counts(script: Script) -> list[str]:
+    """What the build statistics count for one script: its condition, T position, task and each turn's label."""
+    return [f"condition:{script.condition}", f"t_position:{script.t_position}", f"task:{script.task_type}",
+            *(f"label:{t.label}" for t in script.turns)]
+
+
+def build_scripts_only(out_dir: Path, options: BuildOptions) -> dict[str, Any]:
+    """Write `out_dir/scripts.jsonl`: the scripts a full build with these options would speak, no audio."""
+    from dataset_builder.mpe.generator import generate_scripts
+
+    t0 = time.perf_counter()
+    n_pairs = options.size(PRESETS)
+    tts_name, voices = backend_voices(options)
+    scripts = generate_scripts(n_pairs, options.seed, voices)
+    path = write_scripts(Path(out_dir), scripts)
+    stats = Counter(c for script in scripts for c in script_counts(script))
+    info = {"preset": options.preset, "seed": options.seed, "n_pairs": n_pairs, "n_scripts": len(scripts),
+            "tts_backend": tts_name, "generator": GENERATOR_VERSION, "scripts": str(path),
+            "counts": dict(sorted(stats.items())), "build_s": round(time.perf_counter() - t0, 1)}
+    log.info("wrote %d MPE scripts to %s in %.1fs (no audio)", len(scripts), path, info["build_s"])
+    return info
+
+
 def build(out_dir: Path, options: BuildOptions | None = None) -> dict[str, Any]:
-    """Write `out_dir/data/mpe/*.parquet` and `out_dir/README.md`; returns build statistics."""
+    """Write `out_dir/data/mpe/*.parquet` and `out_dir/README.md` (or only `out_dir/scripts.jsonl` with
+    `options.scripts_only`); returns build statistics."""
     options = options or BuildOptions()
+    if options.scripts_only:
+        return build_scripts_only(Path(out_dir), options)
     from dataset_builder.hf_dataset import MPE_FEATURES, mpe_card_context, write_card, write_config
     from dataset_builder.mpe.generator import generate_scripts
     from dataset_builder.mpe.preamble import duty_preamble
@@ -85,8 +112,7 @@ def build(out_dir: Path, options: BuildOptions | None = None) -> dict[str, Any]:
             case, audio = assemble_case(script, tts, preamble_text, preamble, options.seed)
             totals["cases"] += 1
             totals["audio_s"] += len(audio) / SESSION_SR
-            stats.update([f"condition:{script.condition}", f"t_position:{script.t_position}",
-                          f"task:{script.task_type}", *(f"label:{t.label}" for t in script.turns)])
+            stats.update(script_counts(script))
             progress.advance(note=case.case_id)
             yield case_to_row(case, wav_bytes(audio))
 
