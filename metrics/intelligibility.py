@@ -1,0 +1,251 @@
+"""Can the built audio be understood? ASR each turn clip of a dataset folder; word error rate per voice, and
+how often the assistant's name is heard where a turn says it.
+
+Measurements first, targets afterwards (`AudioTargets`). Definitions:
+
+- A turn's clip is cut from the case's nominal audio by `case.clips`; its voice is its speaker's voice in
+  `script.speakers`. Every turn of every case read counts (both scripts of a pair: each is a dataset row).
+- Word error rate: reference (the turn text) and transcript are both normalised by `metrics.textnorm`
+  (spelled numbers -> digits, then lowercase tokens), aligned by Levenshtein distance over words with unit
+  costs; WER = (substitutions + deletions + insertions) / reference words. A voice's WER pools its turns'
+  counts (errors summed over reference words summed), so long turns weigh more than short ones.
+- "Aria" recognition: among turns whose text contains the word "Aria", the share whose transcript contains the
+  word "aria" or "arya" (case-insensitive; "Aria's" counts, "Maria" does not).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dataset_builder.audio import SESSION_SR, seconds_to_samples
+from dataset_builder.diagnostics import format_checks
+from dataset_builder.errors import UsageError
+from dataset_builder.progress import Progress
+from dataset_builder.schema import ASSISTANT_NAME, Case
+from metrics.asr import ASR
+from metrics.textnorm import normalize, words_to_numbers
+
+ARIA_SAID = re.compile(rf"\b{ASSISTANT_NAME}\b", re.IGNORECASE)
+ARIA_HEARD = re.compile(r"\b(?:aria|arya)\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class AudioTargets:
+    """What the audio should reach (issue 6); thresholds only, applied after measuring."""
+
+    min_aria_rate: float = 0.90  # the ASR hears "Aria" in at least this share of the turns that say it
+    max_wer_ratio: float = 1.25  # no voice's WER above this multiple of the best voice's
+
+
+@dataclass(frozen=True)
+class WordErrors:
+    """Word-level edit counts of one or more (reference, hypothesis) alignments."""
+
+    ref_words: int = 0
+    substitutions: int = 0
+    deletions: int = 0
+    insertions: int = 0
+
+    @property
+    def errors(self) -> int:
+        return self.substitutions + self.deletions + self.insertions
+
+    @property
+    def rate(self) -> float:
+        """errors / reference words; with no reference word, 0.0 if nothing was inserted, else infinity."""
+        if self.ref_words == 0:
+            return 0.0 if self.errors == 0 else float("inf")
+        return self.errors / self.ref_words
+
+    def __add__(self, other: WordErrors) -> WordErrors:
+        return WordErrors(self.ref_words + other.ref_words, self.substitutions + other.substitutions,
+                          self.deletions + other.deletions, self.insertions + other.insertions)
+
+
+def align_words(ref: Sequence[str], hyp: Sequence[str]) -> WordErrors:
+    """Minimum-edit alignment of two word lists (unit costs). Among equally short alignments the backtrace
+    prefers match/substitution, then deletion, then insertion, so the split of the total is deterministic."""
+    n, m = len(ref), len(hyp)
+    d = np.zeros((n + 1, m + 1), dtype=np.int64)
+    d[:, 0] = np.arange(n + 1)
+    d[0, :] = np.arange(m + 1)
+    for i in range(1, n + 1):
+        for j in range(1, m + 1):
+            d[i, j] = min(d[i - 1, j - 1] + (ref[i - 1] != hyp[j - 1]), d[i - 1, j] + 1, d[i, j - 1] + 1)
+    i, j, subs, dels, ins = n, m, 0, 0, 0
+    while i > 0 or j > 0:
+        if i > 0 and j > 0 and d[i, j] == d[i - 1, j - 1] + (ref[i - 1] != hyp[j - 1]):
+            subs += ref[i - 1] != hyp[j - 1]
+            i, j = i - 1, j - 1
+        elif i > 0 and d[i, j] == d[i - 1, j] + 1:
+            dels, i = dels + 1, i - 1
+        else:
+            ins, j = ins + 1, j - 1
+    return WordErrors(n, int(subs), dels, ins)
+
+
+def wer_tokens(text: str) -> list[str]:
+    """The words WER compares: `normalize(words_to_numbers(text))`."""
+    return normalize(words_to_numbers(text))
+
+
+def word_errors(reference: str, hypothesis: str) -> WordErrors:
+    return align_words(wer_tokens(reference), wer_tokens(hypothesis))
+
+
+def says_aria(text: str) -> bool:
+    return ARIA_SAID.search(text) is not None
+
+
+def heard_aria(transcript: str) -> bool:
+    return ARIA_HEARD.search(transcript) is not None
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    case_id: str
+    turn_id: str
+    label: str
+    voice: str
+    text: str
+    transcript: str
+    errors: WordErrors
+
+    @property
+    def says_aria(self) -> bool:
+        return says_aria(self.text)
+
+    @property
+    def heard_aria(self) -> bool:
+        return heard_aria(self.transcript)
+
+
+def transcribe_turns(cases: Iterable[tuple[Case, np.ndarray]], asr: ASR, *, progress: Progress | None = None
+                     ) -> Iterator[TurnResult]:
+    """ASR every turn clip of every case (audio on the 24 kHz session clock)."""
+    for case, audio in cases:
+        voices = {s.name: s.voice for s in case.script.speakers}
+        for turn, clip in zip(case.script.turns, case.clips, strict=True):
+            piece = audio[seconds_to_samples(clip.start_s):seconds_to_samples(clip.end_s)]
+            transcript = asr.transcribe(piece, SESSION_SR)
+            yield TurnResult(case.case_id, turn.turn_id, turn.label, voices[turn.speaker], turn.text, transcript,
+                             word_errors(turn.text, transcript))
+        if progress is not None:
+            progress.advance(note=case.case_id)
+
+
+def _errors_block(e: WordErrors, turns: int) -> dict[str, Any]:
+    return {"turns": turns, **asdict(e), "wer": round(e.rate, 4)}
+
+
+def _aria_block(turns: Sequence[TurnResult]) -> dict[str, Any]:
+    said = [t for t in turns if t.says_aria]
+    heard = sum(t.heard_aria for t in said)
+    return {"turns": len(said), "heard": heard, "rate": round(heard / len(said), 4) if said else None}
+
+
+def summarise(turns: Sequence[TurnResult], *, asr_name: str, n_cases: int, targets: AudioTargets = AudioTargets()
+              ) -> dict[str, Any]:
+    """Per-voice WER, the Aria recognition rate (overall, per label, per voice) and the target checks."""
+    by_voice: dict[str, list[TurnResult]] = defaultdict(list)
+    by_label: dict[str, list[TurnResult]] = defaultdict(list)
+    for t in turns:
+        by_voice[t.voice].append(t)
+        by_label[t.label].append(t)
+    per_voice = {v: _errors_block(sum((t.errors for t in ts), WordErrors()), len(ts))
+                 for v, ts in sorted(by_voice.items())}
+    overall = sum((t.errors for t in turns), WordErrors())
+    rates = {v: b["wer"] for v, b in per_voice.items()}
+    best = min(rates, key=lambda v: (rates[v], v)) if rates else None
+    worst = max(rates, key=lambda v: (rates[v], v)) if rates else None
+    if best is None or worst is None:
+        ratio = None
+    elif rates[best] > 0:
+        ratio = round(rates[worst] / rates[best], 4)
+    else:  # the best voice made no error: any error elsewhere is an unbounded multiple
+        ratio = 1.0 if rates[worst] == 0 else None
+    aria = _aria_block(turns)
+    aria["by_label"] = {lab: b for lab, ts in sorted(by_label.items()) if (b := _aria_block(ts))["turns"]}
+    aria["by_voice"] = {v: b for v, ts in sorted(by_voice.items()) if (b := _aria_block(ts))["turns"]}
+    misses = [t for t in turns if t.says_aria and not t.heard_aria]
+    aria["misses"] = [_example(t) for t in misses[:10]]
+    worst_turns = sorted(turns, key=lambda t: (-t.errors.rate, t.case_id, t.turn_id))[:5]
+    checks = [
+        {"name": f'"{ASSISTANT_NAME}" heard where said', "value": aria["rate"],
+         "target": f">= {targets.min_aria_rate:g}",
+         "ok": aria["rate"] is not None and aria["rate"] >= targets.min_aria_rate},
+        {"name": f"worst voice WER / best voice WER ({worst} / {best})", "value": ratio,
+         "target": f"<= {targets.max_wer_ratio:g}", "ok": ratio is not None and ratio <= targets.max_wer_ratio},
+    ]
+    return {
+        "asr": asr_name, "cases": n_cases, "turns": len(turns),
+        "wer": _errors_block(overall, len(turns)),
+        "per_voice": per_voice, "best_voice": best, "worst_voice": worst, "wer_ratio": ratio,
+        "aria": aria,
+        "worst_turns": [{**_example(t), "wer": round(t.errors.rate, 4)} for t in worst_turns],
+        "targets": asdict(targets), "checks": checks, "ok": all(c["ok"] for c in checks),
+    }
+
+
+def _example(t: TurnResult) -> dict[str, Any]:
+    return {"case_id": t.case_id, "turn_id": t.turn_id, "label": t.label, "voice": t.voice, "text": t.text,
+            "transcript": t.transcript}
+
+
+def audio_diagnostics(repo_dir: Path | str, config: str = "mpe", *, asr: ASR | None = None, limit: int | None = None,
+                      progress: bool = False, targets: AudioTargets = AudioTargets()) -> dict[str, Any]:
+    """ASR the turns of the first `limit` cases (all when None) of a built folder; see `summarise`."""
+    from dataset_builder.hf_dataset import iter_cases, list_cases
+
+    if limit is not None and limit < 1:
+        raise UsageError(f"--diagnostics-limit must be >= 1, got {limit}")
+    if asr is None:
+        from metrics.asr import DEFAULT_ASR, get_asr
+
+        asr = get_asr(DEFAULT_ASR)
+    total = len(list_cases(repo_dir, config))
+    n = total if limit is None else min(limit, total)
+    bar = Progress("diagnostics asr", n, enabled=progress)
+
+    def first_cases() -> Iterator[tuple[Case, np.ndarray]]:
+        for i, item in enumerate(iter_cases(repo_dir, config)):
+            if i >= n:
+                return
+            yield item
+
+    turns = list(transcribe_turns(first_cases(), asr, progress=bar))
+    return summarise(turns, asr_name=asr.name, n_cases=n, targets=targets)
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f} %"
+
+
+def format_audio_diagnostics(d: dict[str, Any]) -> str:
+    """The lines a person reads; the same numbers as the dict."""
+    lines = [f"audio: ASR {d['asr']} over {d['turns']} turns of {d['cases']} cases; "
+             f"WER {_pct(d['wer']['wer'])} overall"]
+    lines.append("  voice              turns  ref words   sub   del   ins     WER")
+    for v, b in d["per_voice"].items():
+        lines.append(f"  {v:<18} {b['turns']:>5}  {b['ref_words']:>9} {b['substitutions']:>5} {b['deletions']:>5} "
+                     f"{b['insertions']:>5}  {_pct(b['wer']):>7}")
+    a = d["aria"]
+    lines.append(f'"{ASSISTANT_NAME}" heard in {a["heard"]}/{a["turns"]} turns that say it = {_pct(a["rate"])}')
+    for title, key in (("label", "by_label"), ("voice", "by_voice")):
+        lines.append(f"  by {title}: " + ", ".join(f"{k} {b['heard']}/{b['turns']}" for k, b in a[key].items()))
+    for m in a["misses"][:5]:
+        lines.append(f"  missed {m['case_id']} {m['turn_id']} ({m['voice']}): {m['text']!r} -> {m['transcript']!r}")
+    lines.append("worst turns:")
+    for t in d["worst_turns"]:
+        lines.append(f"  {_pct(t['wer']):>8} {t['case_id']} {t['turn_id']} ({t['voice']}): {t['text']!r} -> "
+                     f"{t['transcript']!r}")
+    lines.append("targets:")
+    lines.extend(format_checks(d["checks"]))
+    return "\n".join(lines)
