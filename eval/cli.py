@@ -24,14 +24,28 @@ def cmd_build(a: argparse.Namespace) -> int:
     if a.preset not in bench.presets:
         raise UsageError(f"--preset {a.preset!r}: {bench.name} has presets {list(bench.presets)}")
     out = Path(a.out or DEFAULT_OUT / "datasets" / f"duplex-{bench.name}")
-    options = BuildOptions(preset=a.preset, seed=a.seed, tts=a.tts, tts_args=parse_kv(a.tts_arg, "--tts-arg"),
-                           n=a.n, cache_dir=None if a.no_cache else Path(a.cache_dir or default_cache_dir()),
-                           progress=a.progress)
-    info = bench.function("build")(out, options)
-    print(json.dumps(info, indent=2))
-    for config in bench.configs:
-        print(f"dataset written to {out} (load with datasets.load_dataset({str(out.resolve())!r}, {config!r}, "
-              "split='test'))")
+    if a.diagnostics_limit is not None and a.diagnostics_limit < 1:
+        raise UsageError(f"--diagnostics-limit must be >= 1, got {a.diagnostics_limit}")
+    if not a.diagnostics_only:
+        options = BuildOptions(preset=a.preset, seed=a.seed, tts=a.tts,
+                               tts_args=parse_kv(a.tts_arg, "--tts-arg"), n=a.n,
+                               cache_dir=None if a.no_cache else Path(a.cache_dir or default_cache_dir()),
+                               progress=a.progress, scripts_only=a.scripts_only)
+        info = bench.function("build")(out, options)
+        print(json.dumps(info, indent=2))
+        if a.scripts_only:
+            print(f"scripts written to {out / 'scripts.jsonl'} (no audio)")
+        else:
+            for config in bench.configs:
+                print(f"dataset written to {out} (load with datasets.load_dataset({str(out.resolve())!r}, "
+                      f"{config!r}, split='test'))")
+    if a.diagnostics or a.diagnostics_only:
+        from metrics.build_audit import DIAGNOSTICS_FILE, audit, format_audit
+
+        result = audit(out, bench.configs, audio=not a.scripts_only, limit=a.diagnostics_limit,
+                       progress=a.progress)
+        print(format_audit(result))
+        print(f"diagnostics written to {out / DIAGNOSTICS_FILE}")
     return 0
 
 
@@ -156,6 +170,17 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--cache-dir", default=None,
                    help="TTS clip cache (default $DUPLEX_EVAL_CACHE/tts or ~/.cache/duplex-eval/tts)")
     b.add_argument("--no-cache", action="store_true")
+    b.add_argument("--scripts-only", action="store_true",
+                   help="write OUT/scripts.jsonl (one validated script per line) and no audio: seconds, no TTS")
+    b.add_argument("--diagnostics", action="store_true",
+                   help="after building, print and write OUT/diagnostics.json: distinct texts, repeated sentences, "
+                        "distinct-n, per-attribute word differences; with audio also ASR word error rate per "
+                        "voice and the 'Aria' recognition rate (text only with --scripts-only)")
+    b.add_argument("--diagnostics-only", action="store_true",
+                   help="do not build: audit the existing folder --out (its parquet, else its scripts.jsonl)")
+    b.add_argument("--diagnostics-limit", type=int, default=None, metavar="N",
+                   help="ASR only the first N cases (default: all; the default ASR runs ~10x faster than real "
+                        "time on CPU: the mini set's 40 cases take ~4 min)")
     b.set_defaults(func=cmd_build)
     r = sub.add_parser("run", help="run an adapter over a dataset (resumable)")
     add_run_arguments(r)
