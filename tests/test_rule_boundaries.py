@@ -244,6 +244,7 @@ def test_silence_window_edges(span: Span, speech_s: float) -> None:
         assert outcomes(n1, TH) == {"silence_preservation": True}
     else:
         assert n1["spans"] == [[span.start_s, span.end_s]] and n1["transcript"] == "Paris is lovely"
+        assert n1["transcribed_s"] == round(span.duration_s, 3)  # the ASR hears the whole span, not the clipped part
         assert n1["ack_verdict"] == "intrusion"
         assert outcomes(n1, TH) == {"silence_preservation": False}
 
@@ -268,18 +269,18 @@ def test_full_records() -> None:
     base = {"case_id": "c1", "pair_id": "p1", "condition": "explicit"}
     expected = [
         base | {"kind": "silence", "label": "N3", "turn_id": "t00", "window": [4.0, 7.0], "speech_s": 0.0,
-                "spans": [], "transcript": "", "ack_verdict": None},
+                "spans": [], "transcript": "", "transcribed_s": 0.0, "ack_verdict": None},
         base | {"kind": "T", "label": "T", "turn_id": "t01", "t_end_s": 9.0, "next_start_s": 12.0,
                 "active_at_end": False, "onset_latency_s": 0.25, "response_spans": [[9.25, 10.5]],
-                "transcript": "It is 21 dollars.", "answer_verdict": "correct"},
+                "transcript": "It is 21 dollars.", "transcribed_s": 1.25, "answer_verdict": "correct"},
         base | {"kind": "silence", "label": "N1", "turn_id": "t02", "window": [12.0, 15.0], "speech_s": 0.4,
-                "spans": [[13.0, 13.4]], "transcript": "okay", "ack_verdict": "acknowledgement"},
+                "spans": [[13.0, 13.4]], "transcript": "okay", "transcribed_s": 0.4, "ack_verdict": "acknowledgement"},
         base | {"kind": "N4", "label": "N4", "turn_id": "t03", "q_end_s": 17.0, "r_start_s": 20.0,
                 "r_end_s": 22.0, "window_speech_s": 3.0, "active_at_r_start": True, "stop_latency_s": 1.5,
                 "new_onsets_in_r": 1},
         # the last turn's window runs to the end of the recording
         base | {"kind": "silence", "label": "N2", "turn_id": "t05", "window": [25.0, 30.0], "speech_s": 1.0,
-                "spans": [[28.0, 29.0]], "transcript": "bye now", "ack_verdict": "intrusion"},
+                "spans": [[28.0, 29.0]], "transcript": "bye now", "transcribed_s": 1.0, "ack_verdict": "intrusion"},
     ]
     # Records may carry more fields than these; these must be exactly as stated.
     assert [{k: r.get(k) for k in e} for r, e in zip(rows, expected, strict=True)] == expected
