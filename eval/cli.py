@@ -69,7 +69,8 @@ def _score(run_dir: Path, a: argparse.Namespace) -> dict:
         # Judge calls are cached by content hash in the run folder, so a rescore resumes where it stopped.
         judge_args.setdefault("cache_dir", str(run_dir / "judge-cache"))
     judge = None if a.reuse else get_judge(a.judge, **judge_args)
-    return score_run_dir(run_dir, asr=asr, judge=judge, overrides=overrides, reuse_measurements=a.reuse)
+    return score_run_dir(run_dir, asr=asr, judge=judge, overrides=overrides, reuse_measurements=a.reuse,
+                         progress=a.progress)
 
 
 def print_result(run_dir: Path, result: dict) -> None:
@@ -82,7 +83,9 @@ def print_result(run_dir: Path, result: dict) -> None:
     for flag in result.get("health", {}).get("flags", []):
         print(f"HEALTH {flag}")
     for f in result["failed_episodes"]:
-        print(f"FAILED {f['case_id']}: {f['reason']}")
+        counted = (f"counted as failed in {f['windows']} windows" if f.get("windows") is not None
+                   else "windows unknown, NOT counted")
+        print(f"FAILED {f['case_id']} ({f['status']}; {counted}): {f['reason']}")
     for title, text in result_tables({result["adapter"]: result}):
         print(f"-- {title}\n{text}")
     print(provenance(result))
@@ -98,7 +101,8 @@ def cmd_score(a: argparse.Namespace) -> int:
 def cmd_report(a: argparse.Namespace) -> int:
     from eval.report import write_report
 
-    path = write_report([Path(r) for r in a.run_dirs], Path(a.out), max_plots=a.max_plots)
+    path = write_report([Path(r) for r in a.run_dirs], Path(a.out), max_plots=a.max_plots,
+                        allow_stale=a.allow_stale)
     print(f"report: {path}")
     return 0
 
@@ -149,6 +153,7 @@ def add_score_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                    help="threshold override, e.g. t_onset_window_s=3 yield_tolerance_s=0.5 (written to its own "
                         "scores file)")
+    p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress line on stderr")
     p.add_argument("--reuse", action="store_true",
                    help="re-apply thresholds to stored measurements.jsonl (no VAD/ASR/judge)")
 
@@ -193,6 +198,8 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument("run_dirs", nargs="+")
     rp.add_argument("--out", default=str(DEFAULT_OUT / "report"))
     rp.add_argument("--max-plots", type=int, default=40)
+    rp.add_argument("--allow-stale", action="store_true",
+                    help="show runs whose scores no longer match their folder, marked STALE, instead of refusing")
     rp.set_defaults(func=cmd_report)
     tr = sub.add_parser("text-reference", help="transcript-conditioned reference: respond/silent from text")
     tr.add_argument("--dataset", required=True)

@@ -38,7 +38,7 @@ def demo(out: Path, preset: str = "mini", adapters: list[str] | None = None,
                 counts = run(RunConfig(dataset=str(dataset), config=config, adapter=name, out=str(run_dir),
                                        adapter_args=args, progress=True))
                 log.info("%s %s: %s", bench.name, name, counts)
-            results[name] = score_run_dir(run_dir)
+            results[name] = score_run_dir(run_dir, progress=True)
             run_dirs.append(run_dir)
         print(f"\n=== {bench.title} {preset} (value k/n [Wilson 95% CI]) ===")
         for name, res in results.items():

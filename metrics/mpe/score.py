@@ -24,6 +24,7 @@ from typing import Any
 
 from dataset_builder.atomic import atomic_write_json, atomic_write_text
 from dataset_builder.episode import Episode
+from dataset_builder.progress import Progress
 from dataset_builder.protocols import MPEProtocol
 from metrics.episodes import (
     Failure,
@@ -121,33 +122,39 @@ def gold_problem(ep: Episode) -> str | None:
     return None
 
 
-def measure_run(folder: RunFolder, asr: Any, judge: Any, vad_factory: Any
+def measure_run(folder: RunFolder, asr: Any, judge: Any, vad_factory: Any, progress: bool = False
                 ) -> tuple[list[dict[str, Any]], dict[str, dict[str, float]]]:
     """Measurements and health numbers of every usable episode; one that turns out unusable moves to
     `folder.failures` with its reason and the rest go on."""
     measurements: list[dict[str, Any]] = []
     stats: dict[str, dict[str, float]] = {}
-    for ep in list(folder.ok):
+    bar = Progress(f"score {folder.run_dir.name}", len(folder.ok), enabled=progress)
+
+    def measure_one(ep: Episode) -> None:
         problem = gold_problem(ep)
         if problem:
             folder.fail(ep, problem)
-            continue
+            return
         try:
             audio = read_recording(folder.run_dir, ep)
         except RecordingError as err:
             folder.fail(ep, str(err))
-            continue
+            return
         model = audio[:, 1]
         spans = vad_factory(ep.params.get("vad", {})).spans(model, SR)
         profile = SoundProfile(model, SR)
         stats[ep.case_id] = episode_stats(model, SR, spans, profile)
 
-        def transcribe(sp: list[Span], model=model) -> str:
+        def transcribe(sp: list[Span]) -> str:
             return asr.transcribe(span_audio(model, SR, sp), SR)
 
         for m in measure_episode(ep, spans, transcribe, judge):
             measurements.append(m | {"model_spans_n": len(spans),
                                      "sound": window_sound(profile, spans, *sound_window(m))})
+
+    for ep in list(folder.ok):
+        measure_one(ep)
+        bar.advance(note=ep.case_id)
     return measurements, stats
 
 
@@ -198,7 +205,7 @@ def failed_window_counts(measurements: list[dict[str, Any]]) -> dict[str, int]:
 
 
 def score_run(run_dir: Path, *, asr: Any = None, judge: Any = None, overrides: dict[str, Any] | None = None,
-              reuse_measurements: bool = False) -> dict[str, Any]:
+              reuse_measurements: bool = False, progress: bool = False) -> dict[str, Any]:
     """Score a run folder; with `reuse_measurements`, only re-apply thresholds to measurements.jsonl.
 
     `overrides` (threshold name -> number) are checked against THRESHOLD_LIMITS and the recorded protocol
@@ -226,7 +233,7 @@ def score_run(run_dir: Path, *, asr: Any = None, judge: Any = None, overrides: d
         asr = asr or get_asr(DEFAULT_ASR)
         judge = judge or get_judge("heuristic")
         invalidate(run_dir)  # old scores must not outlive a rescore that stops halfway
-        measurements, stats = measure_run(folder, asr, judge, vad_from_params)
+        measurements, stats = measure_run(folder, asr, judge, vad_from_params, progress=progress)
         failed_records, failed_entries, uncounted = account_failures(folder, windows_of_failure)
         measurements += failed_records
         mtext = "".join(json.dumps(m) + "\n" for m in measurements)
