@@ -29,6 +29,9 @@ def test_failed_windows_follow_the_gold_labels() -> None:
         base | {"kind": "silence", "label": "N1", "turn_id": "t07"},  # t06: an N4Q not followed by N4R
     ]                                                             # t08: an N4Q at the end
     assert failed_windows("c", "p", "explicit", {}, "x") == []
+    # An answering window at the very end of the scene still counts.
+    assert [(r["kind"], r["turn_id"]) for r in failed_windows("c", "p", "explicit", {"a": "T", "q": "N4Q", "r": "N4R"},
+                                                                 "x")] == [("T", "a"), ("N4", "q")]
     assert failed_windows("c", "p", "explicit", {"a": "N4R", "b": "PRE"}, "x") == []
 
 
