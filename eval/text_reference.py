@@ -19,7 +19,7 @@ from dataset_builder.atomic import atomic_write_json, atomic_write_text
 from dataset_builder.registry import LazyRegistry
 from dataset_builder.schema import SILENT_LABELS, Case
 from metrics.judges import HeuristicJudge
-from metrics.mpe.score import paired_summary, summarise
+from metrics.mpe.aggregate import paired_summary, summarise
 
 SCORED_LABELS = ("T", *SILENT_LABELS)
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from metrics.mpe.score import aggregate
+from metrics.mpe.aggregate import aggregate
 from metrics.mpe.verdicts import Thresholds
 
 ROOT = Path(__file__).resolve().parent.parent

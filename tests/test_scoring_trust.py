@@ -21,8 +21,9 @@ import soundfile as sf
 from dataset_builder.errors import UsageError
 from dataset_builder.protocols import MPEProtocol
 from dataset_builder.schema import SchemaError
+from metrics.mpe.aggregate import aggregate
 from metrics.mpe.measure import failed_windows
-from metrics.mpe.score import aggregate, score_run
+from metrics.mpe.score import score_run
 from metrics.mpe.verdicts import Thresholds
 from metrics.tables import side_by_side
 from tests.handmade import N_N4, N_SILENCE, N_T, NoASR, kn, silence, write_episode, write_run_json

@@ -6,7 +6,7 @@
     result = mpe.compute(measurements=open("RUN_DIR/measurements.jsonl").read().splitlines())
 
 The module holds no scoring logic: verdicts and aggregation are `metrics.mpe.verdicts` and
-`metrics.mpe.score.aggregate`, the same functions `duplex-eval score` uses, so both paths give one number.
+`metrics.mpe.aggregate.aggregate`, the same functions `duplex-eval score` uses, so both paths give one number.
 """
 
 # evaluate reads this file line by line to find the packages it needs: one import per line, no comma imports.
@@ -18,7 +18,7 @@ from typing import Any
 import datasets
 import evaluate
 
-from metrics.mpe.score import aggregate
+from metrics.mpe.aggregate import aggregate
 from metrics.mpe.verdicts import Thresholds
 
 _CITATION = """\

@@ -16,7 +16,6 @@ health line, never dropped silently.
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 from dataclasses import asdict, fields, replace
 from hashlib import sha256
 from pathlib import Path
@@ -37,10 +36,10 @@ from metrics.episodes import (
 )
 from metrics.freshness import HEALTH, MEASUREMENTS, invalidate, load_reusable, provenance, scores_path
 from metrics.health import SoundProfile, episode_stats, run_health, window_sound, with_flags
+from metrics.mpe.aggregate import aggregate
 from metrics.mpe.measure import failed_windows, measure_episode, sound_window, span_audio
-from metrics.mpe.verdicts import METRICS, WINDOW_METRICS, Thresholds, outcomes
+from metrics.mpe.verdicts import METRICS, WINDOW_METRICS, Thresholds
 from metrics.spans import Span
-from metrics.stats import mcnemar_exact, wilson_interval
 from metrics.thresholds import Limit, validate_overrides
 
 BENCHMARK = "mpe"
@@ -51,58 +50,6 @@ THRESHOLD_LIMITS = {
         "had its chance)")),
     "yield_tolerance_s": Limit(low=0.0),
 }
-LABEL_GROUPS = {"T": ("fresh_onset_rate", "response_presence", "answer_accuracy"),
-                "N1": ("silence_preservation",), "N2": ("silence_preservation",),
-                "N3": ("silence_preservation",), "N4": ("window_response", "answering_window_yield")}
-
-
-def summarise(successes: list[bool]) -> dict[str, Any]:
-    n, k = len(successes), sum(successes)
-    ci = wilson_interval(k, n) if n else None
-    return {"value": k / n if n else None, "n": n, "k": k,
-            "ci": [round(ci[0], 4), round(ci[1], 4)] if ci else None}
-
-
-def aggregate(measurements: list[dict[str, Any]], th: Thresholds) -> dict[str, Any]:
-    per: dict[tuple[str, str, str], list[bool]] = defaultdict(list)  # (condition, label, metric)
-    for m in measurements:
-        for metric, ok in outcomes(m, th).items():
-            per[(m["condition"], m["label"], metric)].append(ok)
-
-    def pick(cond: str | None = None, label: str | None = None) -> dict[str, Any]:
-        return {metric: summarise([ok for (c, lab, mt), oks in per.items() for ok in oks
-                                   if mt == metric and cond in (None, c) and label in (None, lab)])
-                for metric in METRICS}
-
-    conditions = sorted({m["condition"] for m in measurements})
-    by_label = {lab: {mt: pick(label=lab)[mt] for mt in metrics} for lab, metrics in LABEL_GROUPS.items()}
-    return {"scores": pick(), "by_condition": {c: pick(cond=c) for c in conditions}, "by_label": by_label,
-            "paired": paired_tests(measurements, th)}
-
-
-def paired_summary(pairs: list[tuple[bool, bool]]) -> dict[str, Any]:
-    """(explicit, implicit) outcomes of complete pairs -> rate difference and exact McNemar p."""
-    b = sum(1 for e, i in pairs if e and not i)
-    c = sum(1 for e, i in pairs if i and not e)
-    n = len(pairs)
-    return {"n_pairs": n, "explicit_only": b, "implicit_only": c,
-            "difference": (sum(e for e, _ in pairs) - sum(i for _, i in pairs)) / n if n else None,
-            "mcnemar_p": mcnemar_exact(b, c) if n else None}
-
-
-def paired_tests(measurements: list[dict[str, Any]], th: Thresholds) -> dict[str, Any]:
-    """Explicit vs implicit on the same scenario: rate difference and exact McNemar on discordant pairs."""
-    by_pair: dict[str, dict[str, dict[str, bool]]] = defaultdict(dict)
-    for m in measurements:
-        if m["kind"] == "T":
-            by_pair[m["pair_id"]][m["condition"]] = outcomes(m, th)
-    out: dict[str, Any] = {}
-    for metric in ("response_presence", "fresh_onset_rate"):
-        out[metric] = paired_summary([(p["explicit"][metric], p["implicit"][metric]) for p in by_pair.values()
-                                      if "explicit" in p and "implicit" in p])
-    return out
-
-
 def vad_from_params(params: dict[str, Any]) -> Any:
     """The batch VAD with the parameters the episode was recorded under."""
     from metrics.vad import SileroVAD, VADParams
