@@ -38,6 +38,18 @@ def overlapping(spans: list[Span], a: float, b: float) -> list[Span]:
     return [s for s in spans if s.start_s < b and s.end_s > a]
 
 
+def window_kind(label: str, next_label: str | None) -> str | None:
+    """The scored window a turn opens, or None: every T ("T"), every N1/N2/N3 turn ("silence"), every N4Q whose
+    next turn is its N4R ("N4"). One rule for measured episodes and for the windows of failed ones."""
+    if label == "T":
+        return "T"
+    if label in SILENT_LABELS:
+        return "silence"
+    if label == "N4Q" and next_label == "N4R":
+        return "N4"
+    return None
+
+
 def measure_episode(ep: Episode, spans: list[Span], transcribe: Transcriber, judge: AnswerJudge
                     ) -> list[dict[str, Any]]:
     """One record per scored window: every T, every N1/N2/N3 turn, every N4Q/N4R event."""
@@ -48,7 +60,8 @@ def measure_episode(ep: Episode, spans: list[Span], transcribe: Transcriber, jud
     for i, ev in enumerate(events):
         label = labels.get(ev.turn_id, ev.label)
         next_start = events[i + 1].start_s if i + 1 < len(events) else ep.duration_s
-        if label == "T":
+        kind = window_kind(label, labels.get(events[i + 1].turn_id) if i + 1 < len(events) else None)
+        if kind == "T":
             active = active_at(spans, ev.end_s)
             later = [s for s in onsets_in(spans, ev.end_s, next_start) if s is not active]
             response = overlapping(spans, ev.end_s, next_start)
@@ -62,7 +75,7 @@ def measure_episode(ep: Episode, spans: list[Span], transcribe: Transcriber, jud
                 "response_spans": _spans_json(response), "transcript": transcript,
                 "transcribed_s": _seconds(response), "answer_verdict": verdict.label if response else None,
             })
-        elif label in SILENT_LABELS:
+        elif kind == "silence":
             inside = overlapping(spans, ev.start_s, next_start)
             speech = speech_in(spans, ev.start_s, next_start)
             transcript = transcribe(inside) if inside else ""
@@ -72,7 +85,7 @@ def measure_episode(ep: Episode, spans: list[Span], transcribe: Transcriber, jud
                 "transcribed_s": _seconds(inside),
                 "ack_verdict": judge.classify_ack(transcript).label if inside else None,
             })
-        elif label == "N4Q" and i + 1 < len(events) and labels.get(events[i + 1].turn_id) == "N4R":
+        elif kind == "N4":
             r = events[i + 1]
             active = active_at(spans, r.start_s)
             new = [s for s in onsets_in(spans, r.start_s, r.end_s) if s is not active]
@@ -106,12 +119,9 @@ def failed_windows(case_id: str, pair_id: str, condition: str, labels: dict[str,
     order = list(labels.items())
     out: list[dict[str, Any]] = []
     for i, (turn_id, label) in enumerate(order):
-        if label == "T":
-            out.append(base | {"kind": "T", "label": "T", "turn_id": turn_id})
-        elif label in SILENT_LABELS:
-            out.append(base | {"kind": "silence", "label": label, "turn_id": turn_id})
-        elif label == "N4Q" and i + 1 < len(order) and order[i + 1][1] == "N4R":
-            out.append(base | {"kind": "N4", "label": "N4", "turn_id": turn_id})
+        kind = window_kind(label, order[i + 1][1] if i + 1 < len(order) else None)
+        if kind is not None:
+            out.append(base | {"kind": kind, "label": label if kind == "silence" else kind, "turn_id": turn_id})
     return out
 
 
