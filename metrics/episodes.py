@@ -141,34 +141,40 @@ def _wav_size(run_dir: Path, case_id: str) -> int:
         return -1
 
 
-def folder_digest(run_dir: Path) -> tuple[str, list[str]]:
-    """The digest and case ids of the folder as it is now (what `load_run_folder` would record)."""
-    run_dir = Path(run_dir)
-    entries = []
+def _read_records(run_dir: Path) -> list[tuple[Path, bytes | OSError, int]]:
+    """Every `*.rec.json` of the folder, sorted: its path, its bytes (or the error reading them), its WAV size."""
+    out: list[tuple[Path, bytes | OSError, int]] = []
     for rec in sorted(run_dir.glob(f"*{REC_SUFFIX}")):
         try:
-            data = rec.read_bytes()
-        except OSError:
-            data = b""
-        entries.append((case_id_of(rec), data, _wav_size(run_dir, case_id_of(rec))))
-    return episodes_digest(entries), [e[0] for e in entries]
+            data: bytes | OSError = rec.read_bytes()
+        except OSError as err:
+            data = err
+        out.append((rec, data, _wav_size(run_dir, case_id_of(rec))))
+    return out
+
+
+def _digest_of(records: list[tuple[Path, bytes | OSError, int]]) -> str:
+    return episodes_digest([(case_id_of(rec), data if isinstance(data, bytes) else b"", wav_size)
+                            for rec, data, wav_size in records])
+
+
+def folder_digest(run_dir: Path) -> tuple[str, list[str]]:
+    """The digest and case ids of the folder as it is now (what `load_run_folder` would record)."""
+    records = _read_records(Path(run_dir))
+    return _digest_of(records), [case_id_of(rec) for rec, _, _ in records]
 
 
 def load_run_folder(run_dir: Path, benchmark: str, *, check_audio: bool = True) -> RunFolder:
     """Every episode of the folder, each usable or a Failure with its reason; never raises for one bad file."""
     run_dir = Path(run_dir)
     folder = RunFolder(run_dir=run_dir, info=read_run_info(run_dir))
-    entries = []
-    for rec in sorted(run_dir.glob(f"*{REC_SUFFIX}")):
+    records = _read_records(run_dir)
+    for rec, data, _ in records:
         case_id = case_id_of(rec)
         folder.case_ids.append(case_id)
-        try:
-            data = rec.read_bytes()
-        except OSError as err:
-            entries.append((case_id, b"", _wav_size(run_dir, case_id)))
-            folder.failures.append(Failure(case_id, "unusable", f"{rec.name} could not be read ({err})"))
+        if isinstance(data, OSError):
+            folder.failures.append(Failure(case_id, "unusable", f"{rec.name} could not be read ({data})"))
             continue
-        entries.append((case_id, data, _wav_size(run_dir, case_id)))
         try:
             ep = Episode.from_dict(json.loads(data), source=str(rec))
         except (json.JSONDecodeError, UnicodeDecodeError) as err:
@@ -195,7 +201,7 @@ def load_run_folder(run_dir: Path, benchmark: str, *, check_audio: bool = True) 
                 folder.failures.append(Failure(case_id, "unusable", str(err), ep))
                 continue
         folder.ok.append(ep)
-    folder.digest = episodes_digest(entries)
+    folder.digest = _digest_of(records)
     return folder
 
 
