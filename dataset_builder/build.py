@@ -43,20 +43,19 @@ class BuildOptions:
         return presets[self.preset]
 
 
+def tts_backend(options: BuildOptions) -> TTSBackend:
+    """The chosen backend, uncached. Constructors load no model, so scripts-only can ask it for its name and
+    voices (the speaker->voice map is part of a script) without synthesising anything."""
+    return get_tts(options.tts, **options.tts_args)
+
+
 def open_tts(options: BuildOptions) -> tuple[TTSBackend, TTSBackend]:
     """The backend itself (voices, name) and what to synthesise through (cached when a cache folder is set)."""
-    backend = get_tts(options.tts, **options.tts_args)
+    backend = tts_backend(options)
     return backend, (CachedTTS(backend, options.cache_dir) if options.cache_dir else backend)
 
 
 SCRIPTS_FILE = "scripts.jsonl"
-
-
-def backend_voices(options: BuildOptions) -> tuple[str, list[str]]:
-    """The chosen backend's name and voice list, without synthesising: the speaker->voice map is part of a
-    script, so scripts-only must draw from the same voices a full build would (constructors load no model)."""
-    backend = get_tts(options.tts, **options.tts_args)
-    return backend.name, backend.voices()
 
 
 def write_scripts(out_dir: Path, scripts: Iterable[Script]) -> Path:

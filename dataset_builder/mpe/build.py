@@ -18,7 +18,7 @@ import numpy as np
 
 from dataset_builder.atomic import round_ms
 from dataset_builder.audio import SESSION_SR, silence, wav_bytes
-from dataset_builder.build import BuildOptions, backend_voices, open_tts, write_scripts
+from dataset_builder.build import BuildOptions, open_tts, tts_backend, write_scripts
 from dataset_builder.progress import Progress
 from dataset_builder.schema import Case, Clip, Script
 from dataset_builder.segments import render_turn
@@ -74,12 +74,12 @@ def build_scripts_only(out_dir: Path, options: BuildOptions) -> dict[str, Any]:
 
     t0 = time.perf_counter()
     n_pairs = options.size(PRESETS)
-    tts_name, voices = backend_voices(options)
-    scripts = generate_scripts(n_pairs, options.seed, voices)
+    backend = tts_backend(options)
+    scripts = generate_scripts(n_pairs, options.seed, backend.voices())
     path = write_scripts(Path(out_dir), scripts)
     stats = Counter(c for script in scripts for c in script_counts(script))
     info = {"preset": options.preset, "seed": options.seed, "n_pairs": n_pairs, "n_scripts": len(scripts),
-            "tts_backend": tts_name, "generator": GENERATOR_VERSION, "scripts": str(path),
+            "tts_backend": backend.name, "generator": GENERATOR_VERSION, "scripts": str(path),
             "counts": dict(sorted(stats.items())), "build_s": round(time.perf_counter() - t0, 1)}
     log.info("wrote %d MPE scripts to %s in %.1fs (no audio)", len(scripts), path, info["build_s"])
     return info
