@@ -11,7 +11,7 @@ from pathlib import Path
 from dataset_builder.benchmarks import benchmark_names, get_benchmark
 from dataset_builder.errors import UsageError
 from dataset_builder.schema import SchemaError
-from eval.run import add_run_arguments, config_from_args, outcome, parse_kv, run
+from eval.run import add_run_arguments, config_from_args, finish, parse_kv, run
 
 DEFAULT_OUT = Path("out")
 
@@ -50,11 +50,7 @@ def cmd_build(a: argparse.Namespace) -> int:
 
 
 def cmd_run(a: argparse.Namespace) -> int:
-    counts = run(config_from_args(a))
-    print(json.dumps(counts))
-    code, line = outcome(counts)
-    print(line, file=sys.stderr)
-    return code
+    return finish(run(config_from_args(a)))
 
 
 def _score(run_dir: Path, a: argparse.Namespace) -> dict:

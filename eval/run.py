@@ -35,8 +35,8 @@ from dataset_builder.schema import SchemaError  # noqa: E402
 
 log = logging.getLogger("duplex_eval.run")
 
-# What `--force` removes from a run folder: only what a run or its scoring writes there.
-RUN_OUTPUTS = ("*.wav", "*.rec.json", "run.json", "measurements*.jsonl", "scores*.json", "health.json")
+# What `--force` removes from a run folder besides the scoring outputs: only what a run writes there.
+RUN_OUTPUTS = ("*.wav", "*.rec.json", "run.json")
 
 
 @dataclass
@@ -119,7 +119,10 @@ def check_marker(out: Path, cfg: RunConfig, fingerprint: str) -> None:
 
 
 def clear_run_dir(out: Path) -> int:
-    removed = 0
+    """Remove the run's episodes and run.json, and every scoring output (`metrics.freshness.invalidate`)."""
+    from metrics.freshness import invalidate
+
+    removed = len(invalidate(out))
     for pattern in RUN_OUTPUTS:
         for p in out.glob(pattern):
             p.unlink()
@@ -254,6 +257,14 @@ def outcome(counts: dict[str, int]) -> tuple[int, str]:
                "the reasons are in each failed episode's rec.json and in `duplex-eval score`")
 
 
+def finish(counts: dict[str, int]) -> int:
+    """Print this process's counts (JSON, stdout) and the closing line (stderr); return the exit status."""
+    print(json.dumps(counts))
+    code, line = outcome(counts)
+    print(line, file=sys.stderr)
+    return code
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     p = argparse.ArgumentParser(prog="eval/run.py", description=__doc__.split("\n")[0])
@@ -263,10 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     except (SchemaError, UsageError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    print(json.dumps(counts))
-    code, line = outcome(counts)
-    print(line, file=sys.stderr)
-    return code
+    return finish(counts)
 
 
 if __name__ == "__main__":
