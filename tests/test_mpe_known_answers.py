@@ -18,13 +18,11 @@ from metrics.mpe.measure import measure_episode
 from metrics.mpe.score import score_run
 from metrics.mpe.verdicts import Thresholds, outcomes
 from metrics.spans import Span
+from tests.handmade import GOLD, LABELS
 
-LABELS = {"t00": "N3", "t01": "T", "t02": "N1", "t03": "N4Q", "t04": "N4R", "t05": "N2"}
 TIMES = {"preamble": (0.0, 3.0), "t00": (4.0, 6.0), "t01": (7.0, 9.0), "t02": (12.0, 14.0),
          "t03": (15.0, 17.0), "t04": (20.0, 22.0), "t05": (25.0, 27.0)}
 DURATION = 30.0
-GOLD = {"question": "How much does each person owe?", "gold_answer": "21", "gold_aliases": ["21 dollars"],
-        "task_type": "split_bill", "t_position": "early", "labels": LABELS}
 
 ANSWER = "The answer is twenty one."
 WRONG_EARLY = "I believe it is twenty."
