@@ -79,6 +79,8 @@ DEVICE_CONTEXTS: dict[str, str | None] = {
     "no other voice devices": None,
 }
 
+DEVICE_COMMAND_KINDS = ("speaker", "tv", "phone", "thermostat", "vacuum")
+
 DEVICE_COMMANDS: dict[str, list[str]] = {
     "speaker": ["play some quiet music", "turn the volume down", "pause the music", "skip this song"],
     "tv": ["turn the sound down", "switch to the news", "pause the film", "turn yourself off"],
