@@ -126,8 +126,10 @@ class _Checker:
     def fail(self, where: str, rule: str, text: str) -> None:
         self.problems.append(f"{where}: {rule}: {text}")
 
-    def text(self, where: str, text: str, *, mentions_allowed: bool, min_words: int = MIN_LINE_WORDS) -> None:
-        """The rules every spoken line obeys (README rules 3-5)."""
+    def text(self, where: str, text: str, *, mentions_allowed: bool, min_words: int = MIN_LINE_WORDS,
+             whole: bool = True, may_address: bool = False) -> None:
+        """The rules every spoken line obeys (README rules 3-5); `whole=False` for a fragment (an opener, a
+        command) that only ever appears inside a longer sentence."""
         if re.search(r"\d", text):
             self.fail(where, "digits", text)
         if m := _NUMBER_WORDS.search(text):
@@ -141,14 +143,14 @@ class _Checker:
             self.fail(where, f"letters '{ASSISTANT_NAME.lower()}' inside another word", text)
         if _NAME.search(text) and not mentions_allowed:
             self.fail(where, f"{ASSISTANT_NAME} outside mentions.txt", text)
-        if _NAME.search(text) and _ADDRESSED.search(text):
+        if _NAME.search(text) and _ADDRESSED.search(text) and not may_address:
             self.fail(where, f"addresses or asks {ASSISTANT_NAME} (a mention only talks about it)", text)
         n_words = len(words(_PLACEHOLDER.sub("Sam", text)))
         if n_words < min_words:
             self.fail(where, f"fewer than {min_words} words", text)
         if n_words > MAX_WORDS:
             self.fail(where, f"more than {MAX_WORDS} words", text)
-        sentences = split_sentences(text)
+        sentences = split_sentences(text) if whole else []
         if len(sentences) > MAX_SENTENCES:
             self.fail(where, f"more than {MAX_SENTENCES} sentences", text)
         for s in sentences:
@@ -250,7 +252,7 @@ def load_n4(path: Path, check: _Checker) -> list[N4Item]:
                 if value.endswith("?") or value[:1] != value[:1].lower():
                     check.fail(at, "Q: starts lowercase and has no question mark", value)
             elif key in ("other", "self"):
-                check.text(at, value, mentions_allowed=True)
+                check.text(at, value, mentions_allowed=True, may_address=True)
                 (other if key == "other" else own).append(value)
             else:
                 check.fail(at, "expected 'Q:' once, then 'other:' and 'self:' lines", text)
@@ -267,7 +269,7 @@ def load_dismiss(path: Path, check: _Checker) -> list[StyledLine]:
         for number, text in rows:
             m = _LINE.match(text)
             said, where = (m.group(3) if m else text).strip(), f"{_rel(path)}:{number}"
-            check.text(where, said, mentions_allowed=True)
+            check.text(where, said, mentions_allowed=True, may_address=True)
             if not _NAME.search(said):
                 check.fail(where, f"a dismissal names {ASSISTANT_NAME}", said)
             out.append(StyledLine(style, said, where))
@@ -338,7 +340,7 @@ def load_bank_unchecked() -> tuple[PhraseBank, list[str]]:
         for opener in openers:
             if not opener.endswith(","):
                 check.fail(where, "an opener ends with a comma", opener)
-            check.text(where, opener, mentions_allowed=False, min_words=1)
+            check.text(where, opener, mentions_allowed=False, min_words=1, whole=False)
         bank.openers[register] = openers
     devices = PHRASES_DIR / "devices.yaml"
     data = _yaml(devices, check) if devices.exists() else {}
@@ -346,7 +348,7 @@ def load_bank_unchecked() -> tuple[PhraseBank, list[str]]:
         where = f"devices.yaml:{kind}"
         commands = _string_list(data.get(kind), where, check)
         for command in commands:
-            check.text(where, command, mentions_allowed=False, min_words=2)
+            check.text(where, command, mentions_allowed=False, min_words=2, whole=False)
             if command[:1] != command[:1].lower() or command[-1:] in ".!?,":
                 check.fail(where, "a command starts lowercase and has no final punctuation", command)
         bank.devices[kind] = commands
