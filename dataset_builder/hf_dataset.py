@@ -63,7 +63,7 @@ def _mpe_features() -> Features:
         "audio": Audio(sampling_rate=SESSION_SR),
         "preamble_text": s, "preamble_end_s": f64,
         "turns": List({name: turn[name] for name in TURN_FIELDS}),
-        "question": s, "gold_answer": s, "gold_aliases": List(s), "task_type": s, "t_position": s,
+        "question": s, "gold_answer": s, "gold_aliases": List(s), "task_type": s, "t_position": s, "cue": s,
         "setting": s, "activity": s, "relationship": s, "device_context": s, "register": s,
         "speakers": List(s), "n_speakers": i64, "seed": i64, "tts_backend": s,
     })

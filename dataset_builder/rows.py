@@ -43,6 +43,7 @@ def case_to_row(case: Case, audio_bytes: bytes) -> dict[str, Any]:
         "gold_aliases": list(s.gold_aliases),
         "task_type": s.task_type,
         "t_position": s.t_position,
+        "cue": s.cue,
         **{a: s.attributes[a] for a in SCENE_ATTRIBUTES},
         "speakers": [sp.name for sp in s.speakers],
         "n_speakers": len(s.speakers),
@@ -78,6 +79,7 @@ def row_to_case(row: dict[str, Any], *, source: str | None = None, index: int | 
                 "gold_aliases": list(row.get("gold_aliases") or []),
                 "task_type": row["task_type"],
                 "t_position": row["t_position"],
+                "cue": row.get("cue") or "",
             },
             source=source, row=where,
         )

@@ -16,6 +16,10 @@ MPE_CONDITIONS = ("explicit", "implicit")
 ASSISTANT_NAME = "Aria"
 SCENE_ATTRIBUTES = ("setting", "activity", "relationship", "device_context", "register")
 POSITION_BUCKETS = ("early", "middle", "late")
+# How the implicit T shows it is meant for the assistant without naming it (SPEC §5, issue 6): its role or place
+# ("you on the counter"), continuing an earlier exchange with it, after the people say none of them can answer,
+# or an unnamed "you" after the setup turn pointed at the device. Both scripts of a pair store their pair's kind.
+CUE_KINDS = ("role", "earlier", "nobody", "second_person")
 
 
 class SchemaError(ValueError):
@@ -127,6 +131,7 @@ class Script:
     gold_aliases: list[str] = field(default_factory=list)
     task_type: str = ""
     t_position: str = ""
+    cue: str = ""  # one of CUE_KINDS; "" in scripts from before cue kinds existed
 
     @property
     def t_index(self) -> int:
@@ -165,6 +170,7 @@ class Script:
             _require(not names_aria, "implicit T must not name Aria", "turns.T.text")
         _require(bool(self.gold_answer.strip()), "gold answer is empty", "gold_answer")
         _require(self.t_position in POSITION_BUCKETS, f"t_position {self.t_position!r} unknown", "t_position")
+        _require(self.cue in ("", *CUE_KINDS), f"cue {self.cue!r} not in {CUE_KINDS}", "cue")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -199,6 +205,8 @@ def validate_pair(explicit: Script, implicit: Script) -> None:
         raise SchemaError("paired scripts differ in label sequence", row=where, field="turns.label")
     if explicit.gold_answer != implicit.gold_answer:
         raise SchemaError("paired scripts differ in gold answer", row=where, field="gold_answer")
+    if explicit.cue != implicit.cue:
+        raise SchemaError("paired scripts differ in cue kind", row=where, field="cue")
     if explicit.t_index != implicit.t_index:
         raise SchemaError("paired scripts place T differently", row=where, field="turns")
 

@@ -17,15 +17,18 @@ import random
 import re
 import sys
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from dataset_builder.mpe import generate_pair
+from dataset_builder.mpe.attributes import ACTIVITIES
+from dataset_builder.mpe.generator import check_gold
 from dataset_builder.mpe.numbers import clock_aliases, number_words
-from dataset_builder.mpe.tasks import CONVERSIONS, FAMILIES, Task, build_task
+from dataset_builder.mpe.tasks import CONVERSIONS, FAMILIES, GoldMismatch, Task, build_task, families_for
+from dataset_builder.schema import SchemaError
 from metrics.textnorm import numbers_in, times_in, words_to_numbers
 
 SEEDS = range(1000)  # enough that a draw range moved by one changes the sample (locker 10-99: seed 789; room: 994)
@@ -35,13 +38,14 @@ STYLES = ("casual", "formal")
 # of the first.
 UNIT_FACTORS = {
     ("hours", "minutes"): 60,
+    ("minutes", "seconds"): 60,
     ("kilometres", "metres"): 1000,
     ("kilograms", "grams"): 1000,
-    ("dozen", "eggs"): 12,
+    ("dozen", "cupcakes"): 12,
     ("weeks", "days"): 7,
     ("litres", "millilitres"): 1000,
 }
-RECALL_KINDS = {"door code", "room number", "gate", "locker number"}
+RECALL_KINDS = {"code", "number", "label", "locker"}
 DAY_NAMES = list(calendar.day_name)  # Monday .. Sunday, from the standard library
 
 
@@ -54,30 +58,40 @@ def ints(text: str) -> list[int]:
 
 
 def tasks(family: str) -> list[Task]:
-    return [build_task(family, random.Random(seed), style) for seed in SEEDS for style in STYLES]
+    """The family drawn over SEEDS x STYLES, cycling through the activities it arises in and 3 or 4 people."""
+    activities = families_activities(family)
+    return [build_task(family, activities[seed % len(activities)], random.Random(seed), style, 3 + seed % 2)
+            for seed in SEEDS for style in STYLES]
+
+
+def families_activities(family: str) -> list[str]:
+    return [a for a in ACTIVITIES if family in families_for(a)]
 
 
 # --- the gold, recomputed from what is said ------------------------------------------------------------------
 
 def gold_bill_split(task: Task) -> str:
-    total, ways = map(int, re.fullmatch(r"A bill of (\d+) dollars is split evenly (\d+) ways\. .*",
+    total, ways = map(int, re.fullmatch(r".+ came to (\d+) dollars, split evenly between (\d+) people\. .*",
                                         task.question).groups())
     assert total % ways == 0, "a share in whole dollars"
-    assert sorted(ints(facts_text(task))) == sorted([total, ways])
+    assert ints(facts_text(task)) == [total, ways]
+    assert ways in (3, 4), "split between the people present"
     return str(total // ways)
 
 
 def gold_total_cost(task: Task) -> str:
-    qty, things, price = re.fullmatch(r"(\d+) (.+) at (\d+) dollars each\. .*", task.question).groups()
+    things, price, qty = re.fullmatch(r"(.+) cost (\d+) dollars each and (\d+) are needed\. .*",
+                                      task.question).groups()
     text = facts_text(task)
-    assert f"{price} dollars" in text and f"{qty} {things}" in text
+    assert f"{price} dollars" in text and f"{qty} {things.lower()}" in text
     return str(int(qty) * int(price))
 
 
 def gold_headcount(task: Task) -> str:
-    adults, kids = map(int, re.fullmatch(r"(\d+) adults and (\d+) children .*", task.question).groups())
-    assert sorted(ints(facts_text(task))) == sorted([adults, kids])
-    return str(adults + kids)
+    a, b = map(int, re.fullmatch(r"(\d+) .+ and (\d+) .+ each need one of the .+\. How many .*",
+                                 task.question).groups())
+    assert ints(facts_text(task)) == [a, b]
+    return str(a + b)
 
 
 def _minutes(duration: str) -> int:
@@ -86,9 +100,11 @@ def _minutes(duration: str) -> int:
     return 60 * int(m.group(1) or 0) + int(m.group(2) or 0)
 
 
+ARRIVAL = r".* at (\d{1,2}:\d\d) and .*?\b(?:takes|needs|lasts|runs for) (.+?)\. At what time .*"
+
+
 def gold_arrival_time(task: Task) -> str:
-    dep, dur = re.fullmatch(r"A \w+ leaves at (\d{1,2}:\d\d) and the trip takes (.+)\. At what time .*",
-                            task.question).groups()
+    dep, dur = re.fullmatch(ARRIVAL, task.question).groups()
     h, m = map(int, dep.split(":"))
     text = facts_text(task)
     assert dep in text and dur in text
@@ -98,7 +114,7 @@ def gold_arrival_time(task: Task) -> str:
 
 
 def gold_weekday_shift(task: Task) -> str:
-    day, k, direction = re.fullmatch(r"The .+ was on (\w+) and was moved (\d+) days? (later|earlier)\. .*",
+    day, k, direction = re.fullmatch(r".+ was on (\w+) and has moved (\d+) days? (later|earlier)\. .*",
                                      task.question).groups()
     text = facts_text(task)
     assert day in text and f"{k} day" in text and direction in text
@@ -107,15 +123,18 @@ def gold_weekday_shift(task: Task) -> str:
 
 
 def gold_unit_conversion(task: Task) -> str:
-    x, unit_from, unit_to = re.fullmatch(r"Convert (\d+) (\w+) into (\w+)\.", task.question).groups()
+    x, unit_from, unit_to = re.fullmatch(r"(\d+) (\w+): how many (\w+) is that\?", task.question).groups()
     assert f"{x} {unit_from}" in facts_text(task)  # the scene states the quantity that is asked about
+    assert unit_to in task.ask and unit_to in task.ask_indirect  # T names the unit asked for
     return str(int(x) * UNIT_FACTORS[(unit_from, unit_to)])
 
 
+SPOKEN = r"\b([A-F] \d+|[1-9] [1-9] [1-9] [1-9]|\d+)\b"
+
+
 def gold_fact_recall(task: Task) -> str:
-    thing = re.fullmatch(r"What (.+) was stated earlier in the conversation\?", task.question).group(1)
-    assert thing in RECALL_KINDS
-    spoken = re.search(rf"the {thing} is ([A-Z0-9 ]+)\.", facts_text(task)).group(1)
+    assert re.fullmatch(r"What was .+, as stated earlier in the conversation\?", task.question)
+    spoken, = re.findall(SPOKEN, facts_text(task))
     return spoken.replace(" ", "")  # codes are read digit by digit, gates as letter + number
 
 
@@ -132,11 +151,12 @@ INDEPENDENT: dict[str, Callable[[Task], str]] = {
 
 def test_every_family_has_an_independent_check() -> None:
     assert set(FAMILIES) == set(INDEPENDENT)
+    assert all(families_activities(f) for f in FAMILIES)  # every family arises in some activity
 
 
 def test_every_unit_conversion_kind_has_an_independent_factor() -> None:
-    assert {(c["unit_from"], c["unit_to"]) for c in CONVERSIONS} == set(UNIT_FACTORS)
-    seen = {re.fullmatch(r"Convert \d+ (\w+) into (\w+)\.", t.question).groups() for t in tasks("unit_conversion")}
+    assert set(CONVERSIONS) == set(UNIT_FACTORS)
+    seen = {re.fullmatch(r"\d+ (\w+): how many (\w+) .*", t.question).groups() for t in tasks("unit_conversion")}
     assert seen == set(UNIT_FACTORS)  # the sample reaches every kind
 
 
@@ -150,28 +170,30 @@ def test_gold_recomputed_from_what_the_scene_says(family: str) -> None:
         assert len(set(task.gold_aliases)) == len(task.gold_aliases)
         assert {f.label for f in task.facts} <= {"N2", "N3"}
         for fact in task.facts:  # N2 is said to a human, named when speakers are known; N3 to nobody
-            assert fact.text.startswith("{to}, ") if fact.label == "N2" else "{to}" not in fact.text
             assert fact.text.count("{to}") == (fact.label == "N2")
-        assert all("Aria" not in f.text for f in task.facts)
-        assert "Aria" in task.t_explicit and "Aria" not in task.t_implicit
-        texts = [task.question, task.t_explicit, task.t_implicit, *task.gold_aliases, facts_text(task)]
+        assert "{to}" in task.raise_text
+        texts = [task.question, task.ask, task.ask_indirect, task.raise_text, *task.gold_aliases, facts_text(task)]
+        assert all("aria" not in t.lower() for t in texts)
+        assert not re.search(r"\d", task.ask + task.ask_indirect + task.raise_text)  # T never restates a fact
         assert "{" not in " ".join(texts).replace("{to}", "")
         assert not any(re.search(r"\bNone\b", t) for t in texts)
 
 
-# What each recalled thing looks like when said: a door code is four digits (no zero, so never read "oh"), a room
-# number three digits, a gate a letter and a number, a locker number two digits.
-RECALL_FORMS = {"door code": r"[1-9] [1-9] [1-9] [1-9]", "room number": r"[1-4]\d\d",
-                "gate": r"[A-F] ([2-9]|[12]\d|30)", "locker number": r"[1-9]\d"}
+# What each recalled thing looks like when said: a code is four digits (no zero, so never read "oh"), a number
+# three digits, a label a letter and a number, a locker (or table) number two digits.
+RECALL_FORMS = {"code": r"[1-9] [1-9] [1-9] [1-9]", "number": r"[1-4]\d\d", "label": r"[A-F] ([2-9]|[12]\d|30)",
+                "locker": r"[1-9]\d"}
+
+
+def _recall_kind(spoken: str) -> str:
+    return next(k for k, form in RECALL_FORMS.items() if re.fullmatch(form, spoken))
 
 
 def test_recall_kinds_all_reached_each_in_its_form() -> None:
     seen = set()
     for t in tasks("fact_recall"):
-        thing = re.fullmatch(r"What (.+) was stated .*", t.question).group(1)
-        spoken = re.search(rf"the {thing} is (.+)\.", facts_text(t)).group(1)
-        assert re.fullmatch(RECALL_FORMS[thing], spoken), (thing, spoken)
-        seen.add(thing)
+        spoken, = re.findall(SPOKEN, facts_text(t))
+        seen.add(_recall_kind(spoken))
     assert seen == RECALL_KINDS
 
 
@@ -179,7 +201,7 @@ def test_arrival_times_are_valid_morning_clock_times() -> None:
     """Departures 1:00-9:55 on five-minute steps, trips of 15 min to 2 h: every time is a valid reading before noon."""
     deps, durs = [], []
     for t in tasks("arrival_time"):
-        dep, dur = re.search(r"leaves at (\d+:\d\d) and the trip takes (.+)\. At", t.question).groups()
+        dep, dur = re.fullmatch(ARRIVAL, t.question).groups()
         h, m = map(int, dep.split(":"))
         assert 1 <= h <= 9 and 0 <= m <= 55 and m % 5 == 0, dep
         deps.append(h * 60 + m)
@@ -199,24 +221,36 @@ def test_weekday_shifts_both_ways_and_across_the_week_end() -> None:
 
 
 def test_durations_read_as_spoken() -> None:
-    durs = {re.search(r"trip takes (.+)\. At", t.question).group(1) for t in tasks("arrival_time")}
+    durs = {re.fullmatch(ARRIVAL, t.question).group(2) for t in tasks("arrival_time")}
     assert {"1 hour", "2 hours", "15 minutes", "1 hour and 5 minutes"} <= durs
     assert not any(re.search(r"\b(1 hours|0 minutes|0 hours?)\b", d) for d in durs)
 
 
 def test_scenes_carry_the_gold_of_their_facts() -> None:
-    """Through the scene generator: the T request's gold follows from the fact turns said before it."""
+    """Through the scene generator: T's gold follows from the fact turns said before it, recomputed here, and the
+    generator's own parser (tasks.derive_gold) refuses a scene whose words were changed."""
     for i in range(120):
         for script in generate_pair(i, 11, ["v1", "v2", "v3", "v4", "v5"]):
-            before_t = [t for t in script.turns[: script.t_index] if t.label in ("N2", "N3")]
-            text = " ".join(t.text for t in before_t)
+            before_t = [t.text for t in script.turns[: script.t_index]]
+            text = " ".join(before_t)
+            digits = [t for t in before_t if re.search(r"\d", t)]
+            assert 1 <= len(digits) <= 2, "only the task's facts carry numbers"
+            assert not any(re.search(r"\d", t.text) for t in script.turns[script.t_index:])
             if script.task_type == "unit_conversion":
-                x, unit_from, unit_to = re.fullmatch(r"Convert (\d+) (\w+) into (\w+)\.", script.question).groups()
+                x, unit_from, unit_to = re.fullmatch(r"(\d+) (\w+): how many (\w+) .*", script.question).groups()
                 assert f"{x} {unit_from}" in text
                 assert script.gold_answer == str(int(x) * UNIT_FACTORS[(unit_from, unit_to)])
             elif script.task_type == "fact_recall":
-                spoken = re.search(r" is ([A-Z0-9 ]+)\.", text).group(1)
+                spoken, = re.findall(SPOKEN, text)
                 assert script.gold_answer == spoken.replace(" ", "")
+            elif script.task_type == "bill_split":
+                assert ints(text)[1] == len(script.speakers)  # split between the people present
+            check_gold(script)
+            i_fact = script.turns.index(next(t for t in script.turns if re.search(r"\d", t.text)))
+            bumped = re.sub(r"\d+", lambda m: str(int(m.group(0)) + 1), script.turns[i_fact].text, count=1)
+            script.turns[i_fact] = replace(script.turns[i_fact], text=bumped)
+            with pytest.raises((SchemaError, GoldMismatch)):
+                check_gold(script)
 
 
 # --- aliases: every spoken form names the gold ---------------------------------------------------------------

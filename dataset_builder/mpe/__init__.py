@@ -1,4 +1,4 @@
-"""Duplex-MPE script generation: seeded, templated scenes whose gold answers are correct by construction."""
+"""Duplex-MPE script generation: seeded scenes composed from phrase banks, gold answers computed in code."""
 
 from dataset_builder.mpe.generator import (
     check_balance,

@@ -2,43 +2,43 @@
 
 Everything for pair `index` comes from one `random.Random` seeded by a stable digest of (seed, index), so a
 pair is identical whatever `n_pairs` is (the mini build is a prefix of the full one) and across processes.
-Scene layout: [side talk + task facts (+ N4 pair)] -> cue turn (N2) -> T -> [side talk (+ N4 pair)].
-The N4 pair never touches T: before T the cue turn separates them, after T at least one turn does.
+
+A scene is a small story. The activity picks a plausible setting and a task family whose facts arise from it;
+side talk is made of whole exchanges from the phrase banks (`phrasebank.py`): the activity's, the setting's, the
+relationship's and the register's, plus a mention of Aria and commands to the other device. Layout:
+[side talk + task facts (+ N4 pair)] -> setup turn (N2, raises the question to the T speaker) -> T -> [side
+talk (+ N4 pair)]. The N4 pair never touches T: before T the setup turn separates them, after T at least one
+turn does. The two scripts of a pair differ only in the setup turn and T: the implicit T never names Aria and
+is never the explicit T minus the name; its cue is one of schema.CUE_KINDS.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import random
+import re
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+import yaml
+
+from dataset_builder.diagnostics import split_sentences
 from dataset_builder.mpe.attributes import (
-    ACTIVITIES,
-    ASSISTANT_REFERENCES,
-    DEVICE_COMMANDS,
+    ACTIVITY_SETTINGS,
     DEVICE_CONTEXTS,
     DEVICE_NAMES,
     HUMAN_NAMES,
     REGISTERS,
     RELATIONSHIPS,
-    SETTINGS,
 )
-from dataset_builder.mpe.tasks import FAMILIES, RECALL_FAMILIES, Task, build_task
-from dataset_builder.mpe.turns import (
-    N1,
-    N2_DEVICE,
-    N2_HUMAN,
-    N3,
-    N4_FACTS,
-    N4Q,
-    N4R,
-    N4R_WEIGHTS,
-    PRE_T,
-    PRE_T_CALC,
-)
+from dataset_builder.mpe.phrasebank import PHRASES_DIR, Block, Line, PhraseBank, load_bank
+from dataset_builder.mpe.tasks import RECALL_FAMILIES, Task, build_task, derive_gold, families_for
 from dataset_builder.schema import (
     ASSISTANT_NAME,
+    CUE_KINDS,
     POSITION_BUCKETS,
     SchemaError,
     Script,
@@ -50,10 +50,62 @@ from dataset_builder.tts.voices import assign_voices
 
 N4_RATE = 0.75  # share of scenes that get an N4Q/N4R pair (when the layout has room for one)
 TURNS_MIN, TURNS_MAX = 8, 14
-FILLER_LABEL_WEIGHTS = {"N2": 0.5, "N3": 0.33, "N1": 0.17}
-DEVICE_TURN_RATE = 0.25  # share of extra N2 side-talk turns addressed to the other device, when there is one
+# Where side talk comes from, by weight; "device" only in scenes with another voice device.
+SOURCE_WEIGHTS = {"activity": 0.40, "setting": 0.17, "relationship": 0.17, "register": 0.12, "mention": 0.04,
+                  "device": 0.10}
+N4R_WEIGHTS: dict[str, float] = {"answer_other": 0.5, "answer_self": 0.35, "dismiss": 0.15}
+N4R_TAIL_RATE = 0.5  # share of N4R answers that end by telling Aria it need not answer
+SETUP_OPENER_RATE = 0.5  # share of implicit setup sentences led by a register opener
 # Turns allowed to contain the name: N1 mentions it, N4 asks it, explicit T addresses it.
 NAME_LABELS = ("N1", "N4Q", "N4R")
+COMPOSER_FILE = PHRASES_DIR / "composer.yaml"
+
+
+@functools.cache
+def composer() -> dict[str, Any]:
+    return yaml.safe_load(COMPOSER_FILE.read_text(encoding="utf-8"))
+
+
+@functools.cache
+def _keep_capitals() -> frozenset[str]:
+    """Words that stay capitalised after a vocative or opener: "I" forms, the name, and every word the banks
+    write capitalised in mid-sentence (Mum, Dad, proper names)."""
+    bank = load_bank()
+    lines = [ln.text for group in (bank.activities, bank.settings, bank.relationships, bank.registers)
+             for blocks in group.values() for b in blocks for ln in b.lines]
+    lines += [ln.text for b in bank.mentions for ln in b.lines]
+    found = set(re.findall(r"(?<=[a-z,;:] )([A-Z][A-Za-z']*)", " ".join(lines)))
+    return frozenset(found | {"I", "I'm", "I've", "I'll", "I'd", ASSISTANT_NAME, f"{ASSISTANT_NAME}'s"})
+
+
+def _decap(text: str) -> str:
+    """The text as it reads after a lead-in: first letter lowercased unless it starts a name or "I"."""
+    first = text.split(" ", 1)[0].rstrip(",.!?;:")
+    if first.startswith("{") or first in _keep_capitals() or first.isupper():
+        return text
+    return text[:1].lower() + text[1:]
+
+
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _has_lead(text: str, names: list[str]) -> bool:
+    """A line that opens with an interjection ("Oh, ...") or two clauses of lead-in ("Aria, quick one, ...")."""
+    head = text.split()[:5]
+    first = head[0].rstrip(",") if head else ""
+    starts = bool(head) and head[0].endswith(",") and first not in (ASSISTANT_NAME, *names)
+    return starts or sum(w.endswith(",") for w in head) >= 2
+
+
+def with_vocative(text: str, name: str, rng: random.Random) -> str:
+    """`text` said to `name`: the name leads the line, or closes its first sentence."""
+    sentences = split_sentences(text)
+    first = sentences[0]
+    if rng.random() < 0.5 and first[-1:] in ".?!":
+        sentences[0] = f"{first[:-1]}, {name}{first[-1]}"
+        return " ".join(sentences)
+    return f"{name}, {_decap(text)}"
 
 
 def _derive(*parts: object) -> int:
@@ -81,27 +133,14 @@ def _bucket_positions(lo: int, hi: int, bucket: str) -> list[int]:
     return list(range(lo + round(j * n / 3), lo + round((j + 1) * n / 3)))
 
 
-class _Deck:
-    """Draw templates without repeats within a scene (reshuffled only when a pool runs out)."""
-
-    def __init__(self, rng: random.Random) -> None:
-        self.rng, self.piles = rng, {}
-
-    def draw(self, key: str, pool: list[Any]) -> Any:
-        pile = self.piles.get(key)
-        if not pile:
-            pile = self.piles[key] = self.rng.sample(pool, len(pool))
-        return pile.pop()
-
-
-def _layout(rng: random.Random, task: Task, bucket: str) -> list[str]:
-    """Slot kinds in order: "fact", "filler", "n4q", "n4r", "pre_t", "t"."""
+def _layout(rng: random.Random, task: Task, bucket: str, min_side: int) -> list[str]:
+    """Slot kinds in order: "fact", "filler", "n4q", "n4r", "setup", "t"; at least `min_side` fillers."""
     nf = len(task.facts)
     has_n4 = rng.random() < N4_RATE
-    # Room for: facts, cue, T, >=2 side-talk turns (N1 and N3), the N4 pair, and >=3 eligible T positions.
-    n_turns = max(rng.randint(TURNS_MIN, TURNS_MAX), nf + 5, nf + 4 + 2 * has_n4)
+    # Room for: facts, setup, T, the side talk every scene has, the N4 pair, and >=3 eligible T positions.
+    n_turns = max(rng.randint(TURNS_MIN, TURNS_MAX), nf + 3 + min_side, nf + 2 + min_side + 2 * has_n4)
     t = rng.choice(_bucket_positions(nf + 1, n_turns - 2, bucket))
-    n_before, n_after = t - 1, n_turns - 1 - t  # turns before the cue turn / after T
+    n_before, n_after = t - 1, n_turns - 1 - t  # turns before the setup turn / after T
     options = [w for w, ok in (("before", n_before - nf >= 2), ("after", n_after >= 3)) if ok]
     n4 = rng.choice(options) if has_n4 and options else None
     before = ["fact"] * nf + ["filler"] * (n_before - nf - 2 * (n4 == "before")) + ["n4"] * (n4 == "before")
@@ -110,131 +149,302 @@ def _layout(rng: random.Random, task: Task, bucket: str) -> list[str]:
     if n4 == "after":
         after.insert(rng.randint(1, len(after)), "n4")  # never first after T
     slots: list[str] = []
-    for kind in [*before, "pre_t", "t", *after]:
+    for kind in [*before, "setup", "t", *after]:
         slots.extend(["n4q", "n4r"] if kind == "n4" else [kind])
     return slots
 
 
-def _filler_labels(rng: random.Random, n: int) -> list[str]:
-    labels = rng.choices(list(FILLER_LABEL_WEIGHTS), weights=list(FILLER_LABEL_WEIGHTS.values()), k=n)
-    first, second = rng.sample(range(n), 2)  # every scene has at least one N1 and one N3 (N2: the cue turn)
-    labels[first], labels[second] = "N1", "N3"
-    return labels
+def _runs(slots: list[str]) -> list[list[int]]:
+    """Maximal runs of consecutive filler slots, as lists of slot indices."""
+    runs: list[list[int]] = []
+    for i, kind in enumerate(slots):
+        if kind != "filler":
+            continue
+        if runs and runs[-1][-1] == i - 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return runs
 
 
-def _cap(text: str) -> str:
-    return text[:1].upper() + text[1:]
+class _Deck:
+    """Draw without repeats within a scene (a pool is reshuffled only when it runs out)."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng, self.piles = rng, {}
+
+    def draw(self, key: str, pool: list[Any], fits: Callable[[Any], bool] | None = None) -> Any:
+        """An unused item of `pool` that `fits`; once none is left, a fresh shuffle; None if nothing fits."""
+        for fresh in (False, True):
+            pile = self.piles.get(key)
+            if fresh or not pile:
+                pile = self.piles[key] = self.rng.sample(pool, len(pool))
+            for j in range(len(pile) - 1, -1, -1):
+                if fits is None or fits(pile[j]):
+                    return pile.pop(j)
+        return None
+
+
+@dataclass
+class _Row:
+    speaker: str
+    explicit: str
+    implicit: str
+    label: str
+    addressee: str | None
+
+
+@dataclass
+class _Scene:
+    """One scene being composed: who is present, what has been said, and the draws that keep it varied."""
+
+    rng: random.Random
+    bank: PhraseBank
+    attributes: dict[str, str]
+    style: str
+    names: list[str]
+    device: str | None
+
+    def __post_init__(self) -> None:
+        self.deck = _Deck(self.rng)
+        self.used: set[str] = set()
+        self.prev: str | None = None
+        self.rates = composer()["vocative_rate"]
+
+    def pick(self, *exclude: str | None) -> str:
+        """A speaker not in `exclude`, preferring people who have not spoken yet, so every speaker is heard."""
+        cands = [n for n in self.names if n not in exclude]
+        fresh = [n for n in cands if n not in self.used]
+        who = self.rng.choice(fresh or cands)
+        self.used.add(who)
+        return who
+
+    def wording(self, key: str, kind: str | None = None) -> str:
+        table = composer()[key] if kind is None else composer()[key][kind]
+        return self.rng.choice(table[self.style])
+
+    def opener(self, text: str, rate: float) -> str:
+        """Sometimes lead `text` with one of the register's openers, unless it already has a lead-in ("Oh, ..."
+        or "Aria, quick one, ...") that a second one would pile onto."""
+        if self.rng.random() >= rate or _has_lead(text, self.names):
+            return text
+        lead = self.rng.choice(self.bank.openers[self.attributes["register"]])
+        return f"{lead} {_decap(text)}"
+
+    def spot(self) -> str:
+        return self.rng.choice(composer()["spots"][self.attributes["setting"]])
+
+    # --- side talk ---------------------------------------------------------------------------------------
+
+    def pool(self, source: str) -> list[Block]:
+        a = self.attributes
+        return {"activity": self.bank.activities[a["activity"]], "setting": self.bank.settings[a["setting"]],
+                "relationship": self.bank.relationships[a["relationship"]],
+                "register": self.bank.registers[a["register"]], "mention": self.bank.mentions}[source]
+
+    def draw_block(self, source: str, room: int, single_n3: bool = False) -> Block | None:
+        """A block of `source` in the scene's style within `room` turns; a longer one is cut after a line that
+        leaves no question to a person unanswered (an exchange can end before its last reply)."""
+        def fits(b: Block) -> bool:
+            if single_n3:
+                return len(b.lines) == 1 and b.lines[0].addressee is None and not b.lines[0].mentions_name
+            return b.fits(self.style) and (len(b.lines) <= room or b.prefix_ok(room))
+        block = self.deck.draw(source, self.pool(source), fits)
+        return block.cut(room) if block is not None and len(block.lines) > room else block
+
+    def plan_run(self, length: int, required: list[Block | str]) -> list[Block | str]:
+        """Blocks (or "device") filling exactly `length` turns, `required` ones included, in a random order."""
+        room = length - sum(1 if b == "device" else len(b.lines) for b in required)
+        chosen: list[Block | str] = list(required)
+        sources = [s for s in SOURCE_WEIGHTS if s != "device" or self.device]
+        while room > 0:
+            source = self.rng.choices(sources, weights=[SOURCE_WEIGHTS[s] for s in sources])[0]
+            if source == "device":
+                chosen.append("device")
+                room -= 1
+                continue
+            block = self.draw_block(source, room)
+            if block is not None:
+                chosen.append(block)
+                room -= len(block.lines)
+        self.rng.shuffle(chosen)
+        return chosen
+
+    def speak_block(self, block: Block) -> list[_Row]:
+        order: list[str] = []
+        for ln in block.lines:
+            for role in (ln.speaker, ln.addressee, *re.findall(r"\{([ABC])\}", ln.text)):
+                if role and role not in order:
+                    order.append(role)
+        cast = {order[0]: self.pick(self.prev)}
+        for role in order[1:]:
+            speaking = any(ln.speaker == role for ln in block.lines)
+            cast[role] = self.pick(*cast.values()) if speaking else self.rng.choice(
+                [n for n in self.names if n not in cast.values()])
+        rows = []
+        for i, ln in enumerate(block.lines):
+            rows.append(self.line_row(ln, cast, first=i == 0))
+            self.prev = rows[-1].speaker
+        return rows
+
+    def line_row(self, ln: Line, cast: dict[str, str], first: bool) -> _Row:
+        text = ln.text.format_map(cast)
+        to = cast[ln.addressee] if ln.addressee else None
+        if to is not None:
+            rate = self.rates["question"] if ln.asks_person else self.rates["first" if first else "reply"]
+            if self.rng.random() < rate:
+                text = with_vocative(text, to, self.rng)
+        text = self.opener(text, composer()["opener_rate"])
+        label = "N1" if ln.mentions_name else ("N2" if to else "N3")
+        return _Row(cast[ln.speaker], _cap(text), _cap(text), label, to)
+
+    def device_row(self) -> _Row:
+        kind = DEVICE_CONTEXTS[self.attributes["device_context"]]
+        command = self.deck.draw(f"device:{kind}", self.bank.devices[kind])
+        text = self.wording("device").format(device=self.device, command=command)
+        speaker = self.pick(self.prev)
+        self.prev = speaker
+        return _Row(speaker, text, text, "N2", self.device)
+
+
+def _fill_side_talk(scene: _Scene, slots: list[str]) -> dict[int, list[Block | str]]:
+    """For each filler run (keyed by its first slot), the blocks that fill it: a mention of Aria (N1) and a
+    thought said aloud (N3) in every scene, a command to the other device in every scene that has one, the rest
+    drawn by SOURCE_WEIGHTS."""
+    runs = _runs(slots)
+    room = {r[0]: len(r) for r in runs}
+    required: dict[int, list[Block | str]] = {r[0]: [] for r in runs}
+    if scene.device:
+        start = scene.rng.choice([s for s, n in room.items() if n >= 3] or list(room))
+        required[start].append("device")
+        room[start] -= 1
+    # The one-line thought first: the layout leaves at least two side-talk turns, so a mention always fits after.
+    for source, single in (("register", True), ("mention", False)):
+        # A run picked in proportion to its room, so longer mention exchanges get their share.
+        starts = [s for s, n in room.items() if n > 0]
+        start = scene.rng.choices(starts, weights=[room[s] for s in starts])[0]
+        block = scene.draw_block(source, room[start], single_n3=single)
+        if block is None:
+            raise SchemaError(f"no {source} block fits a run of {room[start]}")
+        required[start].append(block)
+        room[start] -= len(block.lines)
+    return {r[0]: scene.plan_run(len(r), required[r[0]]) for r in runs}
+
+
+def _n4_rows(scene: _Scene) -> list[_Row]:
+    """An N4 pair: someone asks Aria a question that fits the activity; a person answers or waves it off."""
+    rng, bank = scene.rng, scene.bank
+    item = scene.deck.draw("n4", bank.n4[scene.attributes["activity"]])
+    asker = scene.pick(scene.prev)
+    q = item.question
+    text = scene.opener(scene.wording("n4q").format(q=q, Q=_cap(q)), composer()["opener_rate"])
+    rows = [_Row(asker, _cap(text), _cap(text), "N4Q", ASSISTANT_NAME)]
+    form = rng.choices(list(N4R_WEIGHTS), weights=list(N4R_WEIGHTS.values()))[0]
+    if form == "dismiss":
+        line = scene.deck.draw("dismiss", bank.dismiss, lambda d: d.style in ("any", scene.style))
+        speaker = asker if rng.random() < 0.5 else scene.pick(asker)
+        answer, to = line.text, ASSISTANT_NAME
+    else:
+        own = form == "answer_self"
+        speaker = asker if own else scene.pick(asker)
+        answer = rng.choice(item.own if own else item.other)
+        to = ASSISTANT_NAME if own else asker
+        if not own and rng.random() < scene.rates["reply"] * 2:
+            answer = with_vocative(answer, asker, rng)
+        if ASSISTANT_NAME not in answer and rng.random() < N4R_TAIL_RATE:
+            tail = scene.wording("n4r_tail")
+            answer = f"{answer.rstrip('.!?')}, {tail}."
+    rows.append(_Row(speaker, _cap(answer), _cap(answer), "N4R", to))
+    scene.prev = speaker
+    return rows
+
+
+def _t_rows(scene: _Scene, task: Task, cue: str) -> list[_Row]:
+    """The setup turn (N2: someone raises the question to the T speaker) and T, in both conditions."""
+    asker = scene.pick(scene.prev)
+    t_speaker = scene.pick(asker)
+    raised = _cap(task.raise_text.format(to=t_speaker))
+    setup_implicit = raised
+    if cue in ("nobody", "second_person"):
+        kind = cue + ("_recall" if task.task_type in RECALL_FAMILIES else "")
+        extra = scene.wording("implicit_setup", kind).format(spot=scene.spot())
+        setup_implicit = f"{raised} {_cap(scene.opener(extra, SETUP_OPENER_RATE))}."
+    q, iq = task.ask, task.ask_indirect
+    explicit = scene.opener(scene.wording("explicit_t").format(q=q, Q=_cap(q), iq=iq), composer()["opener_rate"])
+    implicit = scene.wording("implicit_t", cue).format(q=q, Q=_cap(q), iq=iq, spot=scene.spot())
+    scene.prev = t_speaker
+    return [_Row(asker, raised, setup_implicit, "N2", t_speaker),
+            _Row(t_speaker, _cap(explicit), _cap(implicit), "T", ASSISTANT_NAME)]
 
 
 def generate_pair(index: int, seed: int, voices: list[str]) -> tuple[Script, Script]:
     """The (explicit, implicit) scripts of pair `index`; both validated, and validated as a pair."""
     ps = pair_seed(seed, index)
     rng = random.Random(ps)
+    activity = rng.choice(sorted(ACTIVITY_SETTINGS))
     attributes = {
-        "setting": rng.choice(SETTINGS),
-        "activity": rng.choice(list(ACTIVITIES)),
+        "setting": rng.choice(ACTIVITY_SETTINGS[activity]),
+        "activity": activity,
         "relationship": rng.choice(RELATIONSHIPS),
         "device_context": rng.choice(list(DEVICE_CONTEXTS)),
         "register": rng.choice(list(REGISTERS)),
     }
-    register = REGISTERS[attributes["register"]]
-    style = str(register["style"])
-    activity = ACTIVITIES[attributes["activity"]]
-    device_kind = DEVICE_CONTEXTS[attributes["device_context"]]
-    device = rng.choice(DEVICE_NAMES) if device_kind else None
+    style = str(REGISTERS[attributes["register"]]["style"])
+    device = rng.choice(DEVICE_NAMES) if DEVICE_CONTEXTS[attributes["device_context"]] else None
     names = rng.sample(HUMAN_NAMES, rng.choice([3, 4]))
-    task = build_task(rng.choice(list(FAMILIES)), rng, style)
+    task = build_task(rng.choice(families_for(activity)), activity, rng, style, len(names))
     bucket = position_bucket(index, seed)
-    slots = _layout(rng, task, bucket)
+    # Side talk every scene has: a thought aloud (N3), a mention of Aria (N1), a command to the other device.
+    slots = _layout(rng, task, bucket, min_side=2 + (device is not None))
+    # "earlier" continues an exchange with the assistant, so it needs an N4 pair before T.
+    cues = [c for c in CUE_KINDS if c != "earlier" or slots.index("n4q" if "n4q" in slots else "t")
+            < slots.index("t")]
+    cue = rng.choice(cues)
 
-    filler_idx = [i for i, k in enumerate(slots) if k == "filler"]
-    filler_label = dict(zip(filler_idx, _filler_labels(rng, len(filler_idx)), strict=True))
-    n2_fillers = [i for i in filler_idx if filler_label[i] == "N2"]
-    device_turns = set()
-    if device and n2_fillers:  # a scene with another device addresses it at least once
-        device_turns = {rng.choice(n2_fillers)} | {i for i in n2_fillers if rng.random() < DEVICE_TURN_RATE}
-
-    deck = _Deck(rng)
-    used: set[str] = set()
-
-    def pick(*exclude: str | None) -> str:
-        # Prefer people who have not spoken yet, so every speaker is heard.
-        cands = [n for n in names if n not in exclude]
-        fresh = [n for n in cands if n not in used]
-        who = rng.choice(fresh or cands)
-        used.add(who)
-        return who
-
-    def fill(template: str, to: str | None = None) -> str:
-        return _cap(template.format(
-            to=to, item=rng.choice(activity["items"]), chore=rng.choice(activity["chores"]),
-            hm=deck.draw("hm", register["interjections"]), device=device,
-            command=rng.choice(DEVICE_COMMANDS[device_kind]) if device_kind else None,
-        ))
-
-    # (speaker, explicit text, implicit text, label, addressee) per slot.
-    rows: list[tuple[str, str, str, str, str | None]] = []
-    prev: str | None = None
+    scene = _Scene(rng, load_bank(), attributes, style, names, device)
+    side_talk = _fill_side_talk(scene, slots)
+    rows: list[_Row] = []
     facts = iter(task.facts)
-    t_speaker = asker = n4_answer = ""
-    for i, kind in enumerate(slots):
-        if kind == "pre_t":
-            speaker = pick(prev)
-            t_speaker = pick(speaker)
-            ref = rng.choice(ASSISTANT_REFERENCES)
-            cues = PRE_T[style] + ([] if task.task_type in RECALL_FAMILIES else PRE_T_CALC[style])
-            explicit, implicit = (s.format(to=t_speaker, ref=ref) for s in rng.choice(cues))
-            rows.append((speaker, explicit, implicit, "N2", t_speaker))
-        elif kind == "t":
-            speaker = t_speaker
-            rows.append((speaker, task.t_explicit, task.t_implicit, "T", ASSISTANT_NAME))
-        elif kind == "n4q":
-            speaker = asker = pick(prev)
-            question, answer = deck.draw("n4", N4_FACTS)
-            text = deck.draw("n4q", N4Q[style]).format(question=question)
-            rows.append((speaker, text, text, "N4Q", ASSISTANT_NAME))
-            n4_answer = answer
-        elif kind == "n4r":
-            form = rng.choices(list(N4R_WEIGHTS), weights=list(N4R_WEIGHTS.values()))[0]
-            self_resolves = form == "answer_self" or (form == "dismiss" and rng.random() < 0.5)
-            speaker = asker if self_resolves else pick(asker)
-            text = _cap(rng.choice(N4R[form][style]).format(asker=asker, answer=n4_answer))
-            addressee = asker if form == "answer_other" else ASSISTANT_NAME
-            rows.append((speaker, text, text, "N4R", addressee))
-        elif kind == "fact":
+    i = 0
+    while i < len(slots):
+        kind = slots[i]
+        if kind == "filler":
+            for unit in side_talk[i]:
+                rows.extend([scene.device_row()] if unit == "device" else scene.speak_block(unit))
+            i += len(_runs(slots[i:])[0])
+            continue
+        if kind == "fact":
             fact = next(facts)
-            speaker = pick(prev)
-            to = rng.choice([n for n in names if n != speaker]) if fact.label == "N2" else None
+            speaker = scene.pick(scene.prev)
+            to = scene.rng.choice([n for n in names if n != speaker]) if fact.label == "N2" else None
             text = _cap(fact.text.format(to=to))
-            rows.append((speaker, text, text, fact.label, to))
-        else:
-            label = filler_label[i]
-            speaker = pick(prev)
-            to = rng.choice([n for n in names if n != speaker])
-            if label == "N2" and i in device_turns:
-                text, to = fill(deck.draw("dev", N2_DEVICE[style])), device
-            elif label == "N2":
-                text = fill(deck.draw("n2", N2_HUMAN[style]), to)
-            else:
-                template = deck.draw(label, (N1 if label == "N1" else N3)[style])
-                to = to if "{to}" in template else None
-                text = fill(template, to)
-            rows.append((speaker, text, text, label, to))
-        prev = speaker
+            if to is None:
+                text = _cap(scene.opener(text, composer()["opener_rate"]))
+            rows.append(_Row(speaker, text, text, fact.label, to))
+            scene.prev = speaker
+        elif kind == "n4q":
+            rows.extend(_n4_rows(scene))
+            i += 1  # the n4r slot is filled too
+        elif kind == "setup":
+            rows.extend(_t_rows(scene, task, cue))
+            i += 1  # and T
+        i += 1
 
     voice_map = assign_voices(names, voices, ps)
     pair_id = f"mpe-{index:05d}"
     scripts = []
-    for column, condition in ((1, "explicit"), (2, "implicit")):
-        turns = [Turn(f"t{i:02d}", row[0], row[column], row[3], row[4]) for i, row in enumerate(rows)]
+    for condition in ("explicit", "implicit"):
+        turns = [Turn(f"t{j:02d}", r.speaker, r.explicit if condition == "explicit" else r.implicit, r.label,
+                      r.addressee) for j, r in enumerate(rows)]
         script = Script(
             script_id=f"{pair_id}-{condition}", pair_id=pair_id, condition=condition, seed=ps,
             attributes=attributes, speakers=[Speaker(n, voice_map[n]) for n in names], turns=turns,
             question=task.question, gold_answer=task.gold_answer, gold_aliases=list(task.gold_aliases),
-            task_type=task.task_type, t_position=bucket,
+            task_type=task.task_type, t_position=bucket, cue=cue,
         )
         script.validate()
         check_name_mentions(script)
+        check_gold(script)
         scripts.append(script)
     validate_pair(scripts[0], scripts[1])
     return scripts[0], scripts[1]
@@ -250,6 +460,15 @@ def check_name_mentions(script: Script) -> None:
         if turn.label in ("N1", "N4Q") and ASSISTANT_NAME.lower() not in turn.text.lower():
             raise SchemaError(f"{turn.label} turn must name {ASSISTANT_NAME}",
                               row=script.script_id, field=f"turns[{turn.turn_id}].text")
+
+
+def check_gold(script: Script) -> None:
+    """The gold answer follows from the words said before and in T (tasks.derive_gold)."""
+    ti = script.t_index
+    derived = derive_gold(script.task_type, [t.text for t in script.turns[:ti]], script.turns[ti].text)
+    if derived != script.gold_answer:
+        raise SchemaError(f"the text gives {derived!r}, the gold answer is {script.gold_answer!r}",
+                          row=script.script_id, field="gold_answer")
 
 
 def generate_scripts(n_pairs: int, seed: int, voices: list[str]) -> list[Script]:

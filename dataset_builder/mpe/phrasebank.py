@@ -81,6 +81,16 @@ class Block:
     def fits(self, style: str) -> bool:
         return self.style in ("any", style)
 
+    def prefix_ok(self, n: int) -> bool:
+        """Whether the first `n` lines stand on their own: every question to a person in them is answered in
+        them (a reply may be cut, a question left hanging may not)."""
+        kept = self.lines[:n]
+        return all(not ln.asks_person or any(later.speaker == ln.addressee and later.addressee == ln.speaker
+                                             for later in kept[i + 1:]) for i, ln in enumerate(kept))
+
+    def cut(self, n: int) -> Block:
+        return Block(self.style, self.lines[:n])
+
 
 @dataclass(frozen=True)
 class N4Item:
