@@ -222,7 +222,7 @@ def _sections(path: Path, check: _Checker) -> list[tuple[str, list[tuple[int, st
 
 
 def _rel(path: Path) -> str:
-    return str(path.relative_to(PHRASES_DIR))
+    return str(path.relative_to(PHRASES_DIR)) if path.is_relative_to(PHRASES_DIR) else str(path)
 
 
 def load_exchanges(path: Path, check: _Checker, *, mentions: bool = False) -> list[Block]:
@@ -352,6 +352,14 @@ def load_bank_unchecked() -> tuple[PhraseBank, list[str]]:
                 check.fail(where, "an opener ends with a comma", opener)
             check.text(where, opener, mentions_allowed=False, min_words=1, whole=False)
         bank.openers[register] = openers
+    # The composer puts openers before lines: a line that already starts with one would get two.
+    starts = {o.rstrip(",").lower() for openers in bank.openers.values() for o in openers}
+    for blocks in [*bank.activities.values(), *bank.settings.values(), *bank.relationships.values(),
+                   *bank.registers.values(), bank.mentions]:
+        for ln in (ln for b in blocks for ln in b.lines):
+            lead = ln.text.split(",", 1)[0].lower()
+            if "," in ln.text and lead in starts:
+                check.fail(ln.where, f"starts with the opener {lead!r}, which the composer adds itself", ln.text)
     devices = PHRASES_DIR / "devices.yaml"
     data = _yaml(devices, check) if devices.exists() else {}
     for kind in DEVICE_COMMAND_KINDS:
