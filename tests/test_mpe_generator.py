@@ -310,3 +310,28 @@ def test_duty_preamble():
     for word in ("answer", "quiet", "stop"):
         assert word in text.lower()
     assert "Juniper" in duty_preamble("Juniper")
+
+
+def test_people_keep_their_part_through_a_scene():
+    """A block tagged "@ A=parent B=child" never casts this scene's parent as a child, whichever role they took."""
+    import random as _random
+
+    from dataset_builder.mpe.generator import _Scene
+    from dataset_builder.mpe.phrasebank import Block, Line, load_bank
+
+    def block(parent: str, child: str) -> Block:
+        lines = (Line(parent, child, "Have you packed your bag for school yet?", "x"),
+                 Line(child, parent, "Nearly, I just need my trainers now.", "x"))
+        return Block("any", lines, ((parent, "parent"), (child, "child")))
+
+    attributes = {"setting": "a kitchen at home", "activity": "cooking dinner together", "relationship": "a family",
+                  "device_context": "no other voice devices", "register": "warm and friendly"}
+    for seed in range(100):
+        names = ["Sam", "Priya", "Tom", "Lena"][: 3 + seed % 2]
+        scene = _Scene(_random.Random(seed), load_bank(), attributes, "casual", names, None)
+        seen: dict[str, set[str]] = {}
+        for b in [block("A", "B"), block("B", "A"), block("A", "B"), block("B", "A")]:
+            parts = dict(b.parts)
+            for row, line in zip(scene.speak_block(b, "relationship"), b.lines, strict=True):
+                seen.setdefault(row.speaker, set()).add(parts[line.speaker])
+        assert all(len(parts) == 1 for parts in seen.values()), (seed, seen)

@@ -82,3 +82,13 @@ def test_a_good_block_passes_and_repeats_are_caught(tmp_path: Path) -> None:
 ])  # fmt: skip
 def test_mentions_talk_about_aria_never_to_it(tmp_path: Path, line: str, ok: bool) -> None:
     assert (_problems(tmp_path, line + "\n", mentions=True) == []) is ok
+
+
+def test_parts_lines_are_read_and_checked(tmp_path: Path) -> None:
+    path = tmp_path / "bank.txt"
+    path.write_text("@ A=parent B=child\nA>B: Have you done your homework yet, love?\n"
+                    "B>A: Nearly, just the last page now.\n\n@ A=Parent\nA>B: Bedtime in a minute, no arguments.\n")
+    check = _Checker()
+    blocks = load_exchanges(path, check)
+    assert blocks[0].parts == (("A", "parent"), ("B", "child"))
+    assert any("@ ROLE=part" in p and "bank.txt:5" in p for p in check.problems)

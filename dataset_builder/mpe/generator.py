@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import random
 import re
 from collections import Counter
@@ -209,6 +210,7 @@ class _Scene:
         self.deck = _Deck(self.rng)
         self.used: set[str] = set()
         self.prev: str | None = None
+        self.part_of: dict[str, str] = {}  # person -> the part ("parent", "child") they play in this scene
         self.rates = composer()["vocative_rate"]
 
     def pick(self, *exclude: str | None) -> str:
@@ -252,35 +254,63 @@ class _Scene:
         block = self.deck.draw(source, self.pool(source), fits)
         return block.cut(room) if block is not None and len(block.lines) > room else block
 
-    def plan_run(self, length: int, required: list[Block | str]) -> list[Block | str]:
-        """Blocks (or "device") filling exactly `length` turns, `required` ones included, in a random order."""
-        room = length - sum(1 if b == "device" else len(b.lines) for b in required)
-        chosen: list[Block | str] = list(required)
+    def plan_run(self, length: int, required: list[tuple[str, Block | None]]) -> list[tuple[str, Block | None]]:
+        """(source, block) units filling exactly `length` turns, `required` ones included, in a random order; a
+        "device" unit is one command to the other device."""
+        room = length - sum(1 if b is None else len(b.lines) for _, b in required)
+        chosen = list(required)
         sources = [s for s in SOURCE_WEIGHTS if s != "device" or self.device]
         while room > 0:
             source = self.rng.choices(sources, weights=[SOURCE_WEIGHTS[s] for s in sources])[0]
             if source == "device":
-                chosen.append("device")
+                chosen.append(("device", None))
                 room -= 1
                 continue
             block = self.draw_block(source, room)
             if block is not None:
-                chosen.append(block)
+                chosen.append((source, block))
                 room -= len(block.lines)
         self.rng.shuffle(chosen)
         return chosen
 
-    def speak_block(self, block: Block) -> list[_Row]:
+    def castings(self, block: Block, *, parts: bool = True) -> list[dict[str, str]]:
+        """Every way to give the block's roles to people: distinct people, the first speaker not the one who
+        just spoke, and (with `parts`) nobody taking a part other than the one they already play in this scene."""
         order: list[str] = []
         for ln in block.lines:
             for role in (ln.speaker, ln.addressee, *re.findall(r"\{([ABC])\}", ln.text)):
                 if role and role not in order:
                     order.append(role)
-        cast = {order[0]: self.pick(self.prev)}
-        for role in order[1:]:
-            speaking = any(ln.speaker == role for ln in block.lines)
-            cast[role] = self.pick(*cast.values()) if speaking else self.rng.choice(
-                [n for n in self.names if n not in cast.values()])
+        wanted = dict(block.parts) if parts else {}
+        out = []
+        for people in itertools.permutations(self.names, len(order)):
+            cast = dict(zip(order, people, strict=True))
+            if cast[block.lines[0].speaker] == self.prev:
+                continue
+            if any(self.part_of.get(cast[r], p) != p for r, p in wanted.items()):
+                continue
+            out.append(cast)
+        return out
+
+    def speak_block(self, block: Block, source: str) -> list[_Row]:
+        """The block's lines as turns. A block whose parts cannot be cast consistently at this point of the scene
+        gives way to another of the same source and length that can."""
+        options = self.castings(block)
+        if not options:
+            def castable(b: Block) -> bool:
+                return b.fits(self.style) and len(b.lines) == len(block.lines) and bool(self.castings(b))
+            replacement = self.deck.draw(source, self.pool(source), castable)
+            if replacement is not None:
+                block, options = replacement, self.castings(replacement)
+            else:
+                options = self.castings(block, parts=False)
+        # Prefer people who have not spoken yet, so every speaker is heard.
+        speakers = {ln.speaker for ln in block.lines}
+        fresh = [sum(c[r] not in self.used for r in speakers) for c in options]
+        cast = self.rng.choice([c for c, f in zip(options, fresh, strict=True) if f == max(fresh)])
+        self.used.update(cast[r] for r in speakers)
+        for role, part in block.parts:
+            self.part_of.setdefault(cast[role], part)
         rows = []
         for i, ln in enumerate(block.lines):
             rows.append(self.line_row(ln, cast, first=i == 0))
@@ -307,16 +337,16 @@ class _Scene:
         return _Row(speaker, text, text, "N2", self.device)
 
 
-def _fill_side_talk(scene: _Scene, slots: list[str]) -> dict[int, list[Block | str]]:
-    """For each filler run (keyed by its first slot), the blocks that fill it: a mention of Aria (N1) and a
+def _fill_side_talk(scene: _Scene, slots: list[str]) -> dict[int, list[tuple[str, Block | None]]]:
+    """For each filler run (keyed by its first slot), the units that fill it: a mention of Aria (N1) and a
     thought said aloud (N3) in every scene, a command to the other device in every scene that has one, the rest
     drawn by SOURCE_WEIGHTS."""
     runs = _runs(slots)
     room = {r[0]: len(r) for r in runs}
-    required: dict[int, list[Block | str]] = {r[0]: [] for r in runs}
+    required: dict[int, list[tuple[str, Block | None]]] = {r[0]: [] for r in runs}
     if scene.device:
         start = scene.rng.choice([s for s, n in room.items() if n >= 3] or list(room))
-        required[start].append("device")
+        required[start].append(("device", None))
         room[start] -= 1
     # The one-line thought first: the layout leaves at least two side-talk turns, so a mention always fits after.
     for source, single in (("register", True), ("mention", False)):
@@ -326,7 +356,7 @@ def _fill_side_talk(scene: _Scene, slots: list[str]) -> dict[int, list[Block | s
         block = scene.draw_block(source, room[start], single_n3=single)
         if block is None:
             raise SchemaError(f"no {source} block fits a run of {room[start]}")
-        required[start].append(block)
+        required[start].append((source, block))
         room[start] -= len(block.lines)
     return {r[0]: scene.plan_run(len(r), required[r[0]]) for r in runs}
 
@@ -409,8 +439,8 @@ def generate_pair(index: int, seed: int, voices: list[str]) -> tuple[Script, Scr
     while i < len(slots):
         kind = slots[i]
         if kind == "filler":
-            for unit in side_talk[i]:
-                rows.extend([scene.device_row()] if unit == "device" else scene.speak_block(unit))
+            for source, block in side_talk[i]:
+                rows.extend([scene.device_row()] if block is None else scene.speak_block(block, source))
             i += len(_runs(slots[i:])[0])
             continue
         if kind == "fact":
