@@ -33,7 +33,7 @@ import yaml
 from dataset_builder.atomic import atomic_write_text, make_temp_dir
 from dataset_builder.audio import SESSION_SR
 from dataset_builder.rows import TURN_FIELDS, row_to_case
-from dataset_builder.schema import MPE_CONDITIONS, MPE_LABELS, POSITION_BUCKETS, Case, SchemaError
+from dataset_builder.schema import CUE_KINDS, MPE_CONDITIONS, MPE_LABELS, POSITION_BUCKETS, Case, SchemaError
 
 if TYPE_CHECKING:
     from datasets import Features
@@ -262,11 +262,11 @@ def mpe_card_context(repo_dir: Path, config: str = "mpe", *, build_seed: int,
     files = _shards(repo_dir, config)
     if not files:
         raise FileNotFoundError(f"no shards under {Path(repo_dir) / 'data' / config}; write_config first")
-    cond, label, pos, task, nspk, backend = Counter(), Counter(), Counter(), Counter(), Counter(), Counter()
+    cond, label, pos, task, nspk, backend, cue = (Counter() for _ in range(7))
     pairs: set[str] = set()
     n = 0
     audio_s = speech_s = 0.0
-    cols = ["pair_id", "condition", "turns", "task_type", "t_position", "n_speakers", "tts_backend", "audio"]
+    cols = ["pair_id", "condition", "turns", "task_type", "t_position", "n_speakers", "tts_backend", "audio", "cue"]
     for path in files:
         # One row group at a time: the audio column is most of the bytes.
         for batch in _batches(path, columns=cols, batch_size=64):
@@ -276,6 +276,7 @@ def mpe_card_context(repo_dir: Path, config: str = "mpe", *, build_seed: int,
                 cond[row["condition"]] += 1
                 pos[f'{row["t_position"]} ({row["condition"]})'] += 1
                 task[row["task_type"]] += 1
+                cue[row["cue"]] += row["condition"] == "implicit"
                 nspk[str(row["n_speakers"])] += 1
                 backend[row["tts_backend"]] += 1
                 for t in row["turns"]:
@@ -293,6 +294,7 @@ def mpe_card_context(repo_dir: Path, config: str = "mpe", *, build_seed: int,
         "label_table": _md_table(("label", "turns"), label, MPE_LABELS),
         "position_table": _md_table(("T position (condition)", "cases"), pos, pos_order),
         "task_table": _md_table(("task type", "cases"), task),
+        "cue_table": _md_table(("implicit cue", "pairs"), cue, CUE_KINDS),
         "speakers_table": _md_table(("human speakers", "cases"), nspk),
         "tts_backend": ", ".join(f"`{b}`" for b in sorted(backend)),
         "build_seed": str(build_seed),
