@@ -71,6 +71,8 @@ class Line:
 class Block:
     style: str  # "casual", "formal" or "any"
     lines: tuple[Line, ...]
+    # (role, part) pairs from an "@ A=parent B=child" line: a person keeps one part through a scene.
+    parts: tuple[tuple[str, str], ...] = ()
 
     @property
     def roles(self) -> list[str]:
@@ -89,7 +91,7 @@ class Block:
                                              for later in kept[i + 1:]) for i, ln in enumerate(kept))
 
     def cut(self, n: int) -> Block:
-        return Block(self.style, self.lines[:n])
+        return Block(self.style, self.lines[:n], self.parts)
 
 
 @dataclass(frozen=True)
@@ -229,9 +231,17 @@ def load_exchanges(path: Path, check: _Checker, *, mentions: bool = False) -> li
     out = []
     seen: dict[str, str] = {}
     for style, rows in _sections(path, check):
-        lines = []
+        lines: list[Line] = []
+        parts: dict[str, str] = {}
         for number, text in rows:
             where = f"{_rel(path)}:{number}"
+            if text.startswith("@"):
+                for item in text[1:].split():
+                    role, _, part = item.partition("=")
+                    if role not in ROLES or not re.fullmatch(r"[a-z]+", part):
+                        check.fail(where, "expected '@ ROLE=part ...' (a role A/B/C, a lowercase part)", text)
+                    parts[role] = part
+                continue
             m = _LINE.match(text)
             if not m:
                 check.fail(where, "expected 'SPEAKER>ADDRESSEE: text'", text)
@@ -242,7 +252,7 @@ def load_exchanges(path: Path, check: _Checker, *, mentions: bool = False) -> li
                 check.fail(where, f"repeats {seen[said.strip()]}", said)
             seen.setdefault(said.strip(), where)
         if lines:
-            block = Block(style, tuple(lines))
+            block = Block(style, tuple(lines), tuple(sorted(parts.items())))
             check.block(block, mentions=mentions)
             out.append(block)
     return out
