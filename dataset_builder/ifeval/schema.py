@@ -79,6 +79,15 @@ MATCHED_INSTANCES = (1, 2, 3, 4)
 
 # Trigger events: what in turn 2 the expected action answers (see `window_rel` for each one's window).
 EVENTS = ("pause", "gaps", "dictation", "check", "trigger", "barge")
+# The actions each event can be scored with (`window_rel` places the window for each pair).
+EVENT_ACTIONS: dict[str, tuple[str, ...]] = {
+    "pause": ("LISTEN", "TAKE_TURN"),
+    "gaps": ("LISTEN", "TAKE_TURN"),
+    "dictation": ("READBACK",),
+    "check": ("BACKCHANNEL", "NO_BACKCHANNEL"),
+    "trigger": ("INTERRUPT", "LISTEN"),
+    "barge": ("YIELD", "CONTINUE", "ACCEPT_OVERLAP"),
+}
 TURN2_MODES = ("take_turn", "barge_in")
 
 # ---------------------------------------------------------------------------------- verifier thresholds
@@ -116,12 +125,13 @@ INTERRUPT_WINDOW_S = 2.5  # [trigger end, + 2.5 s]: covers the sweep's longest i
 
 # ------------------------------------------------------------------------------------------------ markup
 
-# Marker notation (App. C.2, plus `<trigger:...>`, ours): `<pause:Xs>` and `<chunk_gap:Xs>` become exact
-# zero-sample silences; `<check:PHRASE>` and `<trigger:PHRASE>` become speech segments of their own (so their
-# timings are known exactly); `<barge_in:CONTENT>` is a whole turn 2 injected over the model's speech.
+# Marker notation (App. C.2, plus `<trigger:...>` and `<chunk:...>`, ours): `<pause:Xs>` and `<chunk_gap:Xs>`
+# become exact zero-sample silences; `<check:PHRASE>`, `<trigger:PHRASE>` and `<chunk:VALUES>` become speech
+# segments of their own (so their timings are known exactly; the builder writes `<chunk:...>` when it fills a
+# `{cN}` slot with generated values); `<barge_in:CONTENT>` is a whole turn 2 injected over the model's speech.
 SPEECH_MARKS = ("", "check", "trigger", "chunk")
 SILENCE_MARKS = ("pause", "chunk_gap")
-_MARKER = re.compile(r"<(pause|chunk_gap|check|trigger|barge_in):([^<>]*)>")
+_MARKER = re.compile(r"<(pause|chunk_gap|check|trigger|chunk|barge_in):([^<>]*)>")
 _SECONDS = re.compile(r"^(\d+(?:\.\d+)?)s$")
 
 
@@ -202,7 +212,7 @@ def markup_of(segments: list[ProbeSegment], barge_in: bool = False) -> str:
     for s in segments:
         if s.kind == "silence":
             parts.append(f"<{s.mark}:{s.duration_s:g}s>")
-        elif s.mark in ("check", "trigger"):
+        elif s.mark in ("check", "trigger", "chunk"):
             parts.append(f"<{s.mark}:{s.text}>")
         else:
             parts.append(s.text)
@@ -421,6 +431,8 @@ class IFEvalCase:
         _require(self.expected_action in ACTIONS, f"action {self.expected_action!r} unknown", "expected_action")
         _require(self.base_action in ACTIONS, f"action {self.base_action!r} unknown", "base_action")
         _require(self.event in EVENTS, f"event {self.event!r} unknown", "event")
+        _require(self.expected_action in EVENT_ACTIONS[self.event],
+                 f"{self.expected_action} is not scored at a {self.event} event", "event")
         _require(self.resolution_target == RESOLUTIONS.get(self.level, ""), "resolution target does not fit level",
                  "resolution_target")
         _require(self.verifier == verifier_params(self.expected_action, self.role),

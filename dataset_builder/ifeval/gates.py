@@ -1,0 +1,127 @@
+"""Leakage gates (App. B.6) and user-side gates: the build fails on any violation, in one line naming the role
+(or conversation) and the offending words.
+
+V3: no persona contains a blocklisted floor-management phrase (word boundaries, case-insensitive).
+V4: content-word Jaccard(persona, directive) < 0.15, and every persona has 60-120 words.
+User side: no user turn names the assistant's role or job, or any turn-taking behaviour (App. C.1).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from dataset_builder.errors import UsageError
+
+IMPERATIVE_BLOCKLIST = (
+    "interrupt", "backchannel", "wait", "pause", "yield", "acknowledge", "respond", "reply", "speak",
+    "stay silent", "keep quiet", "let me finish", "let them finish", "jump in", "cut in", "take the floor",
+    "hold the floor", "talk over", "repeat back", "read back",
+)
+JACCARD_MAX = 0.15  # strictly below
+PERSONA_WORDS = (60, 120)  # inclusive
+
+# Turn-taking behaviour a user must never mention (App. C.1: "interrupting, backchanneling, reading back,
+# yielding"). Ordinary words a caller uses ("wait", "sorry, go on") stay allowed.
+USER_BEHAVIOUR_BLOCKLIST = (
+    "interrupt", "interrupting", "backchannel", "read back", "read it back", "read that back", "repeat back",
+    "repeat it back", "repeat that back", "let me finish", "jump in", "cut in", "cut me off", "talk over",
+    "take the floor", "hold the floor", "yield", "take your turn", "your turn",
+)
+
+# A fixed English stopword list for V4 (function words, auxiliaries, pronouns, very common adverbs).
+STOPWORDS = frozenset("""
+a about above after again against all almost also am an and any are aren't as at be because been before being
+below between both but by can can't cannot could couldn't did didn't do does doesn't doing don't down during
+each either else ever every few for from further had hadn't has hasn't have haven't having he he's her here
+hers herself him himself his how i i'm if in into is isn't it it's its itself just least less let's many may
+me might more most much must mustn't my myself neither no nor not now of off often on once only or other our
+ours ourselves out over own per quite rather same shall she should shouldn't so some such than that that's the
+their theirs them themselves then there there's these they they're this those though through thus to too
+toward towards under until up upon us very was wasn't we we're were weren't what what's when where whether
+which while who whom whose why will with within without won't would wouldn't yet you you're your yours
+yourself yourselves one's whatever whenever wherever however already still even ever also
+""".split())
+
+_TOKEN = re.compile(r"[a-z’']+")
+
+
+def content_words(text: str) -> set[str]:
+    """Lowercased `[a-z']+` tokens, stopwords and single characters dropped, deduplicated (App. B.6)."""
+    words = {w.replace("’", "'").strip("'") for w in _TOKEN.findall(text.lower())}
+    return {w for w in words if len(w) > 1 and w not in STOPWORDS}
+
+
+def jaccard(a: str, b: str) -> tuple[float, list[str]]:
+    """Content-word Jaccard overlap of two texts, and the shared words (sorted)."""
+    wa, wb = content_words(a), content_words(b)
+    union = wa | wb
+    shared = sorted(wa & wb)
+    return (len(shared) / len(union) if union else 0.0), shared
+
+
+def word_count(text: str) -> int:
+    return len(text.split())
+
+
+def phrase_hits(text: str, phrases: Iterable[str]) -> list[str]:
+    """The phrases found in `text` as whole words, case-insensitive, in list order."""
+    low = text.lower().replace("’", "'")
+    return [p for p in phrases if re.search(rf"\b{re.escape(p)}\b", low)]
+
+
+@dataclass(frozen=True)
+class RoleDiagnostics:
+    role: str
+    jaccard: float
+    persona_words: int
+    shared: list[str]
+    imperatives: list[str]
+
+    @property
+    def problems(self) -> list[str]:
+        out = []
+        if self.imperatives:
+            out.append(f"persona contains blocklisted imperative word(s) {self.imperatives}")
+        if self.jaccard >= JACCARD_MAX:
+            out.append(f"content-word Jaccard(persona, directive) = {self.jaccard:.3f} >= {JACCARD_MAX} "
+                       f"(shared: {', '.join(self.shared)})")
+        lo, hi = PERSONA_WORDS
+        if not lo <= self.persona_words <= hi:
+            out.append(f"persona has {self.persona_words} words, outside [{lo}, {hi}]")
+        return out
+
+
+def role_diagnostics(role: str, persona: str, directive: str) -> RoleDiagnostics:
+    jac, shared = jaccard(persona, directive)
+    return RoleDiagnostics(role, round(jac, 3), word_count(persona), shared,
+                           phrase_hits(persona, IMPERATIVE_BLOCKLIST))
+
+
+def check_roles(diagnostics: Iterable[RoleDiagnostics]) -> None:
+    """Fail on the first role that breaks a gate, naming the role and the words."""
+    for d in diagnostics:
+        if d.problems:
+            raise UsageError(f"leakage gate failed for {d.role}: {'; '.join(d.problems)}")
+
+
+def format_diagnostics(diagnostics: list[RoleDiagnostics]) -> str:
+    """The per-role table of `build ifeval --diagnostics` (App. B.6, Table 11)."""
+    lines = ["role  jaccard  persona_words  imperatives  shared content words",
+             "----  -------  -------------  -----------  --------------------"]
+    for d in diagnostics:
+        lines.append(f"{d.role:<4}  {d.jaccard:7.3f}  {d.persona_words:13d}  {len(d.imperatives):11d}  "
+                     f"{', '.join(d.shared) or '(none)'}")
+    jac = [d.jaccard for d in diagnostics]
+    if jac:
+        lines.append(f"min / mean / max Jaccard: {min(jac):.3f} / {sum(jac) / len(jac):.3f} / {max(jac):.3f} "
+                     f"(gate < {JACCARD_MAX}); persona words in [{PERSONA_WORDS[0]}, {PERSONA_WORDS[1]}]")
+    return "\n".join(lines)
+
+
+def check_user_text(where: str, text: str, role_nouns: Iterable[str]) -> None:
+    """A user turn never names the assistant's role/job or a turn-taking behaviour."""
+    hits = phrase_hits(text, USER_BEHAVIOUR_BLOCKLIST) + phrase_hits(text, role_nouns)
+    if hits:
+        raise UsageError(f"user-side gate failed for {where}: the user mentions {hits}")
