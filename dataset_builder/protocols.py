@@ -1,4 +1,4 @@
-"""Typed, typo-rejecting parameter sets of each benchmark's protocol (SPEC §5).
+"""Typed, typo-rejecting parameter sets of each benchmark's protocol (SPEC §5, §7).
 
 Every default is named here once, with the range it may take; the orchestrator stores the set it ran with in
 each `rec.json`, and the scorer applies thresholds from the same record (or from overrides) to stored
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
 from dataset_builder.schema import SchemaError
 
@@ -55,8 +55,56 @@ def check_range(name: str, value: float, bound: float, inclusive: bool) -> str |
     return None if ok else f"{name}={value:g} is out of range: it must be {'>=' if inclusive else '>'} {bound:g}"
 
 
+P = TypeVar("P", bound="ProtocolParams")
+
+
+class ProtocolParams:
+    """What every protocol dataclass shares: range checks, dict round trip, typed `--param` overrides.
+
+    A subclass is a frozen dataclass of int/float fields with a `RANGES` table of lower bounds.
+    """
+
+    RANGES: ClassVar[dict[str, tuple[float, bool]]] = {}
+
+    def __post_init__(self) -> None:
+        problems = [p for name, (bound, inclusive) in self.RANGES.items()
+                    if (p := check_range(name, getattr(self, name), bound, inclusive))]
+        if problems:
+            raise SchemaError("; ".join(problems), source="protocol")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)  # type: ignore[call-overload]
+
+    @classmethod
+    def from_dict(cls: type[P], data: dict[str, Any], *, source: str = "protocol") -> P:
+        known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise SchemaError(f"unknown parameter(s) {unknown}; known: {sorted(known)}", source=source)
+        try:
+            values = {k: coerce(k, type(getattr(cls(), k)), v) for k, v in data.items()}
+        except (TypeError, ValueError) as err:
+            raise SchemaError(f"bad parameter value ({err})", source=source) from None
+        try:
+            return cls(**values)
+        except SchemaError as err:
+            raise SchemaError(str(err).removeprefix("file protocol: "), source=source) from None
+
+    def override(self: P, items: list[str]) -> P:
+        """Apply "name=value" strings (from the CLI)."""
+        updates: dict[str, Any] = {}
+        for item in items:
+            name, sep, value = item.partition("=")
+            if not sep:
+                raise SchemaError(f"expected name=value, got {item!r}", source="--param")
+            updates[name.strip()] = value.strip()
+        merged = {**self.to_dict(), **type(self).from_dict({**self.to_dict(), **updates}, source="--param").to_dict()}
+        return replace(self, **merged)  # type: ignore[type-var]
+
+
 @dataclass(frozen=True)
-class MPEProtocol:
+class MPEProtocol(ProtocolParams):
+    RANGES: ClassVar[dict[str, tuple[float, bool]]] = MPE_RANGES
     # scheduler (what the user stream does)
     post_preamble_s: float = 1.0  # silence after the duty preamble, outside every scoring window
     t_onset_window_s: float = 5.0  # a fresh onset may start this long after T ends
@@ -70,38 +118,37 @@ class MPEProtocol:
     vad_min_speech_ms: int = 250
     vad_merge_gap_ms: int = 300
 
-    def __post_init__(self) -> None:
-        problems = [p for name, (bound, inclusive) in MPE_RANGES.items()
-                    if (p := check_range(name, getattr(self, name), bound, inclusive))]
-        if problems:
-            raise SchemaError("; ".join(problems), source="protocol")
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+IFEVAL_RANGES: dict[str, tuple[float, bool]] = {
+    "endpoint_s": (0.0, False),
+    "inter_turn_gap_s": (0.0, True),
+    "response_cap_s": (0.0, False),
+    "barge_in_timeout_s": (0.0, False),
+    "trailing_s": (0.0, True),
+    "vad_min_speech_ms": (0, False),
+    "vad_min_silence_ms": (0, True),
+    "vad_merge_gap_ms": (0, True),
+}
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any], *, source: str = "protocol") -> MPEProtocol:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise SchemaError(f"unknown parameter(s) {unknown}; known: {sorted(known)}", source=source)
-        try:
-            values = {k: coerce(k, type(getattr(cls(), k)), v) for k, v in data.items()}
-        except (TypeError, ValueError) as err:
-            raise SchemaError(f"bad parameter value ({err})", source=source) from None
-        try:
-            return cls(**values)
-        except SchemaError as err:
-            raise SchemaError(str(err).removeprefix("file protocol: "), source=source) from None
 
-    def override(self, items: list[str]) -> MPEProtocol:
-        """Apply "name=value" strings (from the CLI)."""
-        updates: dict[str, Any] = {}
-        for item in items:
-            name, sep, value = item.partition("=")
-            if not sep:
-                raise SchemaError(f"expected name=value, got {item!r}", source="--param")
-            updates[name.strip()] = value.strip()
-        merged = {**self.to_dict(), **MPEProtocol.from_dict(
-            {**self.to_dict(), **updates}, source="--param").to_dict()}
-        return replace(self, **merged)
+@dataclass(frozen=True)
+class IFEvalProtocol(ProtocolParams):
+    """DSB-IFEval runtime (SPEC §7, App. D.1 for the local frame-synchronous models).
+
+    The barge-in offsets (3.0 s C3, 2.0 s R8_B) are data, not parameters: each conversation carries its own
+    `barge_in_after_s` (dataset_builder/ifeval/texts/probes.yaml) and rec.json's gold records it. The verifier
+    thresholds are data too (each case's `verifier`, role overrides applied); the scorer may override them.
+    """
+
+    RANGES: ClassVar[dict[str, tuple[float, bool]]] = IFEVAL_RANGES
+    # scheduler (what the user stream does)
+    endpoint_s: float = 1.5  # model silence that ends a take-turn wait (before turn 2, and at the end)
+    inter_turn_gap_s: float = 3.0  # least silence between turn 1 and a take-turn turn 2; a model that has not
+    # started speaking by then is not waited for
+    response_cap_s: float = 20.0  # longest wait, from the end of a user turn, for a model that keeps talking
+    barge_in_timeout_s: float = 5.0  # a barge-in turn 2 whose model never starts is played this long after turn 1
+    trailing_s: float = 5.0  # least silence after turn 2 (extended while the model is still answering)
+    # streaming and batch VAD (Silero at 16 kHz, SPEC §7)
+    vad_min_speech_ms: int = 90
+    vad_min_silence_ms: int = 90
+    vad_merge_gap_ms: int = 300
