@@ -33,8 +33,10 @@ test: setup
 lint: setup
 	@.venv/bin/ruff check .
 
+# Harness/VAD/memory figures, then the build's throughput against the TTS engine alone (benchmarks/README.md).
 bench: setup
 	@$(PY) benchmarks/bench_mpe.py
+	@$(PY) benchmarks/bench_build.py
 
 # Mutation testing, on demand (not in CI): mutmut over the scoring rules, statistics, schedulers and gold answers
 # ([tool.mutmut] in pyproject.toml, scope in tests/mutation_report.py), a fresh run each time (about 10 minutes on

@@ -88,38 +88,6 @@ def dataset_seconds(dataset: Path) -> tuple[list[Any], float]:
     return cases, samples / SESSION_SR
 
 
-class TimedTTS:
-    """Wraps a registered TTS backend and adds up the time spent inside `synthesize` (cache misses only).
-
-    Registered under its own name so `build_mpe` picks it up through the ordinary registry; it forwards the
-    inner backend's `name`, so cache keys and the build's provenance are exactly those of the inner backend.
-    """
-
-    inner = "piper"
-    stats: dict[str, float] = {"calls": 0, "seconds": 0.0}
-
-    def __init__(self) -> None:
-        from dataset_builder.tts import get_tts
-
-        self._backend = get_tts(self.inner)
-        self.name = self._backend.name
-
-    @property
-    def assistant_voice(self) -> str:
-        return self._backend.assistant_voice  # type: ignore[attr-defined]
-
-    def voices(self) -> list[str]:
-        return self._backend.voices()
-
-    def synthesize(self, text: str, voice: str) -> Any:
-        t0 = time.perf_counter()
-        try:
-            return self._backend.synthesize(text, voice)
-        finally:
-            TimedTTS.stats["calls"] += 1
-            TimedTTS.stats["seconds"] += time.perf_counter() - t0
-
-
 def warm_process() -> None:
     """One-time imports and model sessions, so the timed calls measure steady-state throughput."""
     import accelerate  # noqa: F401
@@ -183,31 +151,24 @@ def bench_vad(runs: dict[str, Path]) -> list[Row]:
 
 
 def bench_builds(out: Path, pairs: int, seed: int, tts: str, cache_dir: Path) -> tuple[list[Row], list[Any]]:
+    """Builds with the default pool (one worker per core); bench_build.py sets them against the engine alone."""
     from dataset_builder.build import BuildOptions
     from dataset_builder.mpe.build import build as build_mpe
-    from dataset_builder.tts import register_tts
 
-    TimedTTS.inner = tts
-    register_tts("bench-timed", f"{__name__}:TimedTTS")
     rows = []
     cold_info, cold_wall = timed(lambda: build_mpe(out / "dataset", BuildOptions(
-        seed=seed, tts="bench-timed", n=pairs, cache_dir=cache_dir)))
+        seed=seed, tts=tts, n=pairs, cache_dir=cache_dir)))
     n_clips, clip_s = cache_clip_seconds(cache_dir)
-    synth_s = TimedTTS.stats["seconds"]
     (cases, audio_s), load_wall = timed(lambda: dataset_seconds(out / "dataset"))
-    rows.append(Row(f"build {pairs} pairs, empty TTS cache: dataset audio ({audio_s:.0f} s / {cold_wall:.1f} s)",
-                    ratio(audio_s, cold_wall), "x real time", "",
+    workers = cold_info["workers"]
+    rows.append(Row(f"build {pairs} pairs, {workers} workers, empty TTS cache: dataset audio "
+                    f"({audio_s:.0f} s / {cold_wall:.1f} s)", ratio(audio_s, cold_wall), "x real time", "",
                     {"dataset_audio_s": round(audio_s, 3), "audio_hours": cold_info["audio_hours"],
-                     "n_cases": cold_info["n_cases"], "wall_s": round(cold_wall, 3)}))
-    rows.append(Row(f"build {pairs} pairs, empty TTS cache: unique synthesized speech "
+                     "n_cases": cold_info["n_cases"], "wall_s": round(cold_wall, 3), "workers": workers}))
+    rows.append(Row(f"build {pairs} pairs, {workers} workers, empty TTS cache: unique synthesized speech "
                     f"({n_clips} clips, {clip_s:.0f} s / {cold_wall:.1f} s)",
-                    ratio(clip_s, cold_wall), "x real time", "",
+                    ratio(clip_s, cold_wall), "x real time", "(engine alone: bench_build.py)",
                     {"clips": n_clips, "clip_audio_s": round(clip_s, 3), "wall_s": round(cold_wall, 3)}))
-    rows.append(Row(f"{tts} synthesis calls only, inside that build ({clip_s:.0f} s / {synth_s:.1f} s in "
-                    f"{TimedTTS.stats['calls']:.0f} calls)", ratio(clip_s, synth_s), "x real time",
-                    f"~20 ({tts}, SPEC §10)" if tts == "piper" else "",
-                    {"clip_audio_s": round(clip_s, 3), "synth_s": round(synth_s, 3),
-                     "calls": TimedTTS.stats["calls"]}))
     warm_info, warm_wall = timed(lambda: build_mpe(out / "dataset-warm", BuildOptions(
         seed=seed, tts=tts, n=pairs, cache_dir=cache_dir)))
     rows.append(Row(f"build {pairs} pairs, warm TTS cache: dataset audio ({audio_s:.0f} s / {warm_wall:.1f} s)",

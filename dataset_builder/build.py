@@ -31,6 +31,11 @@ class BuildOptions:
     cache_dir: Path | None = None
     progress: bool = False  # a progress line with counts and time left, on stderr
     scripts_only: bool = False  # write out/scripts.jsonl only: no TTS, no audio, no parquet
+    workers: int | None = None  # synthesis processes (`--workers`); None: one per core
+
+    def __post_init__(self) -> None:
+        if self.workers is not None and self.workers < 1:
+            raise UsageError(f"--workers must be >= 1, got {self.workers}")
 
     def size(self, presets: dict[str, int]) -> int:
         """The number of units to build: `n` if given, else the preset's."""
@@ -49,10 +54,12 @@ def tts_backend(options: BuildOptions) -> TTSBackend:
     return get_tts(options.tts, **options.tts_args)
 
 
-def open_tts(options: BuildOptions) -> tuple[TTSBackend, TTSBackend]:
-    """The backend itself (voices, name) and what to synthesise through (cached when a cache folder is set)."""
-    backend = tts_backend(options)
-    return backend, (CachedTTS(backend, options.cache_dir) if options.cache_dir else backend)
+def unit_tts(backend: TTSBackend, cache_dir: Path | None) -> TTSBackend:
+    """What one unit of work (a pair of scripts, in a worker) synthesises through. With a cache folder: the disk
+    cache, whose memory memo lives only as long as the unit, so a pair's shared clips are synthesised once and a
+    long build's memory stays flat. Workers share the folder; its writes are atomic, so concurrent writers of one
+    clip leave one whole file. Without one: the backend itself."""
+    return CachedTTS(backend, cache_dir) if cache_dir else backend
 
 
 SCRIPTS_FILE = "scripts.jsonl"

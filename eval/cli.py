@@ -30,7 +30,7 @@ def cmd_build(a: argparse.Namespace) -> int:
         options = BuildOptions(preset=a.preset, seed=a.seed, tts=a.tts,
                                tts_args=parse_kv(a.tts_arg, "--tts-arg"), n=a.n,
                                cache_dir=None if a.no_cache else Path(a.cache_dir or default_cache_dir()),
-                               progress=a.progress, scripts_only=a.scripts_only)
+                               progress=a.progress, scripts_only=a.scripts_only, workers=a.workers)
         info = bench.function("build")(out, options)
         print(json.dumps(info, indent=2))
         if a.scripts_only:
@@ -167,6 +167,9 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--tts-arg", action="append", default=[], metavar="K=V",
                    help="TTS backend arg, e.g. base_url=http://127.0.0.1:8880 model=kokoro (for --tts http)")
     b.add_argument("--no-progress", dest="progress", action="store_false", help="no progress line on stderr")
+    b.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="synthesis processes (default: one per core); the output is "
+                        "byte-identical whatever N")
     b.add_argument("--out", default=None, help="dataset folder (default out/datasets/duplex-<benchmark>)")
     b.add_argument("--cache-dir", default=None,
                    help="TTS clip cache (default $DUPLEX_EVAL_CACHE/tts or ~/.cache/duplex-eval/tts)")

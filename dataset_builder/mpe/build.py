@@ -1,16 +1,22 @@
 """Build the Duplex-MPE dataset folder: scripts -> TTS per turn -> nominal timeline -> parquet + card.
 
-Deterministic: the same seed and TTS backend give identical scripts, timings and audio bytes. With
+Deterministic: the same seed and TTS backend give identical scripts, timings and audio bytes, whatever the number
+of workers. Synthesis runs in a process pool (`options.workers`, default one per core; see dataset_builder.pool):
+the unit of work is one scenario pair, whose turns a worker speaks and returns as arrays (`speak_pair`); this
+process takes the pairs back in script order, places them on the timeline and streams them into parquet shards. With
 `options.scripts_only` only `scripts.jsonl` is written, from the same scripts, and nothing is synthesised.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
 import time
 from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import Future
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +24,10 @@ import numpy as np
 
 from dataset_builder.atomic import round_ms
 from dataset_builder.audio import SESSION_SR, silence, wav_bytes
-from dataset_builder.build import BuildOptions, open_tts, tts_backend, write_scripts
+from dataset_builder.build import BuildOptions, tts_backend, unit_tts, write_scripts
+from dataset_builder.pool import WorkerPool, resolve_workers
 from dataset_builder.progress import Progress
-from dataset_builder.schema import Case, Clip, Script
+from dataset_builder.schema import Case, Clip, Script, Turn
 from dataset_builder.segments import render_turn
 from dataset_builder.tts import TTSBackend
 
@@ -41,15 +48,67 @@ def turn_gaps(seed: int, pair_id: str, n_turns: int) -> list[float]:
     return [round_ms(g) for g in rng.uniform(*GAP_RANGE_S, size=n_turns)]
 
 
-def assemble_case(script: Script, tts: TTSBackend, preamble_text: str, preamble: np.ndarray, seed: int
-                  ) -> tuple[Case, np.ndarray]:
-    """Place the preamble and each synthesized turn on the nominal 24 kHz timeline."""
+# ------------------------------------------------------------------------------------ synthesis (workers)
+
+@dataclass(frozen=True)
+class _Voice:
+    """What a worker synthesises with: the backend (sent to the worker as is) and the shared clip cache."""
+
+    backend: TTSBackend
+    cache_dir: Path | None
+
+
+_VOICE: _Voice | None = None  # set once per worker process by `start_speaking`
+
+
+def start_speaking(backend: TTSBackend, cache_dir: Path | None) -> None:
+    """The worker processes' initializer."""
+    global _VOICE
+    _VOICE = _Voice(backend, cache_dir)
+
+
+def _voice() -> _Voice:
+    if _VOICE is None:
+        raise RuntimeError("start_speaking() was not called in this process")
+    return _VOICE
+
+
+def speak_turn(turn: Turn, voice: str, tts: TTSBackend) -> np.ndarray:
+    """One turn's audio, as the dataset will hold it. A per-turn check of the synthesised audio (e.g. a speech
+    gate that re-synthesises a turn the ASR cannot understand) belongs here: it runs inside the worker, and the
+    build stays deterministic as long as the check is."""
+    return render_turn(turn, tts, voice)
+
+
+def speak_script(script: Script, tts: TTSBackend) -> list[np.ndarray]:
+    """Each turn's audio, in turn order."""
     voices = {s.name: s.voice for s in script.speakers}
+    return [speak_turn(turn, voices[turn.speaker], tts) for turn in script.turns]
+
+
+def speak_pair(scripts: list[Script]) -> list[list[np.ndarray]]:
+    """The unit of work: every turn of one pair's scripts. Both conditions share most turns; one unit's cache
+    memo synthesises those once."""
+    voice = _voice()
+    tts = unit_tts(voice.backend, voice.cache_dir)
+    return [speak_script(script, tts) for script in scripts]
+
+
+def speak_preamble(text: str) -> np.ndarray:
+    voice = _voice()
+    return unit_tts(voice.backend, voice.cache_dir).synthesize(text, voice.backend.assistant_voice)  # type: ignore[attr-defined]
+
+
+# ------------------------------------------------------------------------------------ assembly (this process)
+
+def assemble_case(script: Script, turn_audio: list[np.ndarray], tts_name: str, preamble_text: str,
+                  preamble: np.ndarray, seed: int) -> tuple[Case, np.ndarray]:
+    """Place the preamble and each synthesized turn on the nominal 24 kHz timeline."""
     parts = [preamble, silence(NOMINAL_POST_PREAMBLE_S)]
     pos = len(preamble) + len(parts[1])
     clips: list[Clip] = []
-    for turn, gap in zip(script.turns, turn_gaps(seed, script.pair_id, len(script.turns)), strict=True):
-        audio = render_turn(turn, tts, voices[turn.speaker])
+    gaps = turn_gaps(seed, script.pair_id, len(script.turns))
+    for turn, audio, gap in zip(script.turns, turn_audio, gaps, strict=True):
         gap_audio = silence(gap)
         pos += len(gap_audio)
         clips.append(Clip(turn.turn_id, round_ms(pos / SESSION_SR), round_ms((pos + len(audio)) / SESSION_SR), gap))
@@ -57,9 +116,14 @@ def assemble_case(script: Script, tts: TTSBackend, preamble_text: str, preamble:
         pos += len(audio)
     parts.append(silence(NOMINAL_TAIL_S))
     case = Case(case_id=script.script_id, benchmark="mpe", script=script, preamble_text=preamble_text,
-                preamble_end_s=round_ms(len(preamble) / SESSION_SR), clips=clips, tts_backend=tts.name)
+                preamble_end_s=round_ms(len(preamble) / SESSION_SR), clips=clips, tts_backend=tts_name)
     case.validate()
     return case, np.concatenate(parts)
+
+
+def pairs_of(scripts: list[Script]) -> list[list[Script]]:
+    """Consecutive scripts of one pair, in script order: the units of work."""
+    return [list(group) for _, group in itertools.groupby(scripts, key=lambda s: s.pair_id)]
 
 
 def script_counts(script: Script) -> list[str]:
@@ -98,26 +162,37 @@ def build(out_dir: Path, options: BuildOptions | None = None) -> dict[str, Any]:
 
     t0 = time.perf_counter()
     n_pairs = options.size(PRESETS)
-    backend, tts = open_tts(options)
+    backend = tts_backend(options)
     scripts = generate_scripts(n_pairs, options.seed, backend.voices())
+    pairs = pairs_of(scripts)
+    workers = resolve_workers(options.workers, len(pairs))
     preamble_text = duty_preamble()
-    preamble = tts.synthesize(preamble_text, backend.assistant_voice)  # type: ignore[attr-defined]
     stats: Counter[str] = Counter()
-    progress = Progress("build mpe", len(scripts), enabled=options.progress)
+    progress = Progress(f"build mpe ({workers} worker{'s' * (workers > 1)})", len(scripts),
+                        enabled=options.progress)
     totals = {"cases": 0, "audio_s": 0.0}
 
-    def rows() -> Iterator[dict[str, Any]]:
-        # A generator: write_config holds one shard of rows (audio included) in memory at a time.
-        for script in scripts:
-            case, audio = assemble_case(script, tts, preamble_text, preamble, options.seed)
-            totals["cases"] += 1
-            totals["audio_s"] += len(audio) / SESSION_SR
-            stats.update(script_counts(script))
-            progress.advance(note=case.case_id)
-            yield case_to_row(case, wav_bytes(audio))
+    def rows(preamble_job: Future[np.ndarray], spoken: Iterator[list[list[np.ndarray]]]
+             ) -> Iterator[dict[str, Any]]:
+        # A generator: write_config holds one shard of rows in memory at a time, and the pool at most a few
+        # pairs' audio beyond it.
+        for pair, pair_audio in zip(pairs, spoken, strict=True):
+            preamble = preamble_job.result()
+            for script, turn_audio in zip(pair, pair_audio, strict=True):
+                case, audio = assemble_case(script, turn_audio, backend.name, preamble_text, preamble, options.seed)
+                totals["cases"] += 1
+                totals["audio_s"] += len(audio) / SESSION_SR
+                stats.update(script_counts(script))
+                progress.advance(note=case.case_id)
+                yield case_to_row(case, wav_bytes(audio))
 
     out_dir = Path(out_dir)
-    write_config(out_dir, "mpe", rows(), MPE_FEATURES, shard_size=SHARD_ROWS)
+    with WorkerPool(workers, start_speaking, (backend, options.cache_dir)) as pool:
+        preamble_job = pool.submit(speak_preamble, preamble_text)
+        # The first pairs are submitted here, so the workers are busy while write_config imports `datasets`
+        # (and the torch it loads: seconds).
+        spoken = pool.ordered_map(speak_pair, pairs)
+        write_config(out_dir, "mpe", rows(preamble_job, spoken), MPE_FEATURES, shard_size=SHARD_ROWS)
     audio_s = totals["audio_s"]
     info = {"preset": options.preset, "seed": options.seed, "n_pairs": n_pairs, "n_cases": totals["cases"],
             "tts_backend": backend.name, "generator": GENERATOR_VERSION, "audio_hours": round(audio_s / 3600, 3),
@@ -128,5 +203,7 @@ def build(out_dir: Path, options: BuildOptions | None = None) -> dict[str, Any]:
                                              "tts": backend.name, "gap_range_s": list(GAP_RANGE_S)})
     write_card(out_dir, {"mpe": {"features": MPE_FEATURES}}, context=context)
     info["build_s"] = round(time.perf_counter() - t0, 1)
-    log.info("built %d MPE cases (%.2f h audio) in %.1fs", totals["cases"], audio_s / 3600, info["build_s"])
+    info["workers"] = workers
+    log.info("built %d MPE cases (%.2f h audio) in %.1fs with %d worker(s)", totals["cases"], audio_s / 3600,
+             info["build_s"], workers)
     return info

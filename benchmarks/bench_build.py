@@ -1,0 +1,177 @@
+"""Duplex-MPE build throughput against the TTS engine's own speed on all cores, side by side in one run.
+
+    .venv/bin/python benchmarks/bench_build.py [--pairs N] [--workers W] [--full-pairs P] [--out DIR]
+
+The same clips (every distinct utterance of N pairs' scripts, and the preamble) are synthesised three ways:
+(1) directly by the backend in a pool of W processes (no build machinery), (2) by `build mpe --workers W` into an
+empty TTS cache, (3) by the backend in this one process with its default threads (how builds ran before the
+pool). The build's overhead is (2) against (1). The full-preset build time is projected from the measured
+throughput and the full preset's own scripts (their distinct text, in characters). Prints a markdown table and
+writes it with the raw numbers to OUT/bench-build.json. Nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench_mpe import Row, markdown, quiet, ratio, timed
+
+BUILD_OVERHEAD_GOAL = 0.15  # issue 6: the build adds under 15 % on top of synthesis
+
+_ENGINE: Any = None  # the backend, in each engine-pool worker
+
+
+def _start_engine(backend: Any) -> None:
+    global _ENGINE
+    _ENGINE = backend
+
+
+def _engine_speak(utterance: tuple[str, str]) -> int:
+    """One clip straight from the backend; its length in samples (the clip itself need not travel back)."""
+    return len(_ENGINE.synthesize(*utterance))
+
+
+def utterances(scripts: list[Any], preamble_text: str, assistant_voice: str) -> list[tuple[str, str]]:
+    """Each distinct (text, voice) the build synthesises, in the order it first needs them: what an empty
+    cache makes it synthesise exactly once."""
+    seen = {(preamble_text, assistant_voice): None}
+    for script in scripts:
+        voices = {s.name: s.voice for s in script.speakers}
+        for turn in script.turns:
+            for seg in turn.speech_segments():
+                if seg.kind == "speech":
+                    seen.setdefault((seg.text, voices[turn.speaker]), None)
+    return list(seen)
+
+
+def clock(seconds: float) -> str:
+    m = int(round(seconds / 60))
+    return f"{m // 60}:{m % 60:02d}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--pairs", type=int, default=10, help="scenario pairs to build (2 cases each); default 10")
+    p.add_argument("--workers", type=int, default=None, help="pool size for engine and build; default all cores")
+    p.add_argument("--full-pairs", type=int, default=2000, help="pairs of the preset to project to; default 2000")
+    p.add_argument("--seed", type=int, default=0, help="build seed; default 0")
+    p.add_argument("--tts", default="piper", help="TTS backend; default piper")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="measure engine and build this many times, alternating, and keep the fastest of each")
+    p.add_argument("--out", default=None, help="keep the dataset and cache here (default: a temporary folder)")
+    a = p.parse_args(argv)
+    quiet()
+    from dataset_builder.atomic import make_temp_dir
+    from dataset_builder.audio import SESSION_SR
+    from dataset_builder.build import BuildOptions
+    from dataset_builder.mpe.build import build as build_mpe
+    from dataset_builder.mpe.generator import generate_scripts
+    from dataset_builder.mpe.preamble import duty_preamble
+    from dataset_builder.pool import WorkerPool, resolve_workers
+    from dataset_builder.tts import get_tts
+
+    tmp = None if a.out else make_temp_dir(Path(tempfile.gettempdir()), prefix="bench-build-")
+    out = Path(a.out or tmp)
+    out.mkdir(parents=True, exist_ok=True)
+    workers = resolve_workers(a.workers, a.pairs)
+    backend = get_tts(a.tts)
+    preamble_text = duty_preamble()
+    scripts = generate_scripts(a.pairs, a.seed, backend.voices())
+    assistant = backend.assistant_voice  # type: ignore[attr-defined]
+    clips = utterances(scripts, preamble_text, assistant)
+    chars = sum(len(text) for text, _ in clips)
+    t_start = time.perf_counter()
+    try:
+        engine_walls, build_walls, startups = [], [], []
+        for _ in range(a.repeat):
+            # (1) The engine alone: a fresh pool of the build's size and kind (spawned, one ONNX thread per
+            # worker), start-up and model load included as in the build.
+            t0 = time.perf_counter()
+            with WorkerPool(workers, _start_engine, (backend,)) as pool:
+                pool.submit(_engine_speak, ("Hello.", assistant)).result()
+                startups.append(time.perf_counter() - t0)
+                samples = sum(pool.ordered_map(_engine_speak, clips))
+            engine_walls.append(time.perf_counter() - t0)
+            # (2) The build, into an empty cache: it synthesises exactly these clips.
+            for stale in ("dataset", "tts-cache"):
+                shutil.rmtree(out / stale, ignore_errors=True)
+            info, wall = timed(lambda: build_mpe(out / "dataset", BuildOptions(
+                seed=a.seed, tts=a.tts, n=a.pairs, workers=workers, cache_dir=out / "tts-cache")))
+            build_walls.append(wall)
+        # The fastest of the repeats: other jobs on the host only ever slow a run down.
+        engine_wall, build_wall, startup = min(engine_walls), min(build_walls), min(startups)
+        speech_s = samples / SESSION_SR
+        cached = sum(1 for _ in (out / "tts-cache").rglob("*.npy"))
+        dataset_s = info["audio_hours"] * 3600
+        # (3) The engine in this process, with the backend's default threads, its model loaded first.
+        backend.synthesize("Hello.", assistant)
+        single_samples, single_wall = timed(lambda: sum(len(backend.synthesize(*u)) for u in clips))
+        overhead = build_wall / engine_wall - 1
+        # Projection: the full preset's distinct text at the measured seconds of speech per character, at the
+        # build's throughput once its pool has started.
+        full = generate_scripts(a.full_pairs, a.seed, backend.voices())
+        full_chars = sum(len(text) for text, _ in utterances(full, preamble_text, assistant))
+        full_speech_s = full_chars * speech_s / chars
+        steady = speech_s / max(build_wall - startup, 1e-9)
+        full_build_s = startup + full_speech_s / steady
+        full_engine_s = startup + full_speech_s / (speech_s / max(engine_wall - startup, 1e-9))
+        full_dataset_h = dataset_s / a.pairs * a.full_pairs / 3600
+        w = f"{workers} worker{'s' * (workers > 1)}"
+        rows = [
+            Row(f"TTS engine alone, pool of {w} ({len(clips)} clips, {speech_s:.0f} s of speech / "
+                f"{engine_wall:.1f} s)", ratio(speech_s, engine_wall), "x real time", "",
+                {"clips": len(clips), "speech_s": round(speech_s, 3), "wall_s": round(engine_wall, 3),
+                 "walls_s": [round(w, 3) for w in engine_walls]}),
+            Row(f"build, {w}, empty TTS cache (same {speech_s:.0f} s of speech / {build_wall:.1f} s)",
+                ratio(speech_s, build_wall), "x real time", "",
+                {"speech_s": round(speech_s, 3), "wall_s": round(build_wall, 3), "cache_clips": cached,
+                 "n_cases": info["n_cases"], "walls_s": [round(w, 3) for w in build_walls]}),
+            Row("build overhead on top of synthesis (build wall / engine wall - 1)", 100 * overhead, "%",
+                f"< {100 * BUILD_OVERHEAD_GOAL:.0f} %", {"engine_wall_s": round(engine_wall, 3),
+                                                          "build_wall_s": round(build_wall, 3)}),
+            Row(f"TTS engine in one process, default threads ({single_wall:.1f} s; builds before the pool)",
+                ratio(single_samples / SESSION_SR, single_wall), "x real time", "(compare with the pool)",
+                {"wall_s": round(single_wall, 3)}),
+            Row(f"pool start-up ({w}: spawn, imports, model load, first clip)", startup, "s", "",
+                {"wall_s": round(startup, 3)}),
+            Row(f"build: dataset audio per wall second ({dataset_s:.0f} s / {build_wall:.1f} s)",
+                ratio(dataset_s, build_wall), "x real time", "", {"dataset_audio_s": round(dataset_s, 3)}),
+            Row(f"projected `full` build ({a.full_pairs} pairs: {full_chars:,} distinct characters ~ "
+                f"{full_speech_s / 3600:.1f} h of speech, ~{full_dataset_h:.0f} h of dataset audio), {w}",
+                clock(full_build_s), "h:mm", f"engine alone {clock(full_engine_s)}",
+                {"full_chars": full_chars, "speech_s_per_char": round(speech_s / chars, 5),
+                 "full_speech_s": round(full_speech_s), "build_s": round(full_build_s),
+                 "engine_s": round(full_engine_s), "dataset_audio_h": round(full_dataset_h, 1)}),
+        ]
+        total = time.perf_counter() - t_start
+        print(markdown(rows))
+        print(f"\n{a.pairs} pairs, seed {a.seed}, tts {a.tts}, {w}, fastest of {a.repeat}; total {total:.0f} s "
+              f"on {os.cpu_count()} CPUs ({platform.processor() or platform.machine()})")
+        result = {"pairs": a.pairs, "workers": workers, "repeat": a.repeat, "seed": a.seed, "tts": a.tts,
+                  "date": time.strftime("%Y-%m-%d"), "total_s": round(total, 1),
+                  "host": {"cpus": os.cpu_count(), "machine": platform.machine(),
+                           "python": platform.python_version()},
+                  "rows": [{"measurement": r.measurement, "value": r.value, "unit": r.unit, "target": r.target,
+                            **({"detail": r.detail} if r.detail else {})} for r in rows]}
+        bench_json = out / "bench-build.json"
+        bench_json.write_text(json.dumps(result, indent=2) + "\n")
+        print(f"json: {bench_json}")
+    finally:
+        if tmp is not None:
+            for child in out.iterdir():
+                if child.name != "bench-build.json":
+                    shutil.rmtree(child, ignore_errors=True) if child.is_dir() else child.unlink()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
