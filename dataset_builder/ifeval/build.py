@@ -1,0 +1,237 @@
+"""Build the DSB-IFEval dataset folder (`duplex-eval build ifeval`): texts -> grid -> segment-wise TTS ->
+nominal timeline -> parquet (configs `ifeval`, `ifeval_matched`) + card.
+
+The unit of synthesis is one distinct user-audio stream: a conversation, or a matched-audio group (one text, one
+voice, synthesised once and shared byte-identically by R1, R2 and R3). Each speech segment is synthesised on its
+own and every pause is exact zero samples. Workers speak the streams (`dataset_builder.pool`, output independent of
+the number of workers); this process places them on the timeline and streams the rows into parquet, one
+conversation's rows at a time. `--scripts-only` writes `scripts.jsonl` and `manifest.jsonl` and synthesises
+nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dataset_builder.atomic import atomic_write_text, round_ms
+from dataset_builder.audio import SESSION_SR, silence, wav_bytes
+from dataset_builder.build import BuildOptions, tts_backend, unit_tts
+from dataset_builder.errors import UsageError
+from dataset_builder.ifeval.grid import Grid, action_counts, compose, level_counts
+from dataset_builder.ifeval.schema import (
+    ACTIONS,
+    BENCHMARK,
+    INSTANCES,
+    LEVELS,
+    NOMINAL_GAP_S,
+    NOMINAL_TAIL_S,
+    Conversation,
+    IFEvalItem,
+    SegmentTiming,
+    TimedConversation,
+)
+from dataset_builder.ifeval.texts import load_texts
+from dataset_builder.pool import WorkerPool, resolve_workers
+from dataset_builder.progress import Progress
+from dataset_builder.tts import TTSBackend
+
+log = logging.getLogger("duplex_eval.build")
+
+PRESETS = {"mini": 1, "full": len(INSTANCES)}  # instances per (role, probe) cell
+GENERATOR_VERSION = "ifeval-texts-1"
+SHARD_ROWS = 50  # ~25 s of 24 kHz PCM16 per row: ~60 MB of audio per shard in memory
+SCRIPTS_FILE = "scripts.jsonl"
+MANIFEST_FILE = "manifest.jsonl"
+MATCHED_CONFIG = "ifeval_matched"
+
+
+def instances_for(options: BuildOptions) -> tuple[int, ...]:
+    n = options.size(PRESETS)
+    if n > len(INSTANCES):
+        raise UsageError(f"--n {n}: IFEval has {len(INSTANCES)} instances per cell")
+    return INSTANCES[:n]
+
+
+# ------------------------------------------------------------------------------------ synthesis (workers)
+
+@dataclass(frozen=True)
+class _Voice:
+    backend: TTSBackend
+    cache_dir: Path | None
+
+
+_VOICE: _Voice | None = None  # set once per worker process by `start_speaking`
+
+
+def start_speaking(backend: TTSBackend, cache_dir: Path | None) -> None:
+    """The worker processes' initializer."""
+    global _VOICE
+    _VOICE = _Voice(backend, cache_dir)
+
+
+def render_segments(conv: Conversation, tts: TTSBackend) -> dict[str, tuple[np.ndarray, list[SegmentTiming]]]:
+    """Each turn's audio and its segment timings: speech synthesised segment by segment in the conversation's
+    voice, silences as exact zero samples (never TTS prosody)."""
+    out = {}
+    for turn in conv.turns:
+        parts, timings, pos = [], [], 0
+        for seg in turn.segments:
+            audio = tts.synthesize(seg.text, conv.voice) if seg.kind == "speech" else silence(seg.duration_s)
+            parts.append(np.asarray(audio, np.float32))
+            timings.append(SegmentTiming(seg.kind, seg.mark, round_ms(pos / SESSION_SR),
+                                         round_ms((pos + len(audio)) / SESSION_SR)))
+            pos += len(audio)
+        out[turn.turn_id] = (np.concatenate(parts), timings)
+    return out
+
+
+def speak_conversation(conv: Conversation) -> dict[str, tuple[np.ndarray, list[SegmentTiming]]]:
+    """The unit of work, in a worker."""
+    if _VOICE is None:
+        raise RuntimeError("start_speaking() was not called in this process")
+    return render_segments(conv, unit_tts(_VOICE.backend, _VOICE.cache_dir))
+
+
+# ------------------------------------------------------------------------------------ assembly (this process)
+
+def nominal_audio(turns: dict[str, tuple[np.ndarray, list[SegmentTiming]]]
+                  ) -> tuple[np.ndarray, dict[str, tuple[float, float]]]:
+    """Turn 1, the inter-turn gap, turn 2, the tail; and where each turn's clip lies in it."""
+    t1, t2 = turns["t1"][0], turns["t2"][0]
+    gap = silence(NOMINAL_GAP_S)
+    start2 = len(t1) + len(gap)
+    clips = {"t1": (0.0, round_ms(len(t1) / SESSION_SR)),
+             "t2": (round_ms(start2 / SESSION_SR), round_ms((start2 + len(t2)) / SESSION_SR))}
+    return np.concatenate([t1, gap, t2, silence(NOMINAL_TAIL_S)]), clips
+
+
+def audio_units(grid: Grid) -> list[Conversation]:
+    """The distinct user-audio streams, in grid order: a matched group is spoken once, by its first member."""
+    seen: set[str] = set()
+    units = []
+    for conv in grid.conversations:
+        key = conv.matched_group or conv.conversation_id
+        if key not in seen:
+            seen.add(key)
+            units.append(conv)
+    return units
+
+
+def counts_table(grid: Grid) -> str:
+    """The per-action counts table the builder prints: scored action and App. B.1's base-action counting, per
+    level."""
+    counts = action_counts(grid.cases)
+    by_level = {lv: Counter(c.expected_action for c in grid.cases if c.level == lv) for lv in LEVELS}
+    head = f"{'action':<15}" + "".join(f"{lv:>6}" for lv in LEVELS) + f"{'scored':>8}{'base':>6}"
+    lines = [head, "-" * len(head)]
+    for action in ACTIONS:
+        lines.append(f"{action:<15}" + "".join(f"{by_level[lv][action]:>6}" for lv in LEVELS)
+                     + f"{counts['scored'][action]:>8}{counts['base'][action]:>6}")
+    levels = level_counts(grid.cases)
+    lines.append(f"{'total':<15}" + "".join(f"{levels[lv]:>6}" for lv in LEVELS)
+                 + f"{len(grid.cases):>8}{len(grid.cases):>6}")
+    return "\n".join(lines)
+
+
+def grid_info(grid: Grid, options: BuildOptions, backend_name: str) -> dict[str, Any]:
+    counts = action_counts(grid.cases)
+    return {
+        "preset": options.preset, "seed": options.seed, "tts_backend": backend_name,
+        "generator": GENERATOR_VERSION, "n_conversations": len(grid.conversations),
+        "n_audio_streams": len(audio_units(grid)), "n_cases": len(grid.cases),
+        "levels": dict(sorted(level_counts(grid.cases).items())),
+        "actions_scored": dict(sorted(counts["scored"].items())),
+        "actions_base": dict(sorted(counts["base"].items())),
+        "n_matched_cases": sum(c.matched_audio for c in grid.cases),
+    }
+
+
+def write_scripts_only(out_dir: Path, grid: Grid) -> tuple[Path, Path]:
+    """`scripts.jsonl` (one conversation per line, its cases under "cases") and `manifest.jsonl` (one case per
+    line), written atomically."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    scripts = "".join(json.dumps({**conv.to_dict(), "cases": [c.to_dict() for c in grid.cases_of(conv)]},
+                                 ensure_ascii=False) + "\n" for conv in grid.conversations)
+    manifest = "".join(json.dumps(c.to_dict(), ensure_ascii=False) + "\n" for c in grid.cases)
+    atomic_write_text(out_dir / SCRIPTS_FILE, scripts)
+    atomic_write_text(out_dir / MANIFEST_FILE, manifest)
+    return out_dir / SCRIPTS_FILE, out_dir / MANIFEST_FILE
+
+
+def build(out_dir: Path, options: BuildOptions | None = None) -> dict[str, Any]:
+    """Write `out_dir/data/{ifeval,ifeval_matched}/*.parquet` and `out_dir/README.md` (or, with
+    `options.scripts_only`, only `scripts.jsonl` and `manifest.jsonl`); prints the per-action counts table and
+    returns build statistics."""
+    options = options or BuildOptions()
+    t0 = time.perf_counter()
+    out_dir = Path(out_dir)
+    backend = tts_backend(options)
+    grid = compose(options.seed, backend.voices(), instances_for(options))
+    info = grid_info(grid, options, backend.name)
+    print(f"DSB-IFEval cases per action and level ({len(grid.conversations)} conversations):\n{counts_table(grid)}")
+    if options.scripts_only:
+        scripts, manifest = write_scripts_only(out_dir, grid)
+        info.update(scripts=str(scripts), manifest=str(manifest), build_s=round(time.perf_counter() - t0, 1))
+        log.info("wrote %d IFEval conversations and %d cases to %s in %.1fs (no audio)", len(grid.conversations),
+                 len(grid.cases), out_dir, info["build_s"])
+        return info
+    from dataset_builder.hf_dataset import write_config
+    from dataset_builder.ifeval.card import write_ifeval_card
+    from dataset_builder.ifeval.rows import ifeval_features, item_to_row
+
+    bank = load_texts()
+    units = audio_units(grid)
+    workers = resolve_workers(options.workers, len(units))
+    progress = Progress(f"build ifeval ({workers} worker{'s' * (workers > 1)})", len(units),
+                        enabled=options.progress)
+    matched_rows: list[dict[str, Any]] = []  # small: 102 rows of ~25 s on the full grid
+    totals = {"audio_s": 0.0}
+
+    def rows(pool: WorkerPool) -> Iterator[dict[str, Any]]:
+        spoken: dict[str, tuple[bytes, dict[str, tuple[np.ndarray, list[SegmentTiming]]],
+                                dict[str, tuple[float, float]]]] = {}
+        # Lazy, in unit order: a unit is taken from the pool when the first conversation that needs it comes up.
+        stream = zip(units, pool.ordered_map(speak_conversation, units), strict=True)
+        for conv in grid.conversations:
+            key = conv.matched_group or conv.conversation_id
+            if key not in spoken:
+                unit, turns = next(stream)
+                if (unit.matched_group or unit.conversation_id) != key:
+                    raise RuntimeError(f"audio units out of grid order at {key}")
+                audio, clips = nominal_audio(turns)
+                totals["audio_s"] += len(audio) / SESSION_SR
+                spoken[key] = (wav_bytes(audio), turns, clips)
+                progress.advance(note=key)
+            data, turns, clips = spoken[key]
+            timed = TimedConversation(conv, {tid: timing for tid, (_, timing) in turns.items()})
+            for case in grid.cases_of(conv):
+                item = IFEvalItem(case, timed, clips, bank.roles[conv.role].persona, backend.name)
+                row = item_to_row(item, data, bank.roles[conv.role].directive)
+                if case.matched_audio:
+                    matched_rows.append(row)
+                yield row
+            if not conv.matched_group:
+                del spoken[key]  # matched streams stay: the other two roles reuse their bytes
+
+    features = ifeval_features()
+    with WorkerPool(workers, start_speaking, (backend, options.cache_dir)) as pool:
+        write_config(out_dir, BENCHMARK, rows(pool), features, shard_size=SHARD_ROWS)
+    configs = {BENCHMARK: {"features": features}}
+    if matched_rows:
+        write_config(out_dir, MATCHED_CONFIG, matched_rows, features, shard_size=SHARD_ROWS)
+        configs[MATCHED_CONFIG] = {"features": features}
+    write_ifeval_card(out_dir, configs, grid, bank, options, backend.name, GENERATOR_VERSION)
+    info.update(audio_hours=round(totals["audio_s"] / 3600, 3), workers=workers, configs=sorted(configs),
+                build_s=round(time.perf_counter() - t0, 1))
+    log.info("built %d IFEval cases from %d audio streams (%.2f h) in %.1fs with %d worker(s)", len(grid.cases),
+             len(units), totals["audio_s"] / 3600, info["build_s"], workers)
+    return info

@@ -1,0 +1,127 @@
+"""The DSB-IFEval dataset card (`cards/ifeval.md`): roles, probes, levels, actions, counts, gates and defaults,
+counted from the written shards where the numbers describe the data."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from dataset_builder.build import BuildOptions
+from dataset_builder.ifeval.gates import IMPERATIVE_BLOCKLIST, JACCARD_MAX, PERSONA_WORDS, role_diagnostics
+from dataset_builder.ifeval.grid import Grid
+from dataset_builder.ifeval.schema import (
+    ACTIONS,
+    BARGE_WINDOW_S,
+    BENCHMARK,
+    INTERRUPT_WINDOW_S,
+    LEVELS,
+    NOMINAL_GAP_S,
+    NOMINAL_TAIL_S,
+    PROBE_TITLES,
+    ROLE_OVERRIDES,
+    ROLES,
+    SAFETY_CELLS,
+    VERIFIER_DEFAULTS,
+    role_probes,
+)
+from dataset_builder.ifeval.texts import TextBank
+
+TEMPLATE = Path(__file__).resolve().parent.parent.parent / "cards" / "ifeval.md"
+METADATA = {
+    "pretty_name": "DSB-IFEval (duplex-eval reconstruction)",
+    "tags": ["full-duplex", "spoken-dialogue", "instruction-following", "persona", "benchmark"],
+}
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _shard_rows(repo_dir: Path, config: str) -> list[dict[str, Any]]:
+    rows = []
+    for shard in sorted((repo_dir / "data" / config).glob("*.parquet")):
+        cols = ["case_id", "conversation_id", "level", "expected_action", "base_action", "role", "probe",
+                "matched_audio", "matched_group", "turns"]
+        rows += pq.read_table(shard, columns=cols).to_pylist()
+    return rows
+
+
+def card_context(repo_dir: Path, grid: Grid, bank: TextBank, options: BuildOptions, backend: str,
+                 generator_version: str) -> dict[str, str]:
+    rows = _shard_rows(repo_dir, BENCHMARK)
+    matched = _shard_rows(repo_dir, "ifeval_matched") if (repo_dir / "data" / "ifeval_matched").is_dir() else []
+    by_level = {lv: Counter(r["expected_action"] for r in rows if r["level"] == lv) for lv in LEVELS}
+    scored, base = Counter(r["expected_action"] for r in rows), Counter(r["base_action"] for r in rows)
+    levels = Counter(r["level"] for r in rows)
+    action_rows = [[a, *(by_level[lv][a] for lv in LEVELS), scored[a], base[a]] for a in ACTIONS]
+    action_rows.append(["total", *(levels[lv] for lv in LEVELS), len(rows), len(rows)])
+    table = bank.table
+    cell_rows = []
+    for role in ROLES:
+        cells = []
+        for probe in role_probes(role):
+            c = table[(role, probe)]
+            l4b = f" / **{c.l4b_action}**" if c.l4b_action else ""
+            cells.append(f"{c.action} / {c.l4a}{l4b}")
+        cell_rows.append([f"{role} {ROLES[role]}", *cells])
+    speech_s = conv_s = 0.0
+    seen: set[str] = set()
+    for r in rows:
+        key = r["matched_group"] or r["conversation_id"]
+        if key in seen:
+            continue
+        seen.add(key)
+        for t in r["turns"]:
+            conv_s += t["end_s"] - t["start_s"]
+            speech_s += sum(g["end_s"] - g["start_s"] for g in t["segments"] if g["kind"] == "speech")
+    diags = [role_diagnostics(r, t.persona, t.directive) for r, t in bank.roles.items()]
+    gate_rows = [[d.role, f"{d.jaccard:.3f}", d.persona_words, ", ".join(d.shared) or "(none)",
+                  "pass" if not d.problems else "FAIL"] for d in diags]
+    thresholds = []
+    for action in ACTIONS:
+        params = ", ".join(f"{k}={v:g}" for k, v in VERIFIER_DEFAULTS[action].items()) or "(none)"
+        overrides = "; ".join(f"{role}: " + ", ".join(f"{k}={v:g}" for k, v in p.items())
+                              for role, p in ROLE_OVERRIDES.get(action, {}).items()) or "-"
+        thresholds.append([action, params, overrides])
+    probe_rows = [[p, t] for p, t in PROBE_TITLES.items()]
+    return {
+        "n_cases": str(len(rows)),
+        "n_conversations": str(len({r["conversation_id"] for r in rows})),
+        "n_streams": str(len(seen)),
+        "n_matched": str(len(matched)),
+        "hours_user_audio": f"{conv_s / 3600:.2f}",
+        "hours_speech": f"{speech_s / 3600:.2f}",
+        "mean_conversation_s": f"{conv_s / max(len(seen), 1):.1f}",
+        "tts_backend": f"`{backend}`",
+        "build_seed": str(options.seed),
+        "generator_version": generator_version,
+        "build_params": json.dumps({"preset": options.preset, "instances_per_cell": len(grid.conversations) // 48,
+                                    "tts": backend, "nominal_gap_s": NOMINAL_GAP_S,
+                                    "nominal_tail_s": NOMINAL_TAIL_S}, indent=2, sort_keys=True),
+        "action_table": _table(["role", *("C1", "C2", "C3", "C4", "_A", "_B")], cell_rows),
+        "probe_table": _table(["probe", "what happens in turn 2"], probe_rows),
+        "counts_table": _table(["action", *LEVELS, "scored", "base (App. B.1)"], action_rows),
+        "gates_table": _table(["role", "Jaccard", "persona words", "shared content words", "gates"], gate_rows),
+        "threshold_table": _table(["action", "default", "per-role overrides"], thresholds),
+        "safety_cells": ", ".join(f"{r}/{p}" for r, p in SAFETY_CELLS),
+        "blocklist": ", ".join(IMPERATIVE_BLOCKLIST),
+        "jaccard_max": f"{JACCARD_MAX}",
+        "persona_words": f"{PERSONA_WORDS[0]}–{PERSONA_WORDS[1]}",
+        "barge_window_s": f"{BARGE_WINDOW_S:g}",
+        "interrupt_window_s": f"{INTERRUPT_WINDOW_S:g}",
+    }
+
+
+def write_ifeval_card(repo_dir: Path, configs: Mapping[str, Mapping[str, Any]], grid: Grid, bank: TextBank,
+                      options: BuildOptions, backend: str, generator_version: str) -> None:
+    from dataset_builder.hf_dataset import write_card
+
+    context = card_context(Path(repo_dir), grid, bank, options, backend, generator_version)
+    write_card(Path(repo_dir), configs, template=TEMPLATE, context=context, metadata=METADATA)
