@@ -3,24 +3,37 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import logging
 import sys
 from pathlib import Path
 
-from dataset_builder.benchmarks import benchmark_names, get_benchmark
+from dataset_builder.benchmarks import PENDING_BUILDS, Benchmark, benchmark_names, get_benchmark
 from dataset_builder.errors import UsageError
 from dataset_builder.schema import SchemaError
 from eval.run import add_run_arguments, config_from_args, finish, parse_kv, run
 
 DEFAULT_OUT = Path("out")
+# Benchmarks whose `build --diagnostics` is their own ("module:function(folder) -> text") instead of the shared
+# script audit of metrics.build_audit.
+OWN_DIAGNOSTICS = {"ifeval": "dataset_builder.ifeval.diagnostics:audit"}
+
+
+def buildable_names() -> list[str]:
+    return sorted({*benchmark_names(), *PENDING_BUILDS})
+
+
+def build_target(name: str) -> Benchmark:
+    """A registered benchmark, or one whose builder is ready before it joins the registry."""
+    return get_benchmark(name) if name in benchmark_names() or name not in PENDING_BUILDS else PENDING_BUILDS[name]
 
 
 def cmd_build(a: argparse.Namespace) -> int:
     from dataset_builder.build import BuildOptions
     from dataset_builder.tts.cache import default_cache_dir
 
-    bench = get_benchmark(a.benchmark)
+    bench = build_target(a.benchmark)
     if a.preset not in bench.presets:
         raise UsageError(f"--preset {a.preset!r}: {bench.name} has presets {list(bench.presets)}")
     out = Path(a.out or DEFAULT_OUT / "datasets" / f"duplex-{bench.name}")
@@ -30,7 +43,8 @@ def cmd_build(a: argparse.Namespace) -> int:
         options = BuildOptions(preset=a.preset, seed=a.seed, tts=a.tts,
                                tts_args=parse_kv(a.tts_arg, "--tts-arg"), n=a.n,
                                cache_dir=None if a.no_cache else Path(a.cache_dir or default_cache_dir()),
-                               progress=a.progress, scripts_only=a.scripts_only, workers=a.workers)
+                               progress=a.progress, scripts_only=a.scripts_only, workers=a.workers,
+                               writer=a.writer, writer_args=parse_kv(a.writer_arg, "--writer-arg"))
         info = bench.function("build")(out, options)
         print(json.dumps(info, indent=2))
         if a.scripts_only:
@@ -39,7 +53,10 @@ def cmd_build(a: argparse.Namespace) -> int:
             for config in bench.configs:
                 print(f"dataset written to {out} (load with datasets.load_dataset({str(out.resolve())!r}, "
                       f"{config!r}, split='test'))")
-    if a.diagnostics or a.diagnostics_only:
+    if (a.diagnostics or a.diagnostics_only) and bench.name in OWN_DIAGNOSTICS:
+        module, _, fn = OWN_DIAGNOSTICS[bench.name].partition(":")
+        print(getattr(importlib.import_module(module), fn)(out))
+    elif a.diagnostics or a.diagnostics_only:
         from metrics.build_audit import DIAGNOSTICS_FILE, audit, format_audit
 
         result = audit(out, bench.configs, audio=not a.scripts_only, limit=a.diagnostics_limit,
@@ -158,7 +175,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="duplex-eval", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="build a benchmark dataset folder")
-    b.add_argument("benchmark", choices=benchmark_names())
+    b.add_argument("benchmark", choices=buildable_names())
     b.add_argument("--preset", default="mini", help="size preset (mpe: mini, full)")
     b.add_argument("--n", "--n-pairs", dest="n", type=int, default=None,
                    help="override the preset's size (mpe: scenario pairs)")
@@ -166,6 +183,12 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--tts", default="piper", help="TTS backend: piper (default), espeak, http")
     b.add_argument("--tts-arg", action="append", default=[], metavar="K=V",
                    help="TTS backend arg, e.g. base_url=http://127.0.0.1:8880 model=kokoro (for --tts http)")
+    b.add_argument("--writer", default="template",
+                   help="who writes the scene text: template (the composer's phrase banks, default) or openai (an "
+                        "LLM rewrites each pair; every rewrite passes the same checks or is asked for again)")
+    b.add_argument("--writer-arg", action="append", default=[], metavar="K=V",
+                   help="writer arg, e.g. base_url=http://127.0.0.1:8000 model=qwen (for --writer openai; the API "
+                        "key is read from $OPENAI_API_KEY or the variable api_key_env names)")
     b.add_argument("--no-progress", dest="progress", action="store_false", help="no progress line on stderr")
     b.add_argument("--workers", type=int, default=None, metavar="N",
                    help="synthesis processes (default: one per core); the output is "
