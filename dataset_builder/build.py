@@ -32,6 +32,8 @@ class BuildOptions:
     progress: bool = False  # a progress line with counts and time left, on stderr
     scripts_only: bool = False  # write out/scripts.jsonl only: no TTS, no audio, no parquet
     workers: int | None = None  # synthesis processes (`--workers`); None: one per core
+    writer: str = "template"  # who writes the scene text (`--writer`; MPE: dataset_builder/mpe/writer.py)
+    writer_args: dict[str, Any] = field(default_factory=dict)  # writer constructor args (`--writer-arg K=V`)
 
     def __post_init__(self) -> None:
         if self.workers is not None and self.workers < 1:

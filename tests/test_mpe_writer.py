@@ -362,3 +362,52 @@ def test_checks_reject_near_misses(pairs):
         with pytest.raises(Rejected):
             check_rewrite(draft, ne, ni)
             pytest.fail(f"accepted {what}")
+
+
+# --- the build and the command line -----------------------------------------------------------------------------
+
+def _cli_args(stub: Stub, out: Path, *extra: str) -> list[str]:
+    return ["build", "mpe", "--n", "2", "--out", str(out), "--no-progress", "--writer", "openai",
+            "--writer-arg", f"base_url={stub.url}", "--writer-arg", "model=stub-model",
+            "--writer-arg", f"cache_dir={out.parent / 'writer-cache'}", *extra]
+
+
+def test_cli_scripts_only_with_the_openai_writer(stub, tmp_path, capsys):
+    from dataset_builder.build import read_scripts
+    from eval.cli import main
+
+    out = tmp_path / "scripts"
+    assert main(_cli_args(stub, out, "--scripts-only")) == 0
+    info = json.loads(capsys.readouterr().out.split("\nscripts written")[0])
+    assert info["writer"]["name"] == "openai:stub-model" and info["writer"]["rewritten"] == 2
+    written = read_scripts(out / "scripts.jsonl")
+    composed = [s for i in range(2) for s in generate_pair(i, SEED, VOICES)]  # the voices do not change the words
+    assert [(s.script_id, s.gold_answer, [t.label for t in s.turns]) for s in written] == \
+           [(s.script_id, s.gold_answer, [t.label for t in s.turns]) for s in composed]
+    assert [[t.text for t in s.turns] for s in written] == [[reworded(t.text) for t in s.turns] for s in composed]
+
+
+def test_cli_persistent_failure_exits_with_one_line(stub, tmp_path, capsys):
+    from eval.cli import main
+
+    stub.answer = lambda prompt, n: missing_turn(prompt)
+    out = tmp_path / "scripts"
+    assert main(_cli_args(stub, out, "--scripts-only", "--writer-arg", "attempts=2")) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert err[0].startswith("error: writer openai:stub-model: pair mpe-00000: rule turns: expected ")
+    assert not (out / "scripts.jsonl").exists()
+
+
+def test_card_records_the_writer(stub, tmp_path):
+    from dataset_builder.build import BuildOptions
+    from dataset_builder.mpe.build import build
+
+    out = tmp_path / "set"
+    info = build(out, BuildOptions(n=1, tts="espeak", workers=1, cache_dir=tmp_path / "tts", writer="openai",
+                                   writer_args={"base_url": stub.url, "model": "stub-model",
+                                                "cache_dir": str(tmp_path / "writer-cache")}))
+    assert info["writer"]["rewritten"] == 1
+    card = (out / "README.md").read_text(encoding="utf-8")
+    assert '"name": "openai:stub-model"' in card and '"template_fallback": 0' in card
+    assert '"requests"' not in card  # the card stays the same when a rebuild reads the cache

@@ -134,17 +134,18 @@ def script_counts(script: Script) -> list[str]:
 
 def build_scripts_only(out_dir: Path, options: BuildOptions) -> dict[str, Any]:
     """Write `out_dir/scripts.jsonl`: the scripts a full build with these options would speak, no audio."""
-    from dataset_builder.mpe.generator import generate_scripts
+    from dataset_builder.mpe.writer import compose_scripts
 
     t0 = time.perf_counter()
     n_pairs = options.size(PRESETS)
     backend = tts_backend(options)
-    scripts = generate_scripts(n_pairs, options.seed, backend.voices())
+    scripts, writer = compose_scripts(n_pairs, options, backend.voices())
     path = write_scripts(Path(out_dir), scripts)
     stats = Counter(c for script in scripts for c in script_counts(script))
     info = {"preset": options.preset, "seed": options.seed, "n_pairs": n_pairs, "n_scripts": len(scripts),
-            "tts_backend": backend.name, "generator": GENERATOR_VERSION, "scripts": str(path),
-            "counts": dict(sorted(stats.items())), "build_s": round(time.perf_counter() - t0, 1)}
+            "tts_backend": backend.name, "generator": GENERATOR_VERSION, "writer": writer.summary(),
+            "scripts": str(path), "counts": dict(sorted(stats.items())),
+            "build_s": round(time.perf_counter() - t0, 1)}
     log.info("wrote %d MPE scripts to %s in %.1fs (no audio)", len(scripts), path, info["build_s"])
     return info
 
@@ -156,14 +157,14 @@ def build(out_dir: Path, options: BuildOptions | None = None) -> dict[str, Any]:
     if options.scripts_only:
         return build_scripts_only(Path(out_dir), options)
     from dataset_builder.hf_dataset import MPE_FEATURES, mpe_card_context, write_card, write_config
-    from dataset_builder.mpe.generator import generate_scripts
     from dataset_builder.mpe.preamble import duty_preamble
+    from dataset_builder.mpe.writer import card_record, compose_scripts
     from dataset_builder.rows import case_to_row
 
     t0 = time.perf_counter()
     n_pairs = options.size(PRESETS)
     backend = tts_backend(options)
-    scripts = generate_scripts(n_pairs, options.seed, backend.voices())
+    scripts, writer = compose_scripts(n_pairs, options, backend.voices())
     pairs = pairs_of(scripts)
     workers = resolve_workers(options.workers, len(pairs))
     preamble_text = duty_preamble()
@@ -195,12 +196,13 @@ def build(out_dir: Path, options: BuildOptions | None = None) -> dict[str, Any]:
         write_config(out_dir, "mpe", rows(preamble_job, spoken), MPE_FEATURES, shard_size=SHARD_ROWS)
     audio_s = totals["audio_s"]
     info = {"preset": options.preset, "seed": options.seed, "n_pairs": n_pairs, "n_cases": totals["cases"],
-            "tts_backend": backend.name, "generator": GENERATOR_VERSION, "audio_hours": round(audio_s / 3600, 3),
-            "counts": dict(sorted(stats.items()))}
+            "tts_backend": backend.name, "generator": GENERATOR_VERSION, "writer": writer.summary(),
+            "audio_hours": round(audio_s / 3600, 3), "counts": dict(sorted(stats.items()))}
     # No wall time in the card: the folder stays byte-identical for a given seed and backend.
     context = mpe_card_context(out_dir, "mpe", build_seed=options.seed, generator_version=GENERATOR_VERSION,
                                build_params={"preset": options.preset, "n_pairs": n_pairs,
-                                             "tts": backend.name, "gap_range_s": list(GAP_RANGE_S)})
+                                             "tts": backend.name, "gap_range_s": list(GAP_RANGE_S),
+                                             "writer": card_record(writer)})
     write_card(out_dir, {"mpe": {"features": MPE_FEATURES}}, context=context)
     info["build_s"] = round(time.perf_counter() - t0, 1)
     info["workers"] = workers

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from dataset_builder.diagnostics import words
 from dataset_builder.errors import UsageError
@@ -36,6 +36,9 @@ from dataset_builder.openai_compat import ChatClient, EndpointError
 from dataset_builder.progress import Progress
 from dataset_builder.registry import LazyRegistry
 from dataset_builder.schema import ASSISTANT_NAME, SchemaError, Script, validate_pair
+
+if TYPE_CHECKING:
+    from dataset_builder.build import BuildOptions
 
 log = logging.getLogger("duplex_eval.build")
 
@@ -488,3 +491,30 @@ def write_scenes(writer: Writer, scripts: Sequence[Script], *, progress: bool = 
     if failures:
         raise min(failures, key=lambda f: f[0])[1]  # the first pair (in order) of those that failed
     return out
+
+
+def writer_for_build(options: BuildOptions) -> Writer:
+    """The writer `--writer`/`--writer-arg` chose. The openai writer caches its answers next to the TTS clips
+    unless told where (`cache_dir`), and not at all with `--no-cache`."""
+    args = dict(options.writer_args)
+    if options.writer == "openai" and "cache_dir" not in args and options.cache_dir is not None:
+        args["cache_dir"] = default_cache_dir()
+    return get_writer(options.writer, **args)
+
+
+def card_record(writer: Writer) -> dict[str, Any]:
+    """What the dataset card records of the writer: who wrote the text and how many pairs fell back to the
+    template; no request or cache counts, which differ between two builds of the same folder."""
+    summary = writer.summary()
+    return {k: v for k, v in summary.items() if k not in ("requests", "cache_hits", "rejected_attempts")}
+
+
+def compose_scripts(n_pairs: int, options: BuildOptions, voices: list[str]) -> tuple[list[Script], Writer]:
+    """The build's scripts: composed by the generator, then written by the chosen writer."""
+    from dataset_builder.mpe.generator import generate_scripts
+
+    writer = writer_for_build(options)
+    scripts = write_scenes(writer, generate_scripts(n_pairs, options.seed, voices), progress=options.progress)
+    if writer.name != TemplateWriter.name:
+        log.info("writer %s: %s", writer.name, json.dumps(writer.summary(), sort_keys=True))
+    return scripts, writer
