@@ -1,0 +1,110 @@
+"""DSB-IFEval aggregation (SPEC §7): case verdicts -> IAS overall, per level, action and role; the three level
+differences; the matched-audio table. Pure functions of stored measurements and thresholds, so `score`,
+`score --reuse` and the threshold sweep give one number.
+
+A rate is {value, k, n, ci} (Wilson 95 %); a difference of two level rates is {value, a, b, n_a, n_b, ci} with
+Newcombe's hybrid score interval, plus the paired view over conversations scored at both levels (discordant
+counts and the exact McNemar p), since L1, L2 and L3 share their user audio.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from dataset_builder.ifeval.schema import ACTIONS, LEVELS, MATCHED_PROBES, MATCHED_ROLES, ROLES
+from metrics.ifeval.verdicts import Thresholds, passes
+from metrics.stats import mcnemar_exact, wilson_interval
+
+# name -> (level a, level b): value = IAS(a) - IAS(b)
+DIFFERENCES = {"entailment_gap": ("L1", "L2"), "redundancy_gain": ("L3", "L2"), "role_tax": ("L3", "L1")}
+
+
+def summarise(successes: Iterable[bool]) -> dict[str, Any]:
+    oks = list(successes)
+    n, k = len(oks), sum(oks)
+    ci = wilson_interval(k, n) if n else None
+    return {"value": k / n if n else None, "n": n, "k": k, "ci": [round(ci[0], 4), round(ci[1], 4)] if ci else None}
+
+
+def newcombe_interval(k_a: int, n_a: int, k_b: int, n_b: int) -> tuple[float, float] | None:
+    """95 % interval of p_a - p_b from the two Wilson intervals (Newcombe 1998, method 10)."""
+    if not n_a or not n_b:
+        return None
+    pa, pb = k_a / n_a, k_b / n_b
+    la, ua = wilson_interval(k_a, n_a)  # type: ignore[misc]
+    lb, ub = wilson_interval(k_b, n_b)  # type: ignore[misc]
+    d = pa - pb
+    return d - math.sqrt((pa - la) ** 2 + (ub - pb) ** 2), d + math.sqrt((ua - pa) ** 2 + (pb - lb) ** 2)
+
+
+Outcome = tuple[dict[str, Any], bool]
+
+
+def outcomes(measurements: Iterable[dict[str, Any]], th: Thresholds) -> list[Outcome]:
+    return [(m, passes(m, th)) for m in measurements]
+
+
+def _pick(rows: list[Outcome], keep: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+    return summarise(ok for m, ok in rows if keep(m))
+
+
+def difference(rows: list[Outcome], a: str, b: str) -> dict[str, Any]:
+    ra, rb = _pick(rows, lambda m: m["level"] == a), _pick(rows, lambda m: m["level"] == b)
+    ci = newcombe_interval(ra["k"], ra["n"], rb["k"], rb["n"])
+    by_conv: dict[str, dict[str, bool]] = defaultdict(dict)
+    for m, ok in rows:
+        if m["level"] in (a, b):
+            by_conv[str(m["conversation_id"])][m["level"]] = ok
+    pairs = [(v[a], v[b]) for v in by_conv.values() if a in v and b in v]
+    a_only = sum(1 for x, y in pairs if x and not y)
+    b_only = sum(1 for x, y in pairs if y and not x)
+    value = None if ra["value"] is None or rb["value"] is None else ra["value"] - rb["value"]
+    return {"value": value, "a": a, "b": b, "n_a": ra["n"], "n_b": rb["n"],
+            "ci": [round(ci[0], 4), round(ci[1], 4)] if ci else None,
+            "paired": {"n_pairs": len(pairs), "a_only": a_only, "b_only": b_only,
+                       "mcnemar_p": mcnemar_exact(a_only, b_only) if pairs else None}}
+
+
+def matched_audio(rows: list[Outcome]) -> dict[str, Any]:
+    """The matched-audio subset (C1 and C4, instances 1-4, R1/R2/R3 on byte-identical user audio): IAS per role,
+    per role and probe, per level, and `all_roles_pass`, the share of (matched group, level) triples in which the
+    model did what each of the three roles asks on the same audio."""
+    matched = [(m, ok) for m, ok in rows if m.get("matched_audio")]
+    triples: dict[tuple[str, str], dict[str, bool]] = defaultdict(dict)
+    for m, ok in matched:
+        triples[(str(m.get("matched_group")), m["level"])][m["role"]] = ok
+    complete = [v for v in triples.values() if all(r in v for r in MATCHED_ROLES)]
+    return {
+        "ias": summarise(ok for _, ok in matched),
+        "by_role": {r: _pick(matched, lambda m, r=r: m["role"] == r) for r in MATCHED_ROLES},
+        "by_role_probe": {f"{r} {p}": _pick(matched, lambda m, r=r, p=p: m["role"] == r and m["probe"] == p)
+                          for r in MATCHED_ROLES for p in MATCHED_PROBES},
+        "by_level": {lv: _pick(matched, lambda m, lv=lv: m["level"] == lv) for lv in LEVELS},
+        "all_roles_pass": summarise(all(v[r] for r in MATCHED_ROLES) for v in complete),
+    }
+
+
+def aggregate(measurements: list[dict[str, Any]], th: Thresholds) -> dict[str, Any]:
+    """Every IAS block of scores.json (the judge's blocks come from `metrics.ifeval.judge.aggregate_judge`)."""
+    rows = outcomes(measurements, th)
+    return {
+        "scores": {"ias": summarise(ok for _, ok in rows)},
+        "by_level": {lv: _pick(rows, lambda m, lv=lv: m["level"] == lv) for lv in LEVELS},
+        "by_action": {a: _pick(rows, lambda m, a=a: m["expected_action"] == a) for a in ACTIONS},
+        "by_role": {r: _pick(rows, lambda m, r=r: m["role"] == r) for r in ROLES},
+        **{name: difference(rows, a, b) for name, (a, b) in DIFFERENCES.items()},
+        "matched_audio": matched_audio(rows),
+    }
+
+
+def ias_of_level(measurements: list[dict[str, Any]], th: Thresholds, level: str) -> float | None:
+    return _pick(outcomes((m for m in measurements if m["level"] == level), th), lambda m: True)["value"]
+
+
+def entailment_gap(measurements: list[dict[str, Any]], th: Thresholds) -> float | None:
+    a, b = DIFFERENCES["entailment_gap"]
+    ia, ib = ias_of_level(measurements, th, a), ias_of_level(measurements, th, b)
+    return None if ia is None or ib is None else ia - ib

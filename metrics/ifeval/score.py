@@ -1,0 +1,283 @@
+"""DSB-IFEval scores for a run folder: measure every case, then verdicts, IAS, PAS (SPEC §7, §11).
+
+    RUN_DIR/measurements.jsonl   one record per case (metrics/ifeval/measure.py; thresholds not applied; the judge's
+                                 PAS/conflict judgement stored in it); a failed episode is a record marked "failed",
+                                 counted as a failure
+    RUN_DIR/health.json          per-episode run-health numbers of the model channel (metrics/health.py)
+    RUN_DIR/scores.json          {"benchmark": "ifeval", "scores": {"ias"}, "by_level", "by_action", "by_role",
+                                 "entailment_gap", "redundancy_gain", "role_tax", "matched_audio", "pas",
+                                 "conflict_profile", "safety_override", ...}; `--param` overrides write
+                                 scores-NAME=VALUE.json instead (metrics/freshness.py)
+
+VAD: Silero at 16 kHz on both channels with the parameters the episode recorded (the "ifeval" preset: min speech
+90 ms, min silence 90 ms, spans merged within 0.3 s). READBACK reads the model's own text output when the adapter
+gives one (capability "text_output" or any text in the record), else the ASR of its speech from w0 on; the
+measurement records which.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import fields
+from hashlib import sha256
+from pathlib import Path
+from typing import Any
+
+from dataset_builder.atomic import atomic_write_json, atomic_write_text
+from dataset_builder.episode import Episode
+from dataset_builder.ifeval.schema import BENCHMARK, ROLE_OVERRIDES, VERIFIER_DEFAULTS
+from dataset_builder.progress import Progress
+from dataset_builder.protocols import IFEvalProtocol
+from metrics.episodes import (
+    Failure,
+    RecordingError,
+    RunFolder,
+    account_failures,
+    accounting_flags,
+    load_run_folder,
+    read_recording,
+)
+from metrics.freshness import HEALTH, MEASUREMENTS, invalidate, load_reusable, provenance, scores_path
+from metrics.health import SoundProfile, episode_stats, run_health, window_sound, with_flags
+from metrics.ifeval.aggregate import aggregate
+from metrics.ifeval.judge import NOT_COMPUTED, judge_case, llm_judge
+from metrics.ifeval.judge import aggregate_judge as judge_blocks
+from metrics.ifeval.measure import ANCHOR, failed_record, gold_problem, measure_case
+from metrics.ifeval.verdicts import Thresholds
+from metrics.spans import Span
+from metrics.thresholds import Limit, validate_overrides
+from metrics.vad import VAD_PRESETS, SileroVAD, VADParams
+
+SR = 24_000
+THRESHOLD_LIMITS = {
+    "take_turn_max_wait_s": Limit(low=0.0, low_inclusive=False),
+    "yield_max_latency_ms": Limit(low=0.0, low_inclusive=False),
+    "interrupt_max_latency_ms": Limit(low=0.0, low_inclusive=False),
+    "bc_ceiling_s": Limit(low=0.0, low_inclusive=False),
+    "readback_min_coverage": Limit(low=0.0),
+}
+
+
+def vad_params(recorded: Any) -> VADParams:
+    """The VAD the episode recorded (its scheduler ran it), else the SPEC §7 preset."""
+    if not isinstance(recorded, dict) or not recorded:
+        return VAD_PRESETS[BENCHMARK]
+    known = {f.name for f in fields(VADParams)}
+    return VADParams(**{k: v for k, v in recorded.items() if k in known})
+
+
+def t2_of(ep: Episode) -> tuple[float, float] | None:
+    ev = ep.event(ANCHOR)
+    return None if ev is None else (ev.start_s, ev.end_s)
+
+
+def has_text_output(ep: Episode) -> bool:
+    return "text_output" in (ep.adapter.get("capabilities") or []) or bool(ep.model_text)
+
+
+def model_text(ep: Episode, from_s: float = 0.0) -> str:
+    """The model's own text output from `from_s` on: the per-frame pieces joined as given (they are deltas of
+    one running text, so their own spaces separate words)."""
+    return "".join(str(text) for t, text in ep.model_text if float(t) >= from_s - 1e-6)
+
+
+def clipped_audio(model: Any, spans: list[Span], from_s: float) -> Any:
+    import numpy as np
+
+    parts = [model[int(max(s.start_s, from_s) * SR):int(s.end_s * SR)] for s in spans if s.end_s > from_s]
+    return np.concatenate(parts) if parts else np.zeros(0, np.float32)
+
+
+class _Lazy:
+    """The ASR, built only when a case needs one (most cases are scored on timing alone)."""
+
+    def __init__(self, asr: Any) -> None:
+        self._asr = asr
+        self.used = False
+
+    def get(self) -> Any:
+        if self._asr is None:
+            from metrics.asr import DEFAULT_ASR, get_asr
+
+            self._asr = get_asr(DEFAULT_ASR)
+        self.used = True
+        return self._asr
+
+    @property
+    def name(self) -> str:
+        if self._asr is None:
+            from metrics.asr import DEFAULT_ASR
+
+            return DEFAULT_ASR
+        return str(self._asr.name)
+
+
+def measure_run(folder: RunFolder, asr: _Lazy, judge: Any, vad_factory: Callable[[VADParams], Any],
+                progress: bool = False) -> tuple[list[dict[str, Any]], dict[str, dict[str, float]]]:
+    """Measurements (and judgements) and health numbers of every usable episode; one that turns out unusable
+    moves to `folder.failures` with its reason and the rest go on."""
+    measurements: list[dict[str, Any]] = []
+    stats: dict[str, dict[str, float]] = {}
+    bar = Progress(f"score {folder.run_dir.name}", len(folder.ok), enabled=progress)
+    for ep in list(folder.ok):
+        bar.advance(note=ep.case_id)
+        t2 = t2_of(ep)
+        problem = gold_problem(ep.gold, t2)
+        if problem:
+            folder.fail(ep, f"{ep.case_id}.rec.json: {problem}")
+            continue
+        assert t2 is not None
+        try:
+            audio = read_recording(folder.run_dir, ep)
+        except RecordingError as err:
+            folder.fail(ep, str(err))
+            continue
+        vad = vad_factory(vad_params(ep.params.get("vad")))
+        model, user = audio[:, 1], audio[:, 0]
+        model_spans, user_spans = vad.spans(model, SR), vad.spans(user, SR)
+        profile = SoundProfile(model, SR)
+        stats[ep.case_id] = episode_stats(model, SR, model_spans, profile)
+        gold = ep.gold
+        w0 = t2[0] + float(gold["window_rel_s"][0])
+        readback = None
+        transcript_extra: dict[str, Any] = {}
+        if gold["expected_action"] == "READBACK":
+            if has_text_output(ep):
+                readback = ("model_text", model_text(ep, w0))
+            else:
+                heard = [s for s in model_spans if s.end_s > w0]
+                text = asr.get().transcribe(clipped_audio(model, heard, w0), SR) if heard else ""
+                readback = ("asr", text)
+                transcript_extra = {"transcript": text, "transcribed_s": round(sum(
+                    s.end_s - max(s.start_s, w0) for s in heard), 3)}
+        m = measure_case(ep.case_id, gold, t2, ep.duration_s, model_spans, user_spans, readback)
+        m |= transcript_extra | {"vad": vad.params.to_dict(), "sound": window_sound(profile, model_spans,
+                                                                                     *m["window"])}
+        if judge is not None:
+            if has_text_output(ep):
+                transcript, source = model_text(ep), "model_text"
+            else:
+                transcript = asr.get().transcribe(clipped_audio(model, model_spans, 0.0), SR) if model_spans else ""
+                source = "asr"
+            m["judge"] = judge_case(judge, gold, transcript, source)
+        measurements.append(m)
+    return measurements, stats
+
+
+def _gold_of_case(case: Any) -> dict[str, Any] | None:
+    """The gold fields of a dataset case (an IFEvalItem, or anything with the IFEvalCase fields)."""
+    c = getattr(case, "case", case)
+    if not hasattr(c, "expected_action"):
+        return None
+    return {k: getattr(c, k, None) for k in ("conversation_id", "role", "probe", "instance", "level",
+                                             "expected_action", "base_action", "event", "resolution_target",
+                                             "matched_audio", "matched_group", "verifier")}
+
+
+def windows_of_failure(f: Failure, cases: dict[str, Any]) -> tuple[list[dict[str, Any]], str] | None:
+    """The one scored case of a failed episode, marked failed, and where its gold came from: rec.json, else the
+    run's dataset; None when neither has it."""
+    gold = f.episode.gold if f.episode is not None and isinstance(f.episode.gold, dict) else {}
+    if all(k in gold for k in ("expected_action", "level", "role")):
+        return [failed_record(f.case_id, gold, f.reason)], "rec.json"
+    found = _gold_of_case(cases[f.case_id]) if f.case_id in cases else None
+    if found is None:
+        return None
+    return [failed_record(f.case_id, found, f.reason)], "dataset"
+
+
+def _protocol(folder: RunFolder) -> dict[str, Any]:
+    for ep in [*folder.ok, *(f.episode for f in folder.failures)]:
+        if ep is not None and isinstance(ep.params.get("protocol"), dict):
+            return dict(ep.params["protocol"])
+    return {}
+
+
+def check_overrides(overrides: dict[str, Any] | None, folder: RunFolder) -> Thresholds:
+    """Run-wide threshold replacements, or UsageError naming the parameter (a protocol parameter shaped the
+    recording and is fixed at run time)."""
+    recorded = _protocol(folder)
+    fixed = {f.name for f in fields(IFEvalProtocol)} | set(recorded)
+    wanted = validate_overrides(overrides or {}, THRESHOLD_LIMITS, fixed - set(THRESHOLD_LIMITS), recorded)
+    if wanted.get("readback_min_coverage", 0.0) > 1.0:
+        from dataset_builder.errors import UsageError
+
+        raise UsageError(f"--param readback_min_coverage={wanted['readback_min_coverage']:g}: out of range; "
+                         "a coverage lies in [0, 1]")
+    return Thresholds(**wanted)
+
+
+def score_run(run_dir: Path, *, asr: Any = None, judge: Any = None, overrides: dict[str, Any] | None = None,
+              reuse_measurements: bool = False, progress: bool = False,
+              vad_factory: Callable[[VADParams], Any] = SileroVAD) -> dict[str, Any]:
+    """Score a run folder; with `reuse_measurements`, only re-apply thresholds to measurements.jsonl.
+
+    `overrides` (threshold name -> number, see THRESHOLD_LIMITS) replace a threshold for every case of its action;
+    scores under them go to their own file, named in the result's "scores_file". `judge`: PAS and the conflict
+    label need a served LLM judge (`metrics.judges.OpenAIJudge`); any other judge leaves them not computed.
+    """
+    run_dir = Path(run_dir)
+    folder = load_run_folder(run_dir, BENCHMARK, check_audio=not reuse_measurements)
+    if not folder.case_ids:
+        raise FileNotFoundError(f"{run_dir}: no *.rec.json episodes to score")
+    th = check_overrides(overrides, folder)
+    applied = th.applied()
+    if reuse_measurements:
+        meta, measurements, health_record = load_reusable(run_dir)
+        base = {k: meta[k] for k in ("adapter", "adapter_info", "asr", "judge", "failed_episodes",
+                                     "failed_uncounted", "measurements_digest", "health_digest")}
+        stats = health_record.get("episodes", {})
+    else:
+        lazy = _Lazy(asr)
+        pas_judge = llm_judge(judge)
+        invalidate(run_dir)  # old scores must not outlive a rescore that stops halfway
+        measurements, stats = measure_run(folder, lazy, pas_judge, vad_factory, progress=progress)
+        failed_records, failed_entries, uncounted = account_failures(folder, windows_of_failure)
+        measurements += failed_records
+        mtext = "".join(json.dumps(m) + "\n" for m in measurements)
+        htext = json.dumps({"episodes_digest": folder.digest, "episodes": stats}, indent=1)
+        atomic_write_text(run_dir / MEASUREMENTS, mtext)
+        atomic_write_text(run_dir / HEALTH, htext)
+        adapter = folder.adapter()
+        base = {"adapter": adapter.get("name"), "adapter_info": adapter,
+                "asr": lazy.name if lazy.used else f"{lazy.name} (not needed)",
+                "judge": {"name": str(getattr(judge, "name", "none")) + ("" if pas_judge else "; PAS " + NOT_COMPUTED),
+                          "heuristic": bool(getattr(judge, "heuristic", True)), "pas": pas_judge is not None},
+                "failed_episodes": failed_entries, "failed_uncounted": uncounted,
+                "measurements_digest": sha256(mtext.encode()).hexdigest(),
+                "health_digest": sha256(htext.encode()).hexdigest()}
+    n_dataset = (folder.info or {}).get("n_dataset_cases")
+    judge_name = base["judge"]["name"] if base["judge"].get("pas") else None
+
+    def result_for(t: Thresholds, over: dict[str, float]) -> dict[str, Any]:
+        path = scores_path(run_dir, over)
+        return {
+            "benchmark": BENCHMARK,
+            "adapter": base["adapter"],
+            "adapter_info": base["adapter_info"],
+            "asr": base["asr"],
+            "judge": base["judge"],
+            "thresholds": t.to_dict(),
+            "verifier_defaults": {"defaults": VERIFIER_DEFAULTS, "role_overrides": ROLE_OVERRIDES},
+            "overrides": over,
+            "scores_file": str(path),
+            "n_episodes": folder.n_episodes,
+            "n_failed": len(base["failed_episodes"]),
+            "failed_episodes": base["failed_episodes"],
+            "failed_uncounted": base["failed_uncounted"],
+            "health": with_flags(run_health(stats, measurements),
+                                 accounting_flags(base["failed_uncounted"], folder.n_episodes, n_dataset)),
+            **aggregate(measurements, t),
+            **judge_blocks(measurements, judge_name),
+            **provenance(folder),
+            "measurements_digest": base["measurements_digest"],
+            "health_digest": base["health_digest"],
+        }
+
+    if not reuse_measurements and applied:
+        # A fresh measurement also refreshes the per-case-threshold scores.json, which --reuse builds on.
+        atomic_write_json(scores_path(run_dir, {}), result_for(Thresholds(), {}))
+    result = result_for(th, applied)
+    atomic_write_json(Path(result["scores_file"]), result)
+    return result
