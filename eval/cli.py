@@ -108,6 +108,11 @@ def print_result(run_dir: Path, result: dict) -> None:
 def cmd_score(a: argparse.Namespace) -> int:
     for run_dir in a.run_dirs:
         print_result(Path(run_dir), _score(Path(run_dir), a))
+    if a.sweep:
+        # DSB-IFEval's threshold sweep (SPEC §7): from the measurements just stored, across the runs given.
+        from metrics.ifeval.sweep import sweep_runs
+
+        print(f"-- threshold sweep\n{sweep_runs([Path(r) for r in a.run_dirs])}")
     return 0
 
 
@@ -169,6 +174,10 @@ def add_score_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress line on stderr")
     p.add_argument("--reuse", action="store_true",
                    help="re-apply thresholds to stored measurements.jsonl (no VAD/ASR/judge)")
+    p.add_argument("--sweep", action="store_true",
+                   help="DSB-IFEval: after scoring, recompute IAS under the 180 threshold configurations from the "
+                        "stored measurements and print Kendall's tau of the Entailment-Gap ranking of the given "
+                        "runs against the default")
 
 
 def parser() -> argparse.ArgumentParser:
