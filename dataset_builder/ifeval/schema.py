@@ -150,7 +150,8 @@ class ProbeSegment:
 
     def validate(self, where: str) -> None:
         if self.kind == "speech":
-            _require(bool(self.text.strip()), "speech segment has no text", where + ".text")
+            _require(bool(re.search(r"[A-Za-z0-9]", self.text)), f"speech segment {self.text!r} has no words",
+                     where + ".text")
             _require(self.duration_s == 0.0, "speech duration comes from the TTS", where + ".duration_s")
             _require(self.mark in SPEECH_MARKS, f"speech mark {self.mark!r} not in {SPEECH_MARKS}", where + ".mark")
         elif self.kind == "silence":
@@ -201,9 +202,16 @@ def parse_markup(text: str, where: str = "turn") -> tuple[list[ProbeSegment], bo
 
 
 def _add_plain(segments: list[ProbeSegment], piece: str) -> None:
-    piece = piece.strip()
-    if piece:
-        segments.append(ProbeSegment("speech", text=piece))
+    # Punctuation right after a marker ("{c1}, <chunk_gap:1.2s>", "{c3}. I think") is not speech of its own (the
+    # TTS would say nothing, or start on a stray "."): it belongs to the speech segment before it.
+    lead, rest = re.match(r"\s*([^\w\s]*)\s*(.*)", piece, re.S).groups()  # type: ignore[union-attr]
+    if lead:
+        _require(bool(segments) and segments[-1].kind == "speech", f"{lead!r} follows no speech", "markup")
+        prev = segments[-1]
+        segments[-1] = ProbeSegment("speech", text=prev.text + lead, mark=prev.mark)
+    rest = rest.strip()
+    if rest:
+        segments.append(ProbeSegment("speech", text=rest))
 
 
 def markup_of(segments: list[ProbeSegment], barge_in: bool = False) -> str:

@@ -1,0 +1,158 @@
+"""DSB-IFEval build with real speech (piper through the shared clip cache): the mini set's audio, matched-audio
+bytes, exact zero-sample pauses, the two configs, offline `load_dataset`, the card and the CLI."""
+
+from __future__ import annotations
+
+import io
+import socket
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import soundfile as sf
+import yaml
+
+from dataset_builder.audio import SESSION_SR
+from dataset_builder.build import BuildOptions
+
+CACHE = Path(__file__).resolve().parent.parent / ".cache" / "tts"
+GOLD_KEYS = {"conversation_id", "role", "probe", "instance", "level", "expected_action", "base_action", "event",
+             "resolution_target", "verifier", "window_anchor", "window_rel_s", "turn2_mode", "barge_in_after_s",
+             "turn2_segments", "readback_target", "matched_audio", "matched_group", "persona", "contradiction",
+             "user_text"}
+
+
+@pytest.fixture(scope="module")
+def mini(tmp_path_factory) -> tuple[Path, dict]:
+    from dataset_builder.ifeval.build import build
+
+    out = tmp_path_factory.mktemp("ifeval-mini")
+    info = build(out, BuildOptions(preset="mini", cache_dir=CACHE))
+    return out, info
+
+
+def _rows(folder: Path, config: str) -> list[dict]:
+    return [r for s in sorted((folder / "data" / config).glob("*.parquet")) for r in pq.read_table(s).to_pylist()]
+
+
+def _decode(row: dict) -> np.ndarray:
+    audio, sr = sf.read(io.BytesIO(row["audio"]["bytes"]), dtype="int16", always_2d=False)
+    assert sr == SESSION_SR and audio.ndim == 1
+    return audio
+
+
+def test_mini_counts(mini) -> None:
+    folder, info = mini
+    assert info["n_conversations"] == 48 and info["n_cases"] == 246 and info["n_audio_streams"] == 44
+    assert info["configs"] == ["ifeval", "ifeval_matched"]
+    rows = _rows(folder, "ifeval")
+    assert len(rows) == 246 and len({r["case_id"] for r in rows}) == 246
+    assert len(_rows(folder, "ifeval_matched")) == 30  # R1-R3 x C1, C4 x instance 1 x L0-L4a
+
+
+def test_matched_audio_is_byte_identical_across_roles(mini) -> None:
+    folder, _ = mini
+    by_group: dict[str, dict[str, bytes]] = defaultdict(dict)
+    for row in _rows(folder, "ifeval"):
+        if row["matched_group"]:
+            by_group[row["matched_group"]][row["case_id"]] = row["audio"]["bytes"]
+    assert set(by_group) == {"M-C1-i1", "M-C4-i1"}
+    for group, audio in by_group.items():
+        roles = {cid.split("-")[0] for cid in audio}
+        assert roles == {"R1", "R2", "R3"}, group
+        assert len(set(audio.values())) == 1, f"{group}: user audio differs across roles"
+    matched = {r["case_id"]: r["audio"]["bytes"] for r in _rows(folder, "ifeval_matched")}
+    assert all(matched[cid] == b for g in by_group.values() for cid, b in g.items())
+
+
+def test_one_voice_and_one_audio_per_conversation_across_levels(mini) -> None:
+    folder, _ = mini
+    seen: dict[str, tuple[str, bytes]] = {}
+    for row in _rows(folder, "ifeval"):
+        key = (row["voice"], row["audio"]["bytes"])
+        assert seen.setdefault(row["conversation_id"], key) == key, row["case_id"]
+    assert len({v for v, _ in seen.values()}) > 1
+
+
+def test_pauses_are_exact_zero_samples_and_speech_is_not(mini) -> None:
+    folder, _ = mini
+    checked = set()
+    for row in _rows(folder, "ifeval"):
+        if row["conversation_id"] in checked:
+            continue
+        checked.add(row["conversation_id"])
+        audio = _decode(row)
+        for turn in row["turns"]:
+            for seg in turn["segments"]:
+                a = round((turn["start_s"] + seg["start_s"]) * SESSION_SR)
+                b = round((turn["start_s"] + seg["end_s"]) * SESSION_SR)
+                inner = audio[a + 24:b - 24]  # segment times are rounded to ms: 1 ms margins
+                if seg["kind"] == "silence":
+                    assert abs((b - a) / SESSION_SR - seg["duration_s"]) <= 0.002, (row["conversation_id"], seg)
+                    assert not inner.any(), f"{row['conversation_id']}: a {seg['mark']} is not digital silence"
+                else:
+                    assert np.abs(inner).max() > 1000, f"{row['conversation_id']}: a speech segment is silent"
+        # the nominal timeline: turn 1, 3.0 s, turn 2, 5.0 s
+        t1, t2 = row["turns"]
+        assert t1["start_s"] == 0.0 and t2["start_s"] == pytest.approx(t1["end_s"] + 3.0, abs=0.002)
+        assert len(audio) / SESSION_SR == pytest.approx(t2["end_s"] + 5.0, abs=0.002)
+    assert len(checked) == 48
+
+
+def test_items_round_trip_with_windows_and_gold(mini) -> None:
+    from dataset_builder.ifeval.rows import iter_items, list_items
+
+    folder, _ = mini
+    items = list_items(folder, "ifeval")
+    assert len(items) == 246
+    for item in items:
+        w0, w1 = item.timed.window(item.case)
+        gold = item.gold()
+        assert set(gold) == GOLD_KEYS and gold["window_rel_s"] == [w0, w1]
+        assert 0 <= w0 < item.timed.turn_duration_s("t2") + 0.001
+        if item.case.expected_action in ("LISTEN", "TAKE_TURN") and item.case.event in ("pause", "gaps"):
+            assert w1 is not None and w1 - w0 >= 3.0, item.case_id  # the sweep's 2.5 s wait is measurable
+    item, audio = next(iter_items(folder, "ifeval", wanted={"R3-C2-i1-L1"}))
+    assert item.case.expected_action == "READBACK" and item.timed.conversation.readback_target
+    assert audio.dtype == np.float32 and len(audio) > SESSION_SR
+
+
+def test_load_dataset_decodes_offline(mini, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from datasets import load_dataset
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("network access attempted")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    folder, _ = mini
+    for config, n in (("ifeval", 246), ("ifeval_matched", 30)):
+        ds = load_dataset(str(folder), config, split="test", cache_dir=str(tmp_path / config))
+        assert len(ds) == n
+        samples = ds[0]["audio"].get_all_samples()
+        assert samples.sample_rate == SESSION_SR
+        assert samples.data.shape[1] == len(_decode(_rows(folder, config)[0]))
+
+
+def test_card_lists_configs_and_counts(mini) -> None:
+    folder, _ = mini
+    text = (folder / "README.md").read_text()
+    front = yaml.safe_load(text.split("---", 2)[1])
+    assert [c["config_name"] for c in front["configs"]] == ["ifeval", "ifeval_matched"]
+    for needle in ("R8 improv scene partner", "| READBACK |", "ACCEPT_OVERLAP", "Jaccard", "max_wait_s=2",
+                   "R3: max_wait_s=1.5", "stay silent", "| total | 48 | 48 | 48 | 48 | 48 | 6 | 246 | 246 |"):
+        assert needle in text, needle
+    assert "$" not in text.split("---", 2)[2].replace("$$", "")
+
+
+def test_cli_build_scripts_only_with_diagnostics(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from eval.cli import main
+
+    assert main(["build", "ifeval", "--scripts-only", "--out", str(tmp_path), "--diagnostics"]) == 0
+    out = capsys.readouterr().out
+    assert "persona leakage" in out and "R8" in out and "min / mean / max Jaccard" in out
+    assert "| total" not in out and "total              48" in out
+    assert (tmp_path / "scripts.jsonl").is_file() and (tmp_path / "manifest.jsonl").is_file()
+    assert (tmp_path / "diagnostics.json").is_file()
