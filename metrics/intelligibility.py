@@ -11,12 +11,17 @@ Measurements first, targets afterwards (`AudioTargets`). Definitions:
   counts (errors summed over reference words summed), so long turns weigh more than short ones.
 - "Aria" recognition: among turns whose text contains the word "Aria", the share whose transcript contains the
   word "aria" or "arya" (case-insensitive; "Aria's" counts, "Maria" does not).
+- Speech-gate items (`expected_items`, used by `AsrSpeechGate` at build time): each "Aria", each person's name
+  said in address (at the start of the text or of a clause, after a greeting word, or set off before a comma
+  or end mark), and each number, as the WER tokens count them. An item is recovered when the transcript's WER
+  tokens hold it at least as often as the text does ("Arya" counts as "Aria").
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -24,12 +29,14 @@ from typing import Any
 
 import numpy as np
 
+from dataset_builder.atomic import atomic_write_text
 from dataset_builder.audio import SESSION_SR, seconds_to_samples
 from dataset_builder.diagnostics import format_checks
 from dataset_builder.errors import UsageError
 from dataset_builder.progress import Progress
 from dataset_builder.schema import ASSISTANT_NAME, Case
-from metrics.asr import ASR
+from dataset_builder.speech_gate import SpeechCheck
+from metrics.asr import ASR, DEFAULT_ASR, get_asr
 from metrics.textnorm import normalize, words_to_numbers
 
 ARIA_SAID = re.compile(rf"\b{ASSISTANT_NAME}\b", re.IGNORECASE)
@@ -207,8 +214,6 @@ def audio_diagnostics(repo_dir: Path | str, config: str = "mpe", *, asr: ASR | N
     if limit is not None and limit < 1:
         raise UsageError(f"--diagnostics-limit must be >= 1, got {limit}")
     if asr is None:
-        from metrics.asr import DEFAULT_ASR, get_asr
-
         asr = get_asr(DEFAULT_ASR)
     total = len(list_cases(repo_dir, config))
     n = total if limit is None else min(limit, total)
@@ -249,3 +254,86 @@ def format_audio_diagnostics(d: dict[str, Any]) -> str:
     lines.append("targets:")
     lines.extend(format_checks(d["checks"]))
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- the build-time speech gate
+
+_ARIA_TOKENS = frozenset({ASSISTANT_NAME.lower(), "arya"})
+_GREETINGS = r"hey|hi|hello|okay|ok|oh|thanks|thank you|cheers|morning|night|bye|sorry|listen|look|right|well|so|and"
+
+
+def _vocative(name: str) -> re.Pattern[str]:
+    """`name` said in address: after a greeting word ("Hey Tom"), or at the start of the text or of a clause and
+    followed by a comma, an end mark or the end of the text ("Tom, ...", "..., Tom?")."""
+    n = re.escape(name)
+    return re.compile(rf"\b(?:{_GREETINGS})\s+{n}\b|(?:^|[,.!?;:]\s*){n}(?=\s*(?:[,.!?;:]|$))", re.IGNORECASE)
+
+
+def expected_items(text: str, names: Sequence[str] = ()) -> Counter[str]:
+    """What the gate requires the ASR to recover from `text`: "Aria", addressed `names`, numbers (with counts)."""
+    tokens = wer_tokens(text)
+    items: Counter[str] = Counter(t for t in tokens if any(ch.isdigit() for ch in t))
+    aria = len(ARIA_SAID.findall(text))
+    if aria:
+        items[ASSISTANT_NAME] = aria
+    for name in dict.fromkeys(names):
+        if name.lower() == ASSISTANT_NAME.lower():
+            continue
+        said = len(_vocative(name).findall(text))
+        if said:
+            items[name] = said
+    return items
+
+
+def missing_items(text: str, transcript: str, names: Sequence[str] = ()) -> tuple[str, ...]:
+    """The expected items the transcript holds fewer times than the text, in a stable order."""
+    heard = Counter(wer_tokens(transcript))
+    heard[ASSISTANT_NAME] = sum(heard[t] for t in _ARIA_TOKENS)
+    missing = []
+    for item, n in expected_items(text, names).items():
+        got = heard[item] if item == ASSISTANT_NAME or item[0].isdigit() else heard[item.lower()]
+        if got < n:
+            missing.append(item)
+    return tuple(missing)
+
+
+class AsrSpeechGate:
+    """`dataset_builder.speech_gate.SpeechGate` with a real ASR (default: the suite's default ASR).
+
+    The model loads on the first check, in whichever process makes it; pickling drops it, so each build worker
+    loads its own. Transcripts are cached on disk by the clip's digest (sha256 of the float32 samples and the
+    rate) under `cache_dir/asr/<asr name>/`, so a re-build checks nothing twice. One ASR thread: with the same
+    thread count everywhere, a transcript (and so a retry decision) does not depend on the worker count.
+    """
+
+    def __init__(self, asr: str = DEFAULT_ASR, cache_dir: Path | str | None = None, threads: int = 1) -> None:
+        self.asr_name = asr
+        self.threads = int(threads)
+        self.cache_dir = Path(cache_dir) / "asr" / re.sub(r"[^\w.-]+", "_", asr) if cache_dir else None
+        self.name = f"asr:{asr}"
+        self._asr: ASR | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_asr": None}
+
+    def _model(self) -> ASR:
+        if self._asr is None:
+            kwargs: dict[str, Any] = {"cpu_threads": self.threads} if self.asr_name == DEFAULT_ASR else {}
+            self._asr = get_asr(self.asr_name, **kwargs)
+        return self._asr
+
+    def transcribe(self, audio: np.ndarray, sr: int) -> str:
+        audio = np.ascontiguousarray(audio, dtype=np.float32)
+        digest = hashlib.sha256(audio.tobytes() + str(int(sr)).encode()).hexdigest()
+        path = self.cache_dir / digest[:2] / f"{digest}.txt" if self.cache_dir else None
+        if path is not None and path.is_file():
+            return path.read_text(encoding="utf-8")
+        text = self._model().transcribe(audio, sr)
+        if path is not None:
+            atomic_write_text(path, text)
+        return text
+
+    def check(self, text: str, audio: np.ndarray, sr: int, names: Sequence[str] = ()) -> SpeechCheck:
+        transcript = self.transcribe(audio, sr)
+        errors = word_errors(text, transcript)
+        return SpeechCheck(missing_items(text, transcript, names), errors.ref_words, errors.errors, transcript)

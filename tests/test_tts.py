@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import threading
 from collections.abc import Iterator
@@ -19,7 +20,8 @@ from dataset_builder.tts.base import TTSBackend, get_tts, tts_names
 from dataset_builder.tts.cache import CachedTTS
 from dataset_builder.tts.espeak_backend import EspeakTTS
 from dataset_builder.tts.http_backend import HttpTTS, HttpTTSError, speech_url
-from dataset_builder.tts.piper_backend import HUMAN_VOICES, PiperTTS
+from dataset_builder.tts.piper_backend import HUMAN_VOICES, RESAMPLED_VOICES, PiperTTS
+from dataset_builder.tts.timbre import reshape_timbre
 from dataset_builder.tts.voices import assign_voices, trim_silence
 
 TEXT = "Could you book a table for four people tonight?"
@@ -74,7 +76,7 @@ def test_registry_entries_resolve() -> None:
 
 
 def test_piper_format_and_duration(piper: PiperTTS, bank_audio: dict[str, np.ndarray]) -> None:
-    assert piper.name == "piper:en_US-joe-medium"
+    assert piper.name.startswith("piper:en_US-joe-medium+lex=")
     assert len(piper.voices()) >= 5 and piper.assistant_voice not in piper.voices()
     for voice, audio in bank_audio.items():
         assert audio.dtype == np.float32 and audio.ndim == 1, voice
@@ -93,18 +95,71 @@ def test_piper_is_deterministic(piper: PiperTTS, bank_audio: dict[str, np.ndarra
 
 
 def test_piper_voice_bank_pitches_are_distinct(bank_audio: dict[str, np.ndarray]) -> None:
-    f0 = {v: median_f0(a, SESSION_SR) for v, a in bank_audio.items()}
+    humans = [v for v in bank_audio if v in HUMAN_VOICES]
+    f0 = {v: median_f0(bank_audio[v], SESSION_SR) for v in humans}
     ordered = sorted(f0.values())
     ratios = [b / a for a, b in zip(ordered, ordered[1:], strict=False)]
     assert min(ratios) > 1.08, f0
     # Pitch follows the bank's factor ordering (ids encode the factor).
-    by_factor = sorted(bank_audio, key=lambda v: int(v.rsplit("p", 1)[1]))
+    by_factor = sorted(humans, key=lambda v: int(re.search(r"-p(\d{3})", v).group(1)))  # type: ignore[union-attr]
     assert [f0[v] for v in by_factor] == ordered
 
 
+def test_assistant_voice_is_apart_from_every_human_voice(piper: PiperTTS, bank_audio: dict[str, np.ndarray]) -> None:
+    # By construction: at least 8 % apart in pitch or in formants (the unshifted voice has neither moved).
+    for v, bank in HUMAN_VOICES.items():
+        assert max(abs(bank.pitch - 1), abs((bank.formant or bank.pitch) - 1)) >= 0.08, v
+    # Measured: the nearest human voice in pitch (the lowest) has a brighter spectrum, the others a higher pitch.
+    asst = bank_audio[piper.assistant_voice]
+    low = min(HUMAN_VOICES, key=lambda v: HUMAN_VOICES[v].pitch)
+    assert spectral_centroid(bank_audio[low], SESSION_SR) > 1.05 * spectral_centroid(asst, SESSION_SR)
+    for v in HUMAN_VOICES:
+        if v != low:
+            assert median_f0(bank_audio[v], SESSION_SR) > 1.08 * median_f0(asst, SESSION_SR), v
+
+
+def spectral_centroid(audio: np.ndarray, sr: int) -> float:
+    spec = np.abs(np.fft.rfft(audio.astype(np.float64)))
+    freqs = np.fft.rfftfreq(audio.size, 1 / sr)
+    return float((spec * freqs).sum() / spec.sum())
+
+
+def test_formants_move_apart_from_pitch(piper: PiperTTS, bank_audio: dict[str, np.ndarray]) -> None:
+    # The bank's highest voice against a plain resample by its pitch factor: same pitch, lower formants.
+    voice = "piper-joe-p180-f117"
+    bank = HUMAN_VOICES[voice]
+    assert bank.formant_ratio < 1
+    plain = reshape_timbre(bank_audio[voice], SESSION_SR, 1 / bank.formant_ratio)  # formants back up to 1.8
+    assert median_f0(plain, SESSION_SR) == pytest.approx(median_f0(bank_audio[voice], SESSION_SR), rel=0.03)
+    assert spectral_centroid(plain, SESSION_SR) > 1.1 * spectral_centroid(bank_audio[voice], SESSION_SR)
+
+
+def test_reshape_timbre_keeps_pitch_moves_envelope_and_is_exact_at_identity() -> None:
+    sr = SESSION_SR
+    t = np.arange(sr) / sr
+    # A 120 Hz buzz through one resonance at 700 Hz: harmonics weighted by distance from the formant.
+    x = sum(np.exp(-(((k * 120) - 700) / 300) ** 2) * np.sin(2 * np.pi * k * 120 * t) for k in range(1, 40))
+    x = (0.5 * x / np.max(np.abs(x))).astype(np.float32)
+    assert reshape_timbre(x, sr).tobytes() == x.tobytes()
+    up = reshape_timbre(x, sr, 1.3)
+    assert up.tobytes() == reshape_timbre(x, sr, 1.3).tobytes()  # deterministic
+    assert median_f0(up, sr) == pytest.approx(median_f0(x, sr), rel=0.02)
+    assert spectral_centroid(up, sr) > 1.15 * spectral_centroid(x, sr)
+    assert spectral_centroid(reshape_timbre(x, sr, 1.0, tilt_db_per_octave=3.0), sr) > spectral_centroid(x, sr)
+    with pytest.raises(ValueError, match="formant_ratio"):
+        reshape_timbre(x, sr, 0.0)
+
+
+def test_retired_voices_still_render_but_are_not_handed_out(piper: PiperTTS) -> None:
+    # Older scripts name the first bank's voices; they keep their meaning (a plain resample) under their ids.
+    assert not set(RESAMPLED_VOICES) & set(piper.voices())
+    assert piper.synthesize("Hello there.", "piper-joe-p079").size > 0
+
+
 def test_piper_length_scale_changes_name_and_duration(piper: PiperTTS) -> None:
-    slow = PiperTTS(length_scale=1.3)
+    slow = PiperTTS(length_scale=1.6)
     assert slow.name != piper.name
+    assert piper.slowed(1.6).name == slow.name and EspeakTTS().slowed(1.6).name != EspeakTTS().name
     voice = next(iter(HUMAN_VOICES))
     assert slow.synthesize(TEXT, voice).size > 1.15 * piper.synthesize(TEXT, voice).size
     with pytest.raises(KeyError, match="unknown piper voice"):

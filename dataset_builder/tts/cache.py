@@ -50,6 +50,13 @@ class CachedTTS:
     def voices(self) -> list[str]:
         return self.backend.voices()
 
+    def slowed(self, factor: float) -> CachedTTS | None:
+        """The backend's slower variant (the speech gate's retry), cached in the same folder under its own name;
+        None when the backend has none."""
+        slowed = getattr(self.backend, "slowed", None)
+        inner = slowed(factor) if slowed is not None else None
+        return None if inner is None else CachedTTS(inner, self.cache_dir)
+
     def path_for(self, text: str, voice: str) -> Path:
         key = cache_key(self.name, voice, text)
         return self.cache_dir / key[:2] / f"{key}.npy"

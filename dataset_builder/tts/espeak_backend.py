@@ -1,4 +1,7 @@
-"""Offline formant TTS with the espeak-ng binary: robotic, but ~1000x real time and many distinct voices."""
+"""Offline formant TTS with the espeak-ng binary: robotic, but ~1000x real time and many distinct voices.
+
+Words in `lexicon.json` are spoken from their espeak-ng phoneme mnemonics (`[[ ]]` in the input text).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ import numpy as np
 import soundfile as sf
 
 from dataset_builder.audio import SESSION_SR, resample
+from dataset_builder.tts.lexicon import load_lexicon
 from dataset_builder.tts.voices import peak_normalize, trim_silence
 
 # Male and female variants interleaved so that the first few voices of a scene already differ in gender.
@@ -34,12 +38,17 @@ class EspeakTTS:
     def __init__(self, binary: str = "espeak-ng", words_per_minute: int = 165) -> None:
         self.binary = binary
         self.words_per_minute = int(words_per_minute)
-        self.name = f"espeak-ng:wpm={self.words_per_minute}"
+        self.lexicon = load_lexicon()
+        self.name = f"espeak-ng:wpm={self.words_per_minute}+lex={self.lexicon.digest}"
         self.assistant_voice = ASSISTANT_VOICE
         self._path: str | None = None
 
     def voices(self) -> list[str]:
         return list(HUMAN_VOICES)
+
+    def slowed(self, factor: float) -> EspeakTTS:
+        """The same voices `factor` times slower (the speech gate's retry)."""
+        return EspeakTTS(self.binary, max(80, round(self.words_per_minute / factor)))
 
     def _binary_path(self) -> str:
         if self._path is None:
@@ -55,7 +64,8 @@ class EspeakTTS:
     def synthesize(self, text: str, voice: str) -> np.ndarray:
         # Text goes through stdin so that text starting with "-" is never read as an option.
         cmd = [self._binary_path(), "--stdout", "-v", voice, "-s", str(self.words_per_minute)]
-        proc = subprocess.run(cmd, input=text.encode("utf-8"), capture_output=True, check=False)
+        spoken = self.lexicon.apply(text, "espeak")
+        proc = subprocess.run(cmd, input=spoken.encode("utf-8"), capture_output=True, check=False)
         if proc.returncode != 0 or not proc.stdout:
             err = proc.stderr.decode("utf-8", "replace").strip()
             raise RuntimeError(f"espeak-ng failed for voice {voice!r} (exit {proc.returncode}): {err}")

@@ -1,6 +1,10 @@
 """TTS through any server speaking the OpenAI `/v1/audio/speech` shape (served Qwen3-TTS, CosyVoice, OpenAI).
 
 Stdlib urllib only. The constructor does no network I/O: a server is contacted on the first `synthesize`.
+
+No pronunciation lexicon (`lexicon.json`) and no slower variant: the OpenAI speech API takes plain text and no
+phonemes or rate, so "Aria" is said however the server says it, and the build's speech gate can only report a
+turn it cannot hear right, not re-speak it.
 """
 
 from __future__ import annotations

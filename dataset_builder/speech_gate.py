@@ -1,0 +1,138 @@
+"""The build-time intelligibility gate: speak a turn, let a checker listen, re-speak it slower if it missed an
+addressed name, "Aria" or a number, and report what still fails.
+
+The checker (an ASR) lives in `metrics`, which dataset_builder must not import: the CLI passes one in through
+the `SpeechGate` protocol below (`metrics.intelligibility.AsrSpeechGate`). A gate must be picklable so that
+build workers in other processes can each hold one.
+
+Retries are deterministic: attempt k speaks through the backend's `slowed(SLOWDOWNS[k - 1])` variant (a longer
+piper length scale, fewer espeak words per minute); a backend without one (http) is only checked and reported.
+The first attempt that leaves nothing missing is kept; if none does, the attempt missing the fewest items is
+kept (the earliest among equals) and the turn is reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from dataset_builder.audio import SESSION_SR
+from dataset_builder.schema import Turn
+from dataset_builder.segments import render_turn
+from dataset_builder.tts.base import TTSBackend
+
+# Length-scale factors of the 2nd and 3rd attempt. Piper's durations grow less than the factor (x1.3 made a
+# sentence ~1.1x longer, x1.5 ~1.35x), so the steps are wide.
+SLOWDOWNS: tuple[float, ...] = (1.3, 1.6)
+
+
+@dataclass(frozen=True)
+class SpeechCheck:
+    """What a gate heard in one clip: items the text says that the transcript lacks, and word error counts."""
+
+    missing: tuple[str, ...]
+    ref_words: int
+    word_errors: int
+    transcript: str
+
+
+@runtime_checkable
+class SpeechGate(Protocol):
+    name: str
+
+    def check(self, text: str, audio: np.ndarray, sr: int, names: Sequence[str] = ()) -> SpeechCheck:
+        """Listen to `audio` (mono float32 at `sr` Hz) that should say `text`; `names` are the people who may be
+        addressed by name in it (the assistant's name always counts)."""
+        ...
+
+
+@runtime_checkable
+class Slowable(Protocol):
+    def slowed(self, factor: float) -> TTSBackend | None:
+        """The same voices spoken `factor` times slower, under a different `name` (cache key); None if none."""
+        ...
+
+
+@dataclass(frozen=True)
+class TurnCheck:
+    """The gate's record of one turn: the voice, how many attempts were spoken, and the kept attempt's check."""
+
+    where: str  # "<case id> <turn id>"
+    voice: str
+    text: str
+    attempts: int
+    check: SpeechCheck
+
+    @property
+    def ok(self) -> bool:
+        return not self.check.missing
+
+
+def render_turn_checked(turn: Turn, tts: TTSBackend, voice: str, gate: SpeechGate, *, names: Sequence[str] = (),
+                        where: str = "") -> tuple[np.ndarray, TurnCheck]:
+    """The turn's audio, re-spoken slower while the gate misses something (see the module docstring); `names`
+    are the scene's people, `where` names the turn in the report."""
+    backends: list[TTSBackend] = [tts]
+    if isinstance(tts, Slowable):
+        backends += [b for f in SLOWDOWNS if (b := tts.slowed(f)) is not None]
+    best: tuple[np.ndarray, SpeechCheck] | None = None
+    attempts = 0
+    for backend in backends:
+        audio = render_turn(turn, backend, voice)
+        check = gate.check(turn.text, audio, SESSION_SR, names)
+        attempts += 1
+        if best is None or len(check.missing) < len(best[1].missing):
+            best = (audio, check)
+        if not check.missing:
+            break
+    assert best is not None
+    return best[0], TurnCheck(where or turn.turn_id, voice, turn.text, attempts, best[1])
+
+
+@dataclass
+class GateReport:
+    """Counts over many TurnChecks (mergeable across build workers) and the lines the build log prints."""
+
+    gate: str
+    turns: int = 0
+    retried: int = 0  # turns that needed more than one attempt
+    fixed: int = 0  # ... and then passed
+    failures: list[TurnCheck] = field(default_factory=list)
+    voice_words: dict[str, list[int]] = field(default_factory=dict)  # voice -> [reference words, errors]
+
+    def add(self, checks: Iterable[TurnCheck]) -> None:
+        for c in checks:
+            self.turns += 1
+            self.retried += c.attempts > 1
+            self.fixed += c.attempts > 1 and c.ok
+            if not c.ok:
+                self.failures.append(c)
+            counts = self.voice_words.setdefault(c.voice, [0, 0])
+            counts[0] += c.check.ref_words
+            counts[1] += c.check.word_errors
+
+    def per_voice_wer(self) -> dict[str, float]:
+        return {v: (e / w if w else 0.0) for v, (w, e) in sorted(self.voice_words.items())}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"gate": self.gate, "turns": self.turns, "retried": self.retried, "fixed": self.fixed,
+                "failed": len(self.failures),
+                "per_voice": {v: {"ref_words": w, "errors": e, "wer": round(e / w, 4) if w else 0.0}
+                              for v, (w, e) in sorted(self.voice_words.items())},
+                "failures": [{"turn": c.where, "voice": c.voice, "text": c.text, "missing": list(c.check.missing),
+                              "transcript": c.check.transcript} for c in self.failures]}
+
+    def lines(self, max_failures: int = 20) -> list[str]:
+        out = [f"speech gate ({self.gate}): {self.turns} turns checked, {self.retried} re-spoken slower, "
+               f"{self.fixed} of them then passed, {len(self.failures)} still missing an item"]
+        out.append("  per-voice word error rate: " + ", ".join(
+            f"{v} {100 * r:.1f} %" for v, r in self.per_voice_wer().items()))
+        for c in self.failures[:max_failures]:
+            out.append(f"  still missing {', '.join(c.check.missing)} in {c.where} ({c.voice}): {c.text!r} -> "
+                       f"{c.check.transcript!r}")
+        if len(self.failures) > max_failures:
+            out.append(f"  ... and {len(self.failures) - max_failures} more (see the build info's speech_gate)")
+        return out

@@ -1,0 +1,132 @@
+"""The build-time speech gate: which items a turn must let the ASR recover, the slower re-speaking of a turn
+that misses one, the report, and the real-ASR gate (cache, pickling)."""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dataset_builder.audio import SESSION_SR
+from dataset_builder.schema import Turn
+from dataset_builder.speech_gate import SLOWDOWNS, GateReport, SpeechCheck, SpeechGate, render_turn_checked
+from dataset_builder.tts.cache import CachedTTS
+from dataset_builder.tts.http_backend import HttpTTS
+from dataset_builder.tts.piper_backend import PiperTTS
+from metrics.intelligibility import AsrSpeechGate, expected_items, missing_items
+
+NAMES = ["Tom", "Priya", "Diego", "Nikhil", "Mei"]
+
+
+@pytest.mark.parametrize(("text", "items"), [
+    ("Tom, can you ask Aria what time the shop shuts?", {"Tom": 1, "Aria": 1}),
+    ("Eleven, Diego, everyone knows that. Skip it, Aria.", {"11": 1, "Diego": 1, "Aria": 1}),
+    ("It is Canberra, Nikhil.", {"Nikhil": 1}),
+    ("Hey Priya what is twelve times 3?", {"Priya": 1, "12": 1, "3": 1}),
+    # A name said about someone, not to them, is not an addressed name; "Aria" always counts.
+    ("Diego said Aria's timer went off at 9:05.", {"Aria": 1, "9": 1, "05": 1}),
+    ("Thanks Tom. Thanks, Tom!", {"Tom": 2}),
+    ("Nothing to check here.", {}),
+])
+def test_expected_items(text: str, items: dict[str, int]) -> None:
+    assert dict(expected_items(text, NAMES)) == items
+
+
+def test_missing_items() -> None:
+    text = "Eleven, Diego, everyone knows that. Skip it, Aria."
+    assert missing_items(text, "11, Diego, everyone knows that. Skip it, area.", NAMES) == ("Aria",)
+    assert missing_items(text, "Eleven Diego everyone knows that skip it Arya", NAMES) == ()
+    assert missing_items(text, "7, Diego. Skip it, Aria.", NAMES) == ("11",)
+    assert missing_items("Thanks Tom. Thanks, Tom!", "Thanks Tom. Thanks.", NAMES) == ("Tom",)
+
+
+class _DurationGate:
+    """Passes a clip only when it is at least `min_s` long: slower speech is what gets through."""
+
+    name = "duration"
+
+    def __init__(self, min_s: float) -> None:
+        self.min_s = min_s
+        self.seen: list[float] = []
+
+    def check(self, text: str, audio: np.ndarray, sr: int, names: Sequence[str] = ()) -> SpeechCheck:
+        self.seen.append(audio.size / sr)
+        missing = ("Aria",) if audio.size / sr < self.min_s else ()
+        return SpeechCheck(missing, 5, len(missing), "heard")
+
+
+TURN = Turn(turn_id="t0", speaker="A", label="T", text="Aria, set a timer for twelve minutes.")
+
+
+@pytest.fixture(scope="module")
+def piper() -> PiperTTS:
+    return PiperTTS()
+
+
+def test_gate_protocol() -> None:
+    assert isinstance(_DurationGate(0), SpeechGate) and isinstance(AsrSpeechGate(), SpeechGate)
+
+
+def test_a_turn_that_fails_is_re_spoken_slower_until_it_passes(piper: PiperTTS, tmp_path: Path) -> None:
+    voice = piper.voices()[0]
+    first = piper.synthesize(TURN.text, voice)
+    gate = _DurationGate(min_s=1.1 * first.size / SESSION_SR)  # the first attempt fails, a slower one passes
+    audio, check = render_turn_checked(TURN, CachedTTS(piper, tmp_path), voice, gate, where="case-1 t0")
+    assert check.ok and check.attempts == 2 and check.where == "case-1 t0"
+    assert audio.tobytes() == piper.slowed(SLOWDOWNS[0]).synthesize(TURN.text, voice).tobytes()
+    assert gate.seen[1] > gate.seen[0]
+    # Deterministic: the same decision and bytes again (now from the cache).
+    again, _ = render_turn_checked(TURN, CachedTTS(piper, tmp_path), voice, _DurationGate(gate.min_s))
+    assert again.tobytes() == audio.tobytes()
+
+
+def test_a_turn_that_never_passes_is_reported_with_its_first_audio(piper: PiperTTS) -> None:
+    voice = piper.voices()[1]
+    audio, check = render_turn_checked(TURN, piper, voice, _DurationGate(min_s=60), where="c t0")
+    assert not check.ok and check.attempts == 1 + len(SLOWDOWNS)
+    assert audio.tobytes() == piper.synthesize(TURN.text, voice).tobytes()  # fewest missing: the earliest kept
+    report = GateReport("duration")
+    report.add([check])
+    assert report.to_dict()["failed"] == 1 and report.retried == 1 and report.fixed == 0
+    assert any("still missing Aria in c t0" in line for line in report.lines())
+
+
+def test_a_backend_without_a_slower_variant_is_only_checked() -> None:
+    class Fixed(HttpTTS):
+        def synthesize(self, text: str, voice: str) -> np.ndarray:
+            return np.full(SESSION_SR, 0.1, np.float32)
+
+    tts = Fixed("http://127.0.0.1:9")
+    _, check = render_turn_checked(TURN, tts, "alloy", _DurationGate(min_s=60))
+    assert check.attempts == 1 and not check.ok
+
+
+def test_report_pools_word_errors_per_voice() -> None:
+    report = GateReport("g")
+    checks = [SpeechCheck((), 10, 1, ""), SpeechCheck((), 30, 3, ""), SpeechCheck(("Tom",), 10, 5, "")]
+    from dataset_builder.speech_gate import TurnCheck
+
+    report.add([TurnCheck("a", "v1", "x", 1, checks[0]), TurnCheck("b", "v1", "x", 2, checks[1]),
+                TurnCheck("c", "v2", "x", 3, checks[2])])
+    assert report.per_voice_wer() == {"v1": 0.1, "v2": 0.5}
+    assert (report.turns, report.retried, report.fixed) == (3, 2, 1)
+    assert "v1 10.0 %, v2 50.0 %" in report.lines()[1]
+
+
+def test_asr_gate_hears_a_real_turn_and_caches_by_audio(piper: PiperTTS, tmp_path: Path) -> None:
+    text = "Tom, can you split ninety-six dollars between three people?"
+    audio = piper.synthesize(text, piper.voices()[2])
+    gate = AsrSpeechGate(cache_dir=tmp_path)
+    check = gate.check(text, audio, SESSION_SR, NAMES)
+    assert check.missing == () and check.ref_words == 8, check  # "dollars" is dropped, as for "$96"
+    assert len(list((tmp_path / "asr").rglob("*.txt"))) == 1
+    # Pickled for a worker: the model is dropped, the cache answers without loading it again.
+    copy = pickle.loads(pickle.dumps(gate))
+    assert copy._asr is None
+    assert copy.check(text, audio, SESSION_SR, NAMES) == check and copy._asr is None
+    # A clip that does not say the items misses them.
+    other = piper.synthesize("Can you split the bill between us?", piper.voices()[2])
+    assert set(gate.check(text, other, SESSION_SR, NAMES).missing) == {"Tom", "96", "3"}

@@ -1,0 +1,92 @@
+"""The pronunciation lexicon: one data file, applied by piper (IPA) and espeak-ng (mnemonics), checked by the
+real phonemiser, the real espeak-ng binary and the default ASR."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from dataset_builder.audio import SESSION_SR
+from dataset_builder.tts.espeak_backend import EspeakTTS
+from dataset_builder.tts.lexicon import LEXICON_PATH, LexiconError, load_lexicon, parse_lexicon
+from dataset_builder.tts.piper_backend import PiperTTS, _load_voice
+from metrics.intelligibility import heard_aria
+
+LEX = load_lexicon()
+
+
+def test_lexicon_file_is_valid_and_says_aria() -> None:
+    data = json.loads(LEXICON_PATH.read_text(encoding="utf-8"))
+    assert parse_lexicon(data) == LEX
+    words = {e.word for e in LEX.entries}
+    assert {"Aria", "Aria's"} <= words
+    assert len(LEX.digest) == 8
+
+
+@pytest.mark.parametrize(("text", "ipa", "espeak"), [
+    ("Aria, what time is it?", "[[ˈɑːɹiːʌ,]] what time is it?", "[['A:ri:V]], what time is it?"),
+    ("What time is it, Aria?", "What time is it, [[ˈɑːɹiːʌ?]]", "What time is it, [['A:ri:V]]?"),
+    ("Hey aria how are you", "Hey [[ˈɑːɹiːʌ]] how are you", "Hey [['A:ri:V]] how are you"),
+    ("Aria's timer.", "[[ˈɑːɹiːʌz]] timer.", "[['A:ri:Vz]] timer."),
+    # Whole words only: other names and hyphenated words keep the engine's own reading.
+    ("Maria, Ariana and aria-like Arias", "Maria, Ariana and aria-like Arias", "Maria, Ariana and aria-like Arias"),
+])
+def test_apply_puts_punctuation_where_each_engine_keeps_it(text: str, ipa: str, espeak: str) -> None:
+    assert LEX.apply(text, "ipa") == ipa
+    assert LEX.apply(text, "espeak") == espeak
+
+
+@pytest.mark.parametrize(("entry", "message"), [
+    ({"word": "Aria", "ipa": "ˈɑːɹiːʌ", "espeak": "'A:ri:V", "extra": 1}, "unknown field"),
+    ({"word": "two words", "ipa": "x", "espeak": "x"}, "one word"),
+    ({"word": "Aria", "ipa": "ˈɑː]]ɹiːə", "espeak": "x"}, "'ipa'"),
+    ({"word": "Aria", "ipa": "ˈɑːɹiːʌ", "espeak": "A ri"}, "'espeak'"),
+])
+def test_bad_entries_are_named(entry: dict[str, object], message: str) -> None:
+    with pytest.raises(LexiconError, match=message):
+        parse_lexicon({"entries": [entry]}, source="t.json")
+
+
+def test_duplicate_word_rejected_case_insensitively() -> None:
+    e = {"word": "Aria", "ipa": "a", "espeak": "a"}
+    with pytest.raises(LexiconError, match="listed twice"):
+        parse_lexicon({"entries": [e, {**e, "word": "ARIA"}]})
+
+
+def test_piper_speaks_the_override_and_keeps_the_pause() -> None:
+    voice = _load_voice()
+    (default,) = voice.phonemize("Hey Aria, what time is it?")
+    (override,) = voice.phonemize(LEX.apply("Hey Aria, what time is it?", "ipa"))
+    assert "".join(default).startswith("hˈeɪ ˈɛɹ")  # espeak-ng's own reading: the vowel of "area"
+    assert "".join(override) == "hˈeɪ ˈɑːɹiːʌ, wˌʌt tˈaɪm ɪz ɪt?"
+
+
+def test_backend_names_carry_the_lexicon_digest() -> None:
+    # The name is the cache key: a changed lexicon must not be served clips spoken with the old one.
+    assert PiperTTS().name.endswith(f"+lex={LEX.digest}")
+    assert EspeakTTS().name.endswith(f"+lex={LEX.digest}")
+
+
+@pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng absent: apt-get install espeak-ng")
+def test_espeak_reads_the_override() -> None:
+    def mnemonics(text: str) -> str:
+        run = subprocess.run(["espeak-ng", "-q", "-x", "-v", "en-us", text], capture_output=True, check=True)
+        return run.stdout.decode()
+
+    assert "'A:ri:" not in mnemonics("Hey Aria, what time is it?")
+    assert "'A:ri:" in mnemonics(LEX.apply("Hey Aria, what time is it?", "espeak"))
+    tts = EspeakTTS()
+    plain = EspeakTTS().synthesize("Hey there, what time is it?", tts.voices()[0])
+    assert plain.size > 0 and tts.synthesize("Hey Aria, what time is it?", tts.voices()[0]).size > 0
+
+
+def test_default_asr_hears_aria_from_piper() -> None:
+    from metrics.asr import get_asr
+
+    asr, tts = get_asr(), PiperTTS()
+    text = "Hey Aria, what's the weather doing this weekend?"
+    heard = [asr.transcribe(tts.synthesize(text, v), SESSION_SR) for v in tts.voices()]
+    assert all(heard_aria(h) for h in heard), heard
