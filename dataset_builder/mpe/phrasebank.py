@@ -31,16 +31,16 @@ MAX_WORDS, MIN_LINE_WORDS, MIN_SENTENCE_WORDS, MAX_SENTENCES = 30, 4, 3, 2
 _LINE = re.compile(r"^([A-Z])>([A-Z]|-):\s*(.+)$")
 _SECTION = re.compile(r"^==\s*(\w+)\s*$")
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
-_NUMBER_WORDS = re.compile(
+NUMBER_WORDS = re.compile(
     r"\b(?:two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen"
     r"|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundreds?|thousands?|millions?"
     r"|dozens?|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|twelfth|o'clock|half past|quarter past"
     r"|quarter to)\b", re.IGNORECASE)
 # Case-sensitive: "May I" and "march" are ordinary words.
-_CALENDAR = re.compile(r"\b(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday|January|February|March"
+CALENDAR_WORDS = re.compile(r"\b(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday|January|February|March"
                        r"|April|June|July|August|September|October|November|December)\b")
-_NAME = re.compile(rf"\b{ASSISTANT_NAME}(?:'s)?\b")
-_NAME_ANY = re.compile(ASSISTANT_NAME, re.IGNORECASE)
+NAME_WORD = re.compile(rf"\b{ASSISTANT_NAME}(?:'s)?\b")
+NAME_ANYWHERE = re.compile(ASSISTANT_NAME, re.IGNORECASE)
 # Addressing or asking Aria inside a mention: "Aria, ...", "Hey Aria ...", "..., Aria?" and "ask Aria".
 _ADDRESSED = re.compile(rf"(?:^|[.!?]\s+)(?:hey\s+|ok\s+|okay\s+)?{ASSISTANT_NAME}\s*[,!?]"
                         rf"|,\s*{ASSISTANT_NAME}\s*[.!?]*$|\bask\s+{ASSISTANT_NAME}\b", re.IGNORECASE)
@@ -60,7 +60,7 @@ class Line:
 
     @property
     def mentions_name(self) -> bool:
-        return bool(_NAME.search(self.text))
+        return bool(NAME_WORD.search(self.text))
 
     @property
     def asks_person(self) -> bool:
@@ -144,18 +144,18 @@ class _Checker:
         command) that only ever appears inside a longer sentence."""
         if re.search(r"\d", text):
             self.fail(where, "digits", text)
-        if m := _NUMBER_WORDS.search(text):
+        if m := NUMBER_WORDS.search(text):
             self.fail(where, f"number word {m.group(0)!r}", text)
-        if m := _CALENDAR.search(text):
+        if m := CALENDAR_WORDS.search(text):
             self.fail(where, f"day or month {m.group(0)!r}", text)
         if re.search(r"\bassistant", text, re.IGNORECASE):
             self.fail(where, "the word 'assistant'", text)
-        hidden = len(_NAME_ANY.findall(text)) - len(_NAME.findall(text))
+        hidden = len(NAME_ANYWHERE.findall(text)) - len(NAME_WORD.findall(text))
         if hidden:
             self.fail(where, f"letters '{ASSISTANT_NAME.lower()}' inside another word", text)
-        if _NAME.search(text) and not mentions_allowed:
+        if NAME_WORD.search(text) and not mentions_allowed:
             self.fail(where, f"{ASSISTANT_NAME} outside mentions.txt", text)
-        if _NAME.search(text) and _ADDRESSED.search(text) and not may_address:
+        if NAME_WORD.search(text) and _ADDRESSED.search(text) and not may_address:
             self.fail(where, f"addresses or asks {ASSISTANT_NAME} (a mention only talks about it)", text)
         n_words = len(words(_PLACEHOLDER.sub("Sam", text)))
         if n_words < min_words:
@@ -290,7 +290,7 @@ def load_dismiss(path: Path, check: _Checker) -> list[StyledLine]:
             m = _LINE.match(text)
             said, where = (m.group(3) if m else text).strip(), f"{_rel(path)}:{number}"
             check.text(where, said, mentions_allowed=True, may_address=True)
-            if not _NAME.search(said):
+            if not NAME_WORD.search(said):
                 check.fail(where, f"a dismissal names {ASSISTANT_NAME}", said)
             out.append(StyledLine(style, said, where))
     return out

@@ -30,7 +30,7 @@ from dataset_builder.diagnostics import words
 from dataset_builder.errors import UsageError
 from dataset_builder.mpe.attributes import HUMAN_NAMES
 from dataset_builder.mpe.generator import check_gold, check_name_mentions
-from dataset_builder.mpe.phrasebank import _CALENDAR, _NAME, _NAME_ANY, _NUMBER_WORDS
+from dataset_builder.mpe.phrasebank import CALENDAR_WORDS, NAME_ANYWHERE, NAME_WORD, NUMBER_WORDS
 from dataset_builder.mpe.tasks import WEEKDAYS, GoldMismatch
 from dataset_builder.openai_compat import ChatClient, EndpointError
 from dataset_builder.progress import Progress
@@ -149,10 +149,10 @@ def check_rewrite(draft: Draft, explicit: Script, implicit: Script) -> None:
                 want = sorted(_DIGITS.findall(before.text)) or "none"
                 raise Rejected("numbers", f"{where} says the numbers {sorted(_DIGITS.findall(text))}; "
                                           f"it must say exactly {want}")
-            for pattern, what in ((_NUMBER_WORDS, "number words"), (_WEEKDAY, "days"), (_CALENDAR, "dates")):
+            for pattern, what in ((NUMBER_WORDS, "number words"), (_WEEKDAY, "days"), (CALENDAR_WORDS, "dates")):
                 if extra := _extra(pattern, text, before.text):
                     raise Rejected("numbers", f"{where} adds {what} {extra}; only the task facts hold numbers")
-            if len(_NAME_ANY.findall(text)) > len(_NAME.findall(text)):
+            if len(NAME_ANYWHERE.findall(text)) > len(NAME_WORD.findall(text)):
                 raise Rejected("name", f"{where} hides the letters {ASSISTANT_NAME.lower()!r} in another word")
             if _extra(_ASSISTANT_WORD, text, before.text):
                 raise Rejected("name", f"{where} says 'assistant'")
