@@ -111,6 +111,14 @@ def test_yield_and_continue_600_ms(offset: float, yield_ok: bool) -> None:
         assert m["first_offset_s"] == offset and passes(m) is want
 
 
+def test_continue_needs_the_floor_at_the_barge_in() -> None:
+    """A model that was not speaking when the user barged in did not continue anything: silent fails CONTINUE."""
+    c = _case("R7", "C3", C3, "CONTINUE", "barge", level="L2")
+    assert not passes(_measure(c, []))
+    assert not passes(_measure(c, [(c.w0 + 0.2, c.w0 + 4.0)]))  # started after the barge-in
+    assert passes(_measure(c, [(c.w0 - 3.0, c.w0 + 4.0)]))  # held on through it
+
+
 def test_yield_needs_an_offset() -> None:
     y = _case("R1", "C3", C3, "YIELD", "barge")
     silent = _measure(y, [])

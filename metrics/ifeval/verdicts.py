@@ -112,7 +112,9 @@ def passes(m: dict[str, Any], th: Thresholds | None = None) -> bool:
     if action == "YIELD":
         return yielded(m, p["max_latency_ms"])
     if action == "CONTINUE":
-        return not yielded(m, p["max_latency_ms"])
+        # App. E.4 reads "not yielded", which a model that never spoke would pass; continuing needs the floor:
+        # the model is speaking when the user barges in (w0) and does not stop within the latency.
+        return m["carried_in"] is not None and not yielded(m, p["max_latency_ms"])
     if action == "ACCEPT_OVERLAP":
         return m["overlap_s"] > p["min_overlap_s"] + _EPS
     raise ValueError(f"{m.get('case_id')}: unknown action {action!r}; known: {ACTIONS}")
