@@ -17,6 +17,7 @@ from typing import Any
 from dataset_builder.atomic import atomic_write_text
 from dataset_builder.errors import UsageError
 from dataset_builder.schema import SchemaError, Script
+from dataset_builder.speech_gate import SpeechGate
 from dataset_builder.tts import TTSBackend, get_tts
 from dataset_builder.tts.cache import CachedTTS
 
@@ -32,6 +33,9 @@ class BuildOptions:
     progress: bool = False  # a progress line with counts and time left, on stderr
     scripts_only: bool = False  # write out/scripts.jsonl only: no TTS, no audio, no parquet
     workers: int | None = None  # synthesis processes (`--workers`); None: one per core
+    # Listens to every synthesised turn and re-speaks the ones it cannot understand (dataset_builder.speech_gate);
+    # the CLI passes metrics.intelligibility.AsrSpeechGate unless --no-speech-gate. Must be picklable (workers).
+    speech_gate: SpeechGate | None = None
     writer: str = "template"  # who writes the scene text (`--writer`; MPE: dataset_builder/mpe/writer.py)
     writer_args: dict[str, Any] = field(default_factory=dict)  # writer constructor args (`--writer-arg K=V`)
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from dataset_builder.benchmarks import PENDING_BUILDS, Benchmark, benchmark_names, get_benchmark
 from dataset_builder.errors import UsageError
 from dataset_builder.schema import SchemaError
+from dataset_builder.speech_gate import SpeechGate
 from eval.run import add_run_arguments, config_from_args, finish, parse_kv, run
 
 DEFAULT_OUT = Path("out")
@@ -29,6 +30,13 @@ def build_target(name: str) -> Benchmark:
     return get_benchmark(name) if name in benchmark_names() or name not in PENDING_BUILDS else PENDING_BUILDS[name]
 
 
+def speech_gate(cache_dir: Path | None) -> SpeechGate:
+    """The build's speech gate: the default ASR listens to each turn (its transcripts cached beside the clips)."""
+    from metrics.intelligibility import AsrSpeechGate
+
+    return AsrSpeechGate(cache_dir=cache_dir)
+
+
 def cmd_build(a: argparse.Namespace) -> int:
     from dataset_builder.build import BuildOptions
     from dataset_builder.tts.cache import default_cache_dir
@@ -40,9 +48,10 @@ def cmd_build(a: argparse.Namespace) -> int:
     if a.diagnostics_limit is not None and a.diagnostics_limit < 1:
         raise UsageError(f"--diagnostics-limit must be >= 1, got {a.diagnostics_limit}")
     if not a.diagnostics_only:
+        cache_dir = None if a.no_cache else Path(a.cache_dir or default_cache_dir())
         options = BuildOptions(preset=a.preset, seed=a.seed, tts=a.tts,
-                               tts_args=parse_kv(a.tts_arg, "--tts-arg"), n=a.n,
-                               cache_dir=None if a.no_cache else Path(a.cache_dir or default_cache_dir()),
+                               tts_args=parse_kv(a.tts_arg, "--tts-arg"), n=a.n, cache_dir=cache_dir,
+                               speech_gate=None if a.no_speech_gate or a.scripts_only else speech_gate(cache_dir),
                                progress=a.progress, scripts_only=a.scripts_only, workers=a.workers,
                                writer=a.writer, writer_args=parse_kv(a.writer_arg, "--writer-arg"))
         info = bench.function("build")(out, options)
@@ -199,6 +208,10 @@ def parser() -> argparse.ArgumentParser:
                    help="writer arg, e.g. base_url=http://127.0.0.1:8000 model=qwen (for --writer openai; the API "
                         "key is read from $OPENAI_API_KEY or the variable api_key_env names)")
     b.add_argument("--no-progress", dest="progress", action="store_false", help="no progress line on stderr")
+    b.add_argument("--no-speech-gate", action="store_true",
+                   help="do not let the default ASR check each turn (by default a turn whose addressed name, "
+                        '"Aria" or numbers it cannot recover is re-spoken slower or reported, and the build prints '
+                        "per-voice word error rate)")
     b.add_argument("--workers", type=int, default=None, metavar="N",
                    help="synthesis processes (default: one per core); the output is "
                         "byte-identical whatever N")

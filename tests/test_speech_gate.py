@@ -130,3 +130,36 @@ def test_asr_gate_hears_a_real_turn_and_caches_by_audio(piper: PiperTTS, tmp_pat
     # A clip that does not say the items misses them.
     other = piper.synthesize("Can you split the bill between us?", piper.voices()[2])
     assert set(gate.check(text, other, SESSION_SR, NAMES).missing) == {"Tom", "96", "3"}
+
+
+class _WordCountGate:
+    """Hears every word (no ASR): lets the build's pool path be tested in seconds."""
+
+    name = "word-count"
+
+    def check(self, text: str, audio: np.ndarray, sr: int, names: Sequence[str] = ()) -> SpeechCheck:
+        assert audio.size > 0
+        return SpeechCheck((), len(text.split()), 0, text)
+
+
+def test_build_runs_the_gate_in_its_workers_and_reports_per_voice(tmp_path: Path) -> None:
+    from dataset_builder.build import BuildOptions
+    from dataset_builder.mpe.build import build
+
+    info = build(tmp_path / "out", BuildOptions(n=1, cache_dir=tmp_path / "cache", workers=2,
+                                                speech_gate=_WordCountGate()))
+    gate = info["speech_gate"]
+    n_turns = sum(v for k, v in info["counts"].items() if k.startswith("label:"))
+    assert gate["gate"] == "word-count" and gate["turns"] == n_turns and gate["failed"] == 0
+    assert gate["per_voice"] and set(gate["per_voice"]) <= set(PiperTTS().voices())
+    assert all(b["wer"] == 0.0 and b["ref_words"] > 0 for b in gate["per_voice"].values())
+
+
+def test_cli_gate_is_on_by_default_and_lazy(tmp_path: Path) -> None:
+    from eval.cli import parser, speech_gate
+
+    assert parser().parse_args(["build", "mpe", "--no-speech-gate"]).no_speech_gate
+    assert not parser().parse_args(["build", "mpe"]).no_speech_gate
+    gate = speech_gate(tmp_path)
+    assert isinstance(gate, AsrSpeechGate) and gate._asr is None  # no model until the first turn is checked
+    assert gate.cache_dir is not None and gate.cache_dir.is_relative_to(tmp_path)

@@ -29,6 +29,7 @@ from dataset_builder.pool import WorkerPool, resolve_workers
 from dataset_builder.progress import Progress
 from dataset_builder.schema import Case, Clip, Script, Turn
 from dataset_builder.segments import render_turn
+from dataset_builder.speech_gate import GateReport, SpeechGate, TurnCheck, render_turn_checked
 from dataset_builder.tts import TTSBackend
 
 log = logging.getLogger("duplex_eval.build")
@@ -56,15 +57,16 @@ class _Voice:
 
     backend: TTSBackend
     cache_dir: Path | None
+    gate: SpeechGate | None = None  # the build's speech gate (`options.speech_gate`), one copy per worker
 
 
 _VOICE: _Voice | None = None  # set once per worker process by `start_speaking`
 
 
-def start_speaking(backend: TTSBackend, cache_dir: Path | None) -> None:
+def start_speaking(backend: TTSBackend, cache_dir: Path | None, gate: SpeechGate | None = None) -> None:
     """The worker processes' initializer."""
     global _VOICE
-    _VOICE = _Voice(backend, cache_dir)
+    _VOICE = _Voice(backend, cache_dir, gate)
 
 
 def _voice() -> _Voice:
@@ -73,25 +75,37 @@ def _voice() -> _Voice:
     return _VOICE
 
 
-def speak_turn(turn: Turn, voice: str, tts: TTSBackend) -> np.ndarray:
-    """One turn's audio, as the dataset will hold it. A per-turn check of the synthesised audio (e.g. a speech
-    gate that re-synthesises a turn the ASR cannot understand) belongs here: it runs inside the worker, and the
-    build stays deterministic as long as the check is."""
-    return render_turn(turn, tts, voice)
+def speak_turn(turn: Turn, voice: str, tts: TTSBackend, gate: SpeechGate | None = None, names: list[str] | None = None,
+               where: str = "") -> tuple[np.ndarray, TurnCheck | None]:
+    """One turn's audio, as the dataset will hold it. With a speech gate, a turn whose addressed name, "Aria" or
+    numbers the gate's ASR cannot recover is re-spoken slower (dataset_builder.speech_gate); it runs inside the
+    worker, and the build stays deterministic because the gate is."""
+    if gate is None:
+        return render_turn(turn, tts, voice), None
+    return render_turn_checked(turn, tts, voice, gate, names=names or [], where=where)
 
 
-def speak_script(script: Script, tts: TTSBackend) -> list[np.ndarray]:
-    """Each turn's audio, in turn order."""
+def speak_script(script: Script, tts: TTSBackend, gate: SpeechGate | None = None
+                 ) -> tuple[list[np.ndarray], list[TurnCheck]]:
+    """Each turn's audio, in turn order, and the gate's record of each turn (none without a gate)."""
     voices = {s.name: s.voice for s in script.speakers}
-    return [speak_turn(turn, voices[turn.speaker], tts) for turn in script.turns]
+    names = [s.name for s in script.speakers]
+    spoken = [speak_turn(turn, voices[turn.speaker], tts, gate, names, f"{script.script_id} {turn.turn_id}")
+              for turn in script.turns]
+    return [audio for audio, _ in spoken], [check for _, check in spoken if check is not None]
 
 
-def speak_pair(scripts: list[Script]) -> list[list[np.ndarray]]:
-    """The unit of work: every turn of one pair's scripts. Both conditions share most turns; one unit's cache
-    memo synthesises those once."""
+def speak_pair(scripts: list[Script]) -> tuple[list[list[np.ndarray]], list[TurnCheck]]:
+    """The unit of work: every turn of one pair's scripts, and the speech gate's records. Both conditions share
+    most turns; one unit's cache memo synthesises those once (and the gate's cache checks them once)."""
     voice = _voice()
     tts = unit_tts(voice.backend, voice.cache_dir)
-    return [speak_script(script, tts) for script in scripts]
+    audio, checks = [], []
+    for script in scripts:
+        script_audio, script_checks = speak_script(script, tts, voice.gate)
+        audio.append(script_audio)
+        checks += script_checks
+    return audio, checks
 
 
 def speak_preamble(text: str) -> np.ndarray:
@@ -173,11 +187,15 @@ def build(out_dir: Path, options: BuildOptions | None = None) -> dict[str, Any]:
                         enabled=options.progress)
     totals = {"cases": 0, "audio_s": 0.0}
 
-    def rows(preamble_job: Future[np.ndarray], spoken: Iterator[list[list[np.ndarray]]]
+    gate = GateReport(options.speech_gate.name) if options.speech_gate is not None else None
+
+    def rows(preamble_job: Future[np.ndarray], spoken: Iterator[tuple[list[list[np.ndarray]], list[TurnCheck]]]
              ) -> Iterator[dict[str, Any]]:
         # A generator: write_config holds one shard of rows in memory at a time, and the pool at most a few
         # pairs' audio beyond it.
-        for pair, pair_audio in zip(pairs, spoken, strict=True):
+        for pair, (pair_audio, checks) in zip(pairs, spoken, strict=True):
+            if gate is not None:
+                gate.add(checks)
             preamble = preamble_job.result()
             for script, turn_audio in zip(pair, pair_audio, strict=True):
                 case, audio = assemble_case(script, turn_audio, backend.name, preamble_text, preamble, options.seed)
@@ -188,7 +206,7 @@ def build(out_dir: Path, options: BuildOptions | None = None) -> dict[str, Any]:
                 yield case_to_row(case, wav_bytes(audio))
 
     out_dir = Path(out_dir)
-    with WorkerPool(workers, start_speaking, (backend, options.cache_dir)) as pool:
+    with WorkerPool(workers, start_speaking, (backend, options.cache_dir, options.speech_gate)) as pool:
         preamble_job = pool.submit(speak_preamble, preamble_text)
         # The first pairs are submitted here, so the workers are busy while write_config imports `datasets`
         # (and the torch it loads: seconds).
@@ -206,6 +224,10 @@ def build(out_dir: Path, options: BuildOptions | None = None) -> dict[str, Any]:
     write_card(out_dir, {"mpe": {"features": MPE_FEATURES}}, context=context)
     info["build_s"] = round(time.perf_counter() - t0, 1)
     info["workers"] = workers
+    if gate is not None:
+        for line in gate.lines():
+            log.info("%s", line)
+        info["speech_gate"] = gate.to_dict()
     log.info("built %d MPE cases (%.2f h audio) in %.1fs with %d worker(s)", totals["cases"], audio_s / 3600,
              info["build_s"], workers)
     return info
