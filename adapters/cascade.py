@@ -2,6 +2,10 @@
 
 streaming Silero VAD end-of-turn -> offline ASR (whisper tiny.en) -> addressee/compute policy -> TTS.
 It listens while it speaks only to stop: sustained user speech over its own reply makes it yield.
+
+A session reset with a text prompt (DSB-IFEval passes one at every level, "" at L0) is one to one, so every turn
+is addressed to it (`TurnPolicy`); without one (Duplex-MPE: the duty preamble is spoken) it answers only when named
+(`Policy`). It never reads the prompt's text: it is persona-blind, and says so by lacking "system_prompt".
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from adapters.base import AssistantVoice, SpeechQueue
-from adapters.cascade_policy import Policy
+from adapters.cascade_policy import Policy, TurnPolicy
 from adapters.protocol import Frame
 from dataset_builder.audio import SESSION_SR, seconds_to_samples
 from metrics.asr import DEFAULT_ASR, get_asr
@@ -37,7 +41,7 @@ class CascadeAgent:
         self.response_delay = seconds_to_samples(response_delay_s, sample_rate)
         self.vad = StreamingVAD(VADParams(min_speech_ms=150, merge_gap_ms=300), sr=sample_rate)
         self.queue = SpeechQueue()
-        self.policy = Policy()
+        self.policy: Policy | TurnPolicy = Policy()
         self.utterance: list[np.ndarray] = []
         self.preroll: list[np.ndarray] = []
         self.user_speech_s = 0.0
@@ -46,7 +50,7 @@ class CascadeAgent:
     def reset(self, system_prompt: str | None, seed: int) -> None:
         self.vad.reset()
         self.queue.stop()
-        self.policy = Policy()
+        self.policy = Policy() if system_prompt is None else TurnPolicy()
         self.utterance, self.preroll = [], []
         self.user_speech_s = 0.0
         self.quiet_s = 0.0

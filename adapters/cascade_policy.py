@@ -1,8 +1,10 @@
-"""The cascade's text policy: decide whether it is addressed, and compute what it can from what it heard.
+"""The cascade's text policies: decide whether it is addressed, and compute what it can from what it heard.
 
-A deliberately simple, transparent baseline: it answers only when it hears its name in a request (so it
-shows the explicit-vs-implicit gap), and it works answers out from facts it heard earlier in the room
-(amounts, counts, times, durations, weekdays, conversions, things people said "is" something).
+A deliberately simple, transparent baseline. In a room (`Policy`, Duplex-MPE) it answers only when it hears its
+name in a request (so it shows the explicit-vs-implicit gap), and it works answers out from facts it heard earlier
+in the room (amounts, counts, times, durations, weekdays, conversions, things people said "is" something).
+One to one (`TurnPolicy`, DSB-IFEval) every turn is addressed to it: it reads back the numbers it heard, or
+acknowledges.
 """
 
 from __future__ import annotations
@@ -166,3 +168,22 @@ class Policy:
             return None
         fact = _last(re.escape(m.group(1)) + r" is ([a-z0-9 ]+?)[.!]?$", mem)
         return fact.group(1).strip() if fact else None
+
+
+READBACK_LEAD = "Let me read that back:"
+ACKNOWLEDGE = "I hear you. Please go on."
+
+
+@dataclass
+class TurnPolicy:
+    """One-to-one sessions: whatever the user said was said to it. No persona, no cleverness: the numbers it heard
+    are read back digit by digit, anything else is acknowledged, and an utterance with no words gets nothing."""
+
+    def hear(self, transcript: str) -> str | None:
+        text = normalise(transcript)
+        if not re.search(r"[a-z0-9]", text):
+            return None
+        numbers = re.findall(r"\d+", text)
+        if numbers:
+            return f"{READBACK_LEAD} {', '.join(' '.join(n) for n in numbers)}."
+        return ACKNOWLEDGE

@@ -1,7 +1,8 @@
 """`oracle`: does the right thing at the right time from the case's gold metadata (SPEC §3).
 
 It hears realised timeline cues (one frame late, like a listener) and speaks through the project's TTS, so
-its audio goes through the same VAD, ASR and judge as any model's: its score tests the whole chain.
+its audio goes through the same VAD, ASR and judge as any model's: its score tests the whole chain. DSB-IFEval
+cases are played by `adapters.oracle_ifeval`, which also gives the text of what it says (MPE episodes carry none).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from adapters.base import AssistantVoice, SpeechQueue
+from adapters.oracle_ifeval import IFEvalOracleScript
 from adapters.protocol import Frame, TimelineCue
 from dataset_builder.audio import SESSION_SR, seconds_to_samples
 
@@ -28,7 +30,7 @@ class OracleAgent:
     name = "oracle"
     version = "1"
     realtime = False
-    capabilities = frozenset({"gold_cues"})
+    capabilities = frozenset({"gold_cues", "text_output"})
 
     def __init__(self, frame_size: int = 1920, sample_rate: int = SESSION_SR, tts: str = "piper",
                  cache_dir: str | Path | None = None, answer_delay_s: float = 0.3,
@@ -40,7 +42,8 @@ class OracleAgent:
         self.stop_delay_s = stop_delay_s
         self.queue = SpeechQueue()
         self.labels: dict[str, str] = {}
-        self.planned: list[tuple[int, str, np.ndarray | None]] = []  # (sample, what, audio)
+        self.planned: list[tuple[int, str, np.ndarray | None, str | None]] = []  # (sample, what, audio, text)
+        self.ifeval: IFEvalOracleScript | None = None
         self.t = 0
         self.answer = np.zeros(0, np.float32)
         self.holding = np.zeros(0, np.float32)
@@ -49,34 +52,45 @@ class OracleAgent:
         self.queue.stop()
         self.planned = []
         self.labels = {}
+        self.ifeval = None
         self.t = 0
 
     def bind_case(self, case: Any) -> None:
+        if getattr(case, "benchmark", "") == "ifeval":
+            self.ifeval = IFEvalOracleScript(case, self.mouth.speak, self.sample_rate, self.answer_delay_s,
+                                             self.stop_delay_s)
+            return
         self.labels = {t.turn_id: t.label for t in case.script.turns}
         self.answer = self.mouth.speak(answer_sentence(case.script.gold_answer))
         self.holding = self.mouth.speak(HOLDING_REPLY) if "N4Q" in self.labels.values() else self.holding
 
     def cue(self, event: TimelineCue) -> None:
+        if self.ifeval is not None:
+            self.planned += self.ifeval.on_cue(event)
+            return
         label = self.labels.get(event.turn_id)
         delay = seconds_to_samples(self.answer_delay_s, self.sample_rate)
         if event.kind == "clip_end" and label == "T":
-            self.planned.append((event.sample + delay, "say", self.answer))
+            self.planned.append((event.sample + delay, "say", self.answer, None))
         elif event.kind == "clip_end" and label == "N4Q":
-            self.planned.append((event.sample + delay, "say", self.holding))
+            self.planned.append((event.sample + delay, "say", self.holding, None))
         elif event.kind == "clip_start" and label == "N4R":
             self.planned.append((event.sample + seconds_to_samples(self.stop_delay_s, self.sample_rate),
-                                 "stop", None))
+                                 "stop", None, None))
 
     def step(self, user_frame: np.ndarray, forced_model_frame: np.ndarray | None = None) -> Frame:
         due = [p for p in self.planned if p[0] <= self.t]
         self.planned = [p for p in self.planned if p[0] > self.t]
-        for _, what, audio in sorted(due, key=lambda p: p[0]):
+        texts = []
+        for _, what, audio, text in sorted(due, key=lambda p: p[0]):
             if what == "stop":
                 self.queue.stop()
             elif audio is not None:
                 self.queue.say(audio)
+            if text:
+                texts.append(text)
         self.t += self.frame_size
-        return Frame(self.queue.next_frame(self.frame_size))
+        return Frame(self.queue.next_frame(self.frame_size), " ".join(texts) or None)
 
     def close(self) -> None:
         self.queue.stop()
