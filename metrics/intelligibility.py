@@ -36,6 +36,7 @@ from dataset_builder.errors import UsageError
 from dataset_builder.progress import Progress
 from dataset_builder.schema import ASSISTANT_NAME, Case
 from dataset_builder.speech_gate import SpeechCheck
+from dataset_builder.tts.spoken import spoken_form
 from metrics.asr import ASR, DEFAULT_ASR, get_asr
 from metrics.textnorm import normalize, words_to_numbers
 
@@ -99,8 +100,9 @@ def align_words(ref: Sequence[str], hyp: Sequence[str]) -> WordErrors:
 
 
 def wer_tokens(text: str) -> list[str]:
-    """The words WER compares: `normalize(words_to_numbers(text))`."""
-    return normalize(words_to_numbers(text))
+    """The words WER compares: `normalize(words_to_numbers(spoken_form(text)))`: clock times as the TTS says
+    them ("4:00" is said "four o'clock", which an ASR writes "4 o'clock")."""
+    return normalize(words_to_numbers(spoken_form(text)))
 
 
 def word_errors(reference: str, hypothesis: str) -> WordErrors:

@@ -27,7 +27,7 @@ NAMES = ["Tom", "Priya", "Diego", "Nikhil", "Mei"]
     ("It is Canberra, Nikhil.", {"Nikhil": 1}),
     ("Hey Priya what is twelve times 3?", {"Priya": 1, "12": 1, "3": 1}),
     # A name said about someone, not to them, is not an addressed name; "Aria" always counts.
-    ("Diego said Aria's timer went off at 9:05.", {"Aria": 1, "9": 1, "05": 1}),
+    ("Diego said Aria's timer went off at 9:05.", {"Aria": 1, "905": 1}),  # said "nine oh five"
     ("Thanks Tom. Thanks, Tom!", {"Tom": 2}),
     ("Nothing to check here.", {}),
 ])

@@ -13,6 +13,7 @@ from dataset_builder.audio import SESSION_SR
 from dataset_builder.tts.espeak_backend import EspeakTTS
 from dataset_builder.tts.lexicon import LEXICON_PATH, LexiconError, load_lexicon, parse_lexicon
 from dataset_builder.tts.piper_backend import PiperTTS, _load_voice
+from dataset_builder.tts.spoken import SPOKEN_FORM_VERSION, spoken_form
 from metrics.intelligibility import heard_aria
 
 LEX = load_lexicon()
@@ -65,9 +66,20 @@ def test_piper_speaks_the_override_and_keeps_the_pause() -> None:
 
 
 def test_backend_names_carry_the_lexicon_digest() -> None:
-    # The name is the cache key: a changed lexicon must not be served clips spoken with the old one.
-    assert PiperTTS().name.endswith(f"+lex={LEX.digest}")
-    assert EspeakTTS().name.endswith(f"+lex={LEX.digest}")
+    # The name is the cache key: a changed lexicon or spoken-form rule must not be served clips spoken the old way.
+    said = f"+said={SPOKEN_FORM_VERSION}"
+    assert PiperTTS().name.endswith(f"+lex={LEX.digest}{said}")
+    assert EspeakTTS().name.endswith(f"+lex={LEX.digest}{said}")
+
+
+def test_clock_times_are_spoken_as_people_say_them() -> None:
+    """espeak-ng reads "9:05" as "nine zero five"; the backends say "nine oh five" and "four o'clock"."""
+    assert spoken_form("We leave at 9:05 and we're back by 4:00, or 10:45.") == (
+        "We leave at nine oh five and we're back by four o'clock, or ten forty-five.")
+    assert spoken_form("Room 101, code 4 7 1 9.") == "Room 101, code 4 7 1 9."  # only clock times change
+    voice = _load_voice()
+    (said,) = voice.phonemize(spoken_form("at 9:05"))
+    assert "z" not in "".join(said)  # no "zero"
 
 
 @pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng absent: apt-get install espeak-ng")

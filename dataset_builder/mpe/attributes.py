@@ -84,10 +84,12 @@ REGISTERS: dict[str, dict[str, str]] = {
 
 STYLES = ("casual", "formal")
 
+# Names the default ASR spells one way only: "Mei" (heard "May"), "Zoe" ("Zoey"), "Ines" ("Inez") and "Kai" ("Ky")
+# were replaced, because the build's speech gate could never confirm them.
 HUMAN_NAMES: list[str] = [
-    "Sam", "Priya", "Tom", "Lena", "Omar", "Grace", "Diego", "Mei", "Jonas", "Chloe", "Ravi", "Hannah",
-    "Kofi", "Ines", "Felix", "Nora", "Luca", "Yuki", "Ben", "Zoe", "Amir", "Ruth", "Theo", "Sofia",
-    "Marcus", "Leila", "Owen", "Tara", "Hugo", "Esther", "Kai", "Julia", "Nikhil", "Freya", "Mateo", "Ada",
+    "Sam", "Priya", "Tom", "Lena", "Omar", "Grace", "Diego", "Emma", "Jonas", "Chloe", "Ravi", "Hannah",
+    "Kofi", "Olivia", "Felix", "Nora", "Luca", "Yuki", "Ben", "Daniel", "Amir", "Ruth", "Theo", "Sofia",
+    "Marcus", "Leila", "Owen", "Tara", "Hugo", "Esther", "Jack", "Julia", "Nikhil", "Freya", "Mateo", "Ada",
 ]
 
 def attribute_values() -> dict[str, list[str]]:

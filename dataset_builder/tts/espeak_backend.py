@@ -14,6 +14,7 @@ import soundfile as sf
 
 from dataset_builder.audio import SESSION_SR, resample
 from dataset_builder.tts.lexicon import load_lexicon
+from dataset_builder.tts.spoken import SPOKEN_FORM_VERSION, spoken_form
 from dataset_builder.tts.voices import peak_normalize, trim_silence
 
 # Male and female variants interleaved so that the first few voices of a scene already differ in gender.
@@ -39,7 +40,7 @@ class EspeakTTS:
         self.binary = binary
         self.words_per_minute = int(words_per_minute)
         self.lexicon = load_lexicon()
-        self.name = f"espeak-ng:wpm={self.words_per_minute}+lex={self.lexicon.digest}"
+        self.name = f"espeak-ng:wpm={self.words_per_minute}+lex={self.lexicon.digest}+said={SPOKEN_FORM_VERSION}"
         self.assistant_voice = ASSISTANT_VOICE
         self._path: str | None = None
 
@@ -64,7 +65,7 @@ class EspeakTTS:
     def synthesize(self, text: str, voice: str) -> np.ndarray:
         # Text goes through stdin so that text starting with "-" is never read as an option.
         cmd = [self._binary_path(), "--stdout", "-v", voice, "-s", str(self.words_per_minute)]
-        spoken = self.lexicon.apply(text, "espeak")
+        spoken = self.lexicon.apply(spoken_form(text), "espeak")
         proc = subprocess.run(cmd, input=spoken.encode("utf-8"), capture_output=True, check=False)
         if proc.returncode != 0 or not proc.stdout:
             err = proc.stderr.decode("utf-8", "replace").strip()

@@ -21,6 +21,7 @@ import numpy as np
 
 from dataset_builder.audio import SESSION_SR, read_wav, resample
 from dataset_builder.errors import UsageError
+from dataset_builder.tts.spoken import SPOKEN_FORM_VERSION, spoken_form
 from dataset_builder.tts.voices import peak_normalize, trim_silence
 
 _LOG = logging.getLogger(__name__)
@@ -96,7 +97,7 @@ class HttpTTS:
             raise UsageError(f"--tts http: assistant voice {assistant!r} must not be one of the human voices {human}")
         self._voices = human
         self.assistant_voice = assistant
-        self.name = f"http:{model}@{_redacted(self.url)}"
+        self.name = f"http:{model}@{_redacted(self.url)}+said={SPOKEN_FORM_VERSION}"
 
     def voices(self) -> list[str]:
         return list(self._voices)
@@ -138,7 +139,7 @@ class HttpTTS:
         raise AssertionError("unreachable")
 
     def synthesize(self, text: str, voice: str) -> np.ndarray:
-        data = self._fetch(text, voice)
+        data = self._fetch(spoken_form(text), voice)
         try:
             audio, sr = read_wav(data)
         except Exception as exc:

@@ -20,6 +20,7 @@ import numpy as np
 
 from dataset_builder.audio import SESSION_SR, resample
 from dataset_builder.tts.lexicon import load_lexicon
+from dataset_builder.tts.spoken import SPOKEN_FORM_VERSION, spoken_form
 from dataset_builder.tts.timbre import reshape_timbre
 from dataset_builder.tts.voices import peak_normalize, trim_silence
 
@@ -81,7 +82,7 @@ class PiperTTS:
         self.lexicon = load_lexicon()
         # The name is the provenance/cache key, so it carries every setting that changes the samples.
         suffix = "" if self.length_scale == 1.0 else f"@ls={self.length_scale:g}"
-        self.name = f"piper:{MODEL_NAME}+lex={self.lexicon.digest}{suffix}"
+        self.name = f"piper:{MODEL_NAME}+lex={self.lexicon.digest}+said={SPOKEN_FORM_VERSION}{suffix}"
         self.assistant_voice = ASSISTANT_VOICE
 
     def voices(self) -> list[str]:
@@ -104,7 +105,7 @@ class PiperTTS:
             noise_scale=0.0,
             noise_w_scale=0.0,
         )
-        spoken = self.lexicon.apply(text, "ipa")
+        spoken = self.lexicon.apply(spoken_form(text), "ipa")
         chunks = [c.audio_float_array for c in piper_voice.synthesize(spoken, syn_config=config)]
         if not chunks:
             return np.zeros(0, np.float32)
