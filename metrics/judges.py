@@ -21,7 +21,8 @@ from urllib.parse import urlsplit
 from dataset_builder.atomic import atomic_write_json
 from dataset_builder.errors import UsageError
 from dataset_builder.registry import LazyRegistry
-from metrics.textnorm import normalize, numbers_in, times_in, words_to_numbers
+from metrics.answer_match import match
+from metrics.textnorm import normalize
 
 ANSWER_LABELS = ("correct", "incorrect", "unparseable")
 ACK_LABELS = ("acknowledgement", "intrusion", "unparseable")
@@ -48,7 +49,6 @@ class Judge(Protocol):
 
 # --- heuristic --------------------------------------------------------------------------------------------
 
-_ARTICLES = {"a", "an", "the"}
 # Single-token acknowledgements, and multi-token ones as they come out of normalize() (hyphens split).
 _ACK_WORDS = {
     "ok", "okay", "k", "mm", "mmm", "hmm", "hm", "mhm", "mmhmm", "uh", "huh", "uhhuh", "yeah", "yep", "yup",
@@ -56,15 +56,6 @@ _ACK_WORDS = {
 }  # fmt: skip
 _ACK_PHRASES = [("got", "it"), ("i", "see"), ("all", "right"), ("sounds", "good"), ("of", "course")]
 MAX_ACK_TOKENS = 4
-
-
-def _content_tokens(text: str) -> list[str]:
-    return [t for t in normalize(words_to_numbers(text)) if t not in _ARTICLES]
-
-
-def _contains(hay: list[str], needle: list[str]) -> bool:
-    m = len(needle)
-    return m > 0 and any(hay[i : i + m] == needle for i in range(len(hay) - m + 1))
 
 
 def _is_ack(tokens: list[str]) -> bool:
@@ -81,7 +72,9 @@ def _is_ack(tokens: list[str]) -> bool:
 
 
 class HeuristicJudge:
-    """Offline rules: numeric golds compare numerically, clock times as h:mm, text golds as a token phrase."""
+    """Offline rules. An answer is correct when the response states the gold and no other answer of its kind
+    (a number in its unit, a clock time, a weekday, a code or label; metrics/answer_match.py); a free-text gold
+    is looked for as a phrase."""
 
     name = "heuristic-v1"
     heuristic = True
@@ -89,22 +82,8 @@ class HeuristicJudge:
     def judge_answer(self, question: str, gold: str, aliases: list[str], response: str) -> Verdict:
         if not response.strip():
             return Verdict("incorrect", "empty response")
-        r_times, r_nums, r_toks = times_in(response), numbers_in(response), _content_tokens(response)
-        for cand in [gold, *aliases]:
-            g_times, g_nums = times_in(cand), numbers_in(cand)
-            if g_times:
-                if any(t in r_times for t in g_times):
-                    return Verdict("correct", f"time {g_times[0]} found for {cand!r}")
-                # ASR often writes a spoken clock time ("five fifty") as one digit run: 550.
-                runs = {float(t.replace(":", "")) for t in g_times}
-                if any(x in runs for x in r_nums):
-                    return Verdict("correct", f"time {g_times[0]} found as a digit run for {cand!r}")
-            elif len(g_nums) == 1:
-                if any(abs(x - g_nums[0]) <= 1e-6 for x in r_nums):
-                    return Verdict("correct", f"number {g_nums[0]:g} found for {cand!r}")
-            elif _contains(r_toks, _content_tokens(cand)):
-                return Verdict("correct", f"phrase {cand!r} found")
-        return Verdict("incorrect", f"no gold/alias in response (numbers {r_nums}, times {r_times})")
+        correct, reason = match(question, gold, aliases, response)
+        return Verdict("correct" if correct else "incorrect", reason)
 
     def classify_ack(self, transcript: str) -> Verdict:
         tokens = normalize(transcript)

@@ -7,6 +7,7 @@ gold answers written by hand; both sides go through the same functions, so they 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from decimal import Decimal
 
 _UNITS = {w: i for i, w in enumerate("zero one two three four five six seven eight nine".split())}
@@ -141,22 +142,37 @@ _PRE = [
     (re.compile(r"(?<=[a-z])-(?=[a-z])"), " "),  # twenty-one -> twenty one
     (re.compile(r"(?<=\d),(?=\d{3}\b)"), ""),  # 1,500 -> 1500
     (re.compile(r"(?<=\d)(?:st|nd|rd|th)\b"), ""),  # 21st -> 21
-    (re.compile(r"[$€£]\s?(?=\d)"), ""),  # $21 -> 21
     (re.compile(r"%"), " percent"),
 ]
+_CURRENCY = re.compile(r"([$€£])\s?(\d+(?:,\d{3})*(?:\.\d+)?)")
+_CURRENCY_WORDS = {"$": "dollars", "€": "euros", "£": "pounds"}
 _AMPM = r"(?:a\.?\s?m\b\.?|p\.?\s?m\b\.?)"
-_POST = [
-    (re.compile(r"(?<=\d)\s+(?:dollars?|bucks|usd)\b"), ""),  # 21 dollars -> 21
-    (re.compile(r"\b(minus|negative)\s+(?=\d)"), "-"),
-    (re.compile(rf"\b(\d{{1,2}}):(\d{{2}})(?:\s*{_AMPM})?"), r"\1:\2"),  # 4:40 pm -> 4:40
-    (re.compile(rf"\b(1[0-2]|0?[1-9])\s+([0-5]\d)\s*{_AMPM}"), r"\1:\2"),  # 4 40 pm -> 4:40
-    (re.compile(rf"\b(1[0-2]|0?[1-9])\s*(?:{_AMPM}|o'?\s?clock\b)"), r"\1:00"),  # 4 pm, 4 o'clock -> 4:00
+_DOLLARS = re.compile(r"(?<=\d)\s+(?:dollars?|bucks|usd)\b")  # 21 dollars -> 21
+_MINUS = re.compile(r"\b(minus|negative)\s+(?=\d)")
+_CLOCK_RULES = [
+    re.compile(rf"\b(\d{{1,2}}):(\d{{2}})(?:\s*(?P<m>{_AMPM}))?"),  # 4:40 pm -> 4:40
+    re.compile(rf"\b(1[0-2]|0?[1-9])\s+([0-5]\d)\s*(?P<m>{_AMPM})"),  # 4 40 pm -> 4:40
+    re.compile(rf"\b(1[0-2]|0?[1-9])()\s*(?:(?P<m>{_AMPM})|o'?\s?clock\b)"),  # 4 pm, 4 o'clock -> 4:00
 ]
 
 
-def words_to_numbers(text: str) -> str:
-    """Lowercase `text` with spelled numbers as digits, "$21"/"21 dollars" as "21", clock times as "h:mm"."""
+def _clock_sub(keep_meridiem: bool) -> Callable[[re.Match[str]], str]:
+    def sub(m: re.Match[str]) -> str:
+        time = f"{m.group(1)}:{m.group(2) or '00'}"
+        meridiem = m.group("m")
+        return f"{time} {meridiem[0]}m" if keep_meridiem and meridiem else time
+
+    return sub
+
+
+def words_to_numbers(text: str, keep_units: bool = False) -> str:
+    """Lowercase `text` with spelled numbers as digits, "$21"/"21 dollars" as "21", clock times as "h:mm".
+
+    keep_units: keep what a number is of, for a reader that needs it (the answer judge: 12 dollars is not
+    12 cents): "$21" becomes "21 dollars", "21 dollars" stays, and "4:40 p.m." becomes "4:40 pm".
+    """
     text = text.lower()
+    text = _CURRENCY.sub(lambda m: f"{m.group(2)} {_CURRENCY_WORDS[m.group(1)]}" if keep_units else m.group(2), text)
     for pat, rep in _PRE:
         text = pat.sub(rep, text)
     tokens = list(_WORD_RE.finditer(text))
@@ -182,8 +198,11 @@ def words_to_numbers(text: str) -> str:
         i = j
     out.append(text[pos:])
     text = "".join(out)
-    for pat, rep in _POST:
-        text = pat.sub(rep, text)
+    if not keep_units:
+        text = _DOLLARS.sub("", text)
+    text = _MINUS.sub("-", text)
+    for pat in _CLOCK_RULES:
+        text = pat.sub(_clock_sub(keep_units), text)
     return text
 
 
