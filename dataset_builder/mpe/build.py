@@ -135,6 +135,15 @@ def assemble_case(script: Script, turn_audio: list[np.ndarray], tts_name: str, p
     return case, np.concatenate(parts)
 
 
+def warm_parquet_writer() -> None:
+    """`datasets` imports torch and torchcodec at the first audio value it encodes (seconds of CPU). Called while
+    the workers speak the first pairs, that happens alongside them rather than after the last pair of a small
+    build (the first shard is written after SHARD_ROWS cases)."""
+    from datasets import Audio
+
+    Audio().encode_example(b"")
+
+
 def pairs_of(scripts: list[Script]) -> list[list[Script]]:
     """Consecutive scripts of one pair, in script order: the units of work."""
     return [list(group) for _, group in itertools.groupby(scripts, key=lambda s: s.pair_id)]
@@ -178,19 +187,15 @@ def build(out_dir: Path, options: BuildOptions | None = None) -> dict[str, Any]:
     t0 = time.perf_counter()
     n_pairs = options.size(PRESETS)
     backend = tts_backend(options)
-    scripts, writer = compose_scripts(n_pairs, options, backend.voices())
-    pairs = pairs_of(scripts)
-    workers = resolve_workers(options.workers, len(pairs))
+    workers = resolve_workers(options.workers, n_pairs)
     preamble_text = duty_preamble()
     stats: Counter[str] = Counter()
-    progress = Progress(f"build mpe ({workers} worker{'s' * (workers > 1)})", len(scripts),
-                        enabled=options.progress)
     totals = {"cases": 0, "audio_s": 0.0}
 
     gate = GateReport(options.speech_gate.name) if options.speech_gate is not None else None
 
-    def rows(preamble_job: Future[np.ndarray], spoken: Iterator[tuple[list[list[np.ndarray]], list[TurnCheck]]]
-             ) -> Iterator[dict[str, Any]]:
+    def rows(pairs: list[list[Script]], progress: Progress, preamble_job: Future[np.ndarray],
+             spoken: Iterator[tuple[list[list[np.ndarray]], list[TurnCheck]]]) -> Iterator[dict[str, Any]]:
         # A generator: write_config holds one shard of rows in memory at a time, and the pool at most a few
         # pairs' audio beyond it.
         for pair, (pair_audio, checks) in zip(pairs, spoken, strict=True):
@@ -207,11 +212,17 @@ def build(out_dir: Path, options: BuildOptions | None = None) -> dict[str, Any]:
 
     out_dir = Path(out_dir)
     with WorkerPool(workers, start_speaking, (backend, options.cache_dir, options.speech_gate)) as pool:
+        # The preamble goes first, so the workers start (spawn, imports, model load) while the scripts are
+        # composed; then the first pairs, so they are busy while this process loads the parquet writer.
         preamble_job = pool.submit(speak_preamble, preamble_text)
-        # The first pairs are submitted here, so the workers are busy while write_config imports `datasets`
-        # (and the torch it loads: seconds).
+        scripts, writer = compose_scripts(n_pairs, options, backend.voices())
+        pairs = pairs_of(scripts)
+        progress = Progress(f"build mpe ({workers} worker{'s' * (workers > 1)})", len(scripts),
+                            enabled=options.progress)
         spoken = pool.ordered_map(speak_pair, pairs)
-        write_config(out_dir, "mpe", rows(preamble_job, spoken), MPE_FEATURES, shard_size=SHARD_ROWS)
+        warm_parquet_writer()
+        write_config(out_dir, "mpe", rows(pairs, progress, preamble_job, spoken), MPE_FEATURES,
+                     shard_size=SHARD_ROWS)
     audio_s = totals["audio_s"]
     info = {"preset": options.preset, "seed": options.seed, "n_pairs": n_pairs, "n_cases": totals["cases"],
             "tts_backend": backend.name, "generator": GENERATOR_VERSION, "writer": writer.summary(),
