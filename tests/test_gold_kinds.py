@@ -26,7 +26,7 @@ import pytest
 from dataset_builder.mpe import generate_pair
 from dataset_builder.mpe.attributes import ACTIVITIES
 from dataset_builder.mpe.generator import check_gold
-from dataset_builder.mpe.numbers import clock_aliases, number_words
+from dataset_builder.mpe.numbers import number_words
 from dataset_builder.mpe.tasks import CONVERSIONS, FAMILIES, GoldMismatch, Task, build_task, families_for
 from dataset_builder.schema import SchemaError
 from metrics.textnorm import numbers_in, times_in, words_to_numbers
@@ -320,21 +320,6 @@ def test_number_words_read_back() -> None:
 def test_number_words_range(n: int) -> None:
     with pytest.raises(ValueError, match="0..999999"):
         number_words(n)
-
-
-@pytest.mark.parametrize("h, m, aliases", [
-    (5, 15, ["5 15", "5.15", "five fifteen", "quarter past five"]),
-    (3, 30, ["3 30", "3.30", "three thirty", "half past three"]),
-    (11, 45, ["11 45", "11.45", "eleven forty-five", "quarter to twelve"]),
-    (12, 45, ["12 45", "12.45", "twelve forty-five", "quarter to one"]),
-    (9, 0, ["9 00", "9.00", "9 o'clock", "nine o'clock", "nine"]),
-    (10, 5, ["10 05", "10.05", "ten oh five"]),
-    (7, 9, ["7 09", "7.09", "seven oh nine"]),
-    (7, 10, ["7 10", "7.10", "seven ten"]),
-    (6, 25, ["6 25", "6.25", "six twenty-five"]),
-])  # fmt: skip
-def test_clock_aliases_known_answers(h: int, m: int, aliases: list[str]) -> None:
-    assert clock_aliases(h, m) == aliases
 
 
 # --- the released draws, frozen per seed ---------------------------------------------------------------------------

@@ -45,20 +45,3 @@ def named_clock(hour: int, minute: int) -> str | None:
     named = {15: f"quarter past {number_words(hour)}", 30: f"half past {number_words(hour)}",
              45: f"quarter to {number_words(hour % 12 + 1)}"}
     return named.get(minute)
-
-
-def clock_aliases(hour: int, minute: int) -> list[str]:
-    """Other ways to say the 12-hour clock time hour:minute ("5 15", "five fifteen", "quarter past five").
-
-    Superseded by `dataset_builder.mpe.answers.clock`, whose aliases no wrong time contains: for a whole hour
-    this list holds "3.00" and "three", which "three thirty" contains. Kept, unchanged, while tasks.py uses it.
-    """
-    out = [f"{hour} {minute:02d}", f"{hour}.{minute:02d}"]
-    if minute == 0:
-        out += [f"{hour} o'clock", clock_words(hour, minute), number_words(hour)]
-    else:
-        out.append(clock_words(hour, minute))
-    named = named_clock(hour, minute)
-    if named:
-        out.append(named)
-    return out

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from dataset_builder.mpe.numbers import clock_aliases, number_words
+from dataset_builder.mpe import answers
 
 WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 TASKS_FILE = Path(__file__).with_name("phrases") / "tasks.yaml"
@@ -66,11 +66,6 @@ def _styled(options: Any, style: str) -> list[str]:
     return [*options.get(style, []), *options.get("any", [])]
 
 
-def _money_aliases(value: int) -> list[str]:
-    words = number_words(value)
-    return [f"{value} dollars", f"${value}", words, f"{words} dollars"]
-
-
 def _duration_text(minutes: int) -> str:
     h, m = divmod(minutes, 60)
     hours = f"{h} hour" + ("s" if h > 1 else "")
@@ -81,17 +76,17 @@ def _duration_text(minutes: int) -> str:
 
 def _bill_split(rng: random.Random, n_people: int, ctx: dict) -> tuple[dict, str, list[str]]:
     share = rng.randint(6, 45)
-    return {"total": share * n_people, "n": n_people}, str(share), _money_aliases(share)
+    return {"total": share * n_people, "n": n_people}, *answers.money(share)
 
 
 def _total_cost(rng: random.Random, n_people: int, ctx: dict) -> tuple[dict, str, list[str]]:
     price, qty = rng.randint(3, 25), rng.randint(2, 9)
-    return {"price": price, "qty": qty}, str(price * qty), _money_aliases(price * qty)
+    return {"price": price, "qty": qty}, *answers.money(price * qty)
 
 
 def _headcount(rng: random.Random, n_people: int, ctx: dict) -> tuple[dict, str, list[str]]:
     a, b = rng.randint(2, 9), rng.randint(2, 9)
-    return {"a": a, "b": b}, str(a + b), [number_words(a + b), f"{a + b} {ctx['things']}"]
+    return {"a": a, "b": b}, *answers.count(a + b, ctx["things"])
 
 
 def _arrival_time(rng: random.Random, n_people: int, ctx: dict) -> tuple[dict, str, list[str]]:
@@ -101,7 +96,7 @@ def _arrival_time(rng: random.Random, n_people: int, ctx: dict) -> tuple[dict, s
     dur = 5 * rng.randint(3, 24)
     arr_h, arr_m = divmod(dep_h * 60 + dep_m + dur, 60)
     params = {"dep": f"{dep_h}:{dep_m:02d}", "dur": _duration_text(dur)}
-    return params, f"{arr_h}:{arr_m:02d}", clock_aliases(arr_h, arr_m)
+    return params, *answers.clock(arr_h, arr_m)
 
 
 def _weekday_shift(rng: random.Random, n_people: int, ctx: dict) -> tuple[dict, str, list[str]]:
@@ -109,35 +104,25 @@ def _weekday_shift(rng: random.Random, n_people: int, ctx: dict) -> tuple[dict, 
     new = WEEKDAYS[(day + (k if later else -k)) % 7]
     params = {"day": WEEKDAYS[day], "shift": f"{k} day" + ("s" if k > 1 else ""),
               "direction": "later" if later else "earlier"}
-    return params, new, [new.lower(), f"on {new}"]
+    return params, *answers.weekday(new)
 
 
 def _unit_conversion(rng: random.Random, n_people: int, ctx: dict) -> tuple[dict, str, list[str]]:
     x = rng.randint(2, 9)
     value = x * CONVERSIONS[(ctx["unit_from"], ctx["unit_to"])]
-    return {"x": x}, str(value), [f"{value} {ctx['unit_to']}", number_words(value)]
+    return {"x": x}, *answers.quantity(value, ctx["unit_to"])
 
 
 def _fact_recall(rng: random.Random, n_people: int, ctx: dict) -> tuple[dict, str, list[str]]:
-    kind = ctx["kind"]
+    kind, noun = ctx["kind"], ctx.get("noun", "")
     if kind == "code":
-        digits = [rng.randint(1, 9) for _ in range(4)]
-        gold = "".join(map(str, digits))
-        spoken = " ".join(map(str, digits))  # said digit by digit, as people read codes
-        aliases = [spoken, " ".join(number_words(d) for d in digits)]
-    elif kind == "number":
-        value = rng.randint(101, 489)
-        gold = spoken = str(value)
-        aliases = [number_words(value), " ".join(number_words(int(c)) for c in gold)]
-    elif kind == "label":
+        digits = "".join(str(rng.randint(1, 9)) for _ in range(4))
+        return {"spoken": " ".join(digits)}, *answers.code(digits)  # said digit by digit, as people read codes
+    if kind == "label":
         letter, num = rng.choice("ABCDEF"), rng.randint(2, 30)
-        gold, spoken = f"{letter}{num}", f"{letter} {num}"
-        aliases = [spoken, f"{letter} {number_words(num)}"]
-    else:
-        value = rng.randint(10, 99)
-        gold = spoken = str(value)
-        aliases = [number_words(value)]
-    return {"spoken": spoken}, gold, aliases
+        return {"spoken": f"{letter} {num}"}, *answers.label(f"{letter}{num}", noun)
+    value = rng.randint(101, 489) if kind == "number" else rng.randint(10, 99)
+    return {"spoken": str(value)}, *answers.label(str(value), noun)
 
 
 FAMILIES: dict[str, Callable[[random.Random, int, dict], tuple[dict, str, list[str]]]] = {
