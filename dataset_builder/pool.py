@@ -121,12 +121,13 @@ class WorkerPool:
         return self._pool().submit(fn, *args)
 
     def ordered_map(self, fn: Callable[[_T], _R], items: Iterable[_T], window: int | None = None) -> Iterator[_R]:
-        """`fn(item)` for each item, yielded in input order. At most `window` items (default 2 per worker) are
-        taken from `items` and not yet yielded, so a slow item holds back at most that many finished results.
+        """`fn(item)` for each item, yielded in input order. At most `window` items (default 4 per worker) are
+        taken from `items` and not yet yielded, so a slow item holds back at most that many finished results;
+        the other workers stay busy while it runs as long as it is no slower than about `window / workers` items.
 
         The first `window` items are submitted now, not at the first `next()`: the workers start while the
         caller still prepares to consume (imports, opening files)."""
-        window = window or 2 * self.workers
+        window = window or 4 * self.workers
         if window < 1:
             raise ValueError(f"window must be >= 1, got {window}")
         pool = self._pool()
