@@ -28,6 +28,8 @@ class Benchmark:
     score: str  # score_run(run_dir, *, asr, judge, overrides, reuse_measurements, out) -> result dict
     tables: str  # tables(results: {name: result}) -> [(title, text)], the text tables of one or more runs
     windows: str  # windows(measurements of one episode, result) -> [(start_s, end_s, ok, spans)] for its plot
+    cases: str  # cases(folder, config) -> [case], every validated case of a config, no audio read
+    case_audio: str  # case_audio(folder, config, wanted=ids) -> iterator of (case, float32 24 kHz audio)
 
     def load(self, part: str) -> Any:
         """The object behind one of the "module:function" fields, imported now."""
@@ -82,13 +84,10 @@ register_benchmark(Benchmark(
     score="metrics.mpe.score:score_run",
     tables="metrics.mpe.tables:tables",
     windows="metrics.mpe.tables:plot_windows",
+    cases="dataset_builder.hf_dataset:list_cases",
+    case_audio="dataset_builder.hf_dataset:iter_cases",
 ))
 
-# DSB-IFEval (issue 7). Its builder is done; its entry is defined but not registered yet, because the registry
-# test runs every registered benchmark end to end (build, run silent and oracle, score) and the IFEval plan,
-# scorer and the runner's loading of IFEval rows are still landing. Registering it is one line:
-# `register_benchmark(IFEVAL)` (and drop it from PENDING_BUILDS). Until then `duplex-eval build ifeval` reaches
-# it through PENDING_BUILDS.
 IFEVAL = Benchmark(
     name="ifeval", title="DSB-IFEval", configs=("ifeval", "ifeval_matched"), presets=("mini", "full"),
     protocol="dataset_builder.protocols:IFEvalProtocol",
@@ -97,5 +96,7 @@ IFEVAL = Benchmark(
     score="metrics.ifeval.score:score_run",
     tables="metrics.ifeval.tables:tables",
     windows="metrics.ifeval.tables:plot_windows",
+    cases="dataset_builder.ifeval.rows:list_items",
+    case_audio="dataset_builder.ifeval.rows:iter_items",
 )
-PENDING_BUILDS: dict[str, Benchmark] = {IFEVAL.name: IFEVAL}  # buildable, not yet registered
+register_benchmark(IFEVAL)

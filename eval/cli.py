@@ -9,7 +9,7 @@ import logging
 import sys
 from pathlib import Path
 
-from dataset_builder.benchmarks import PENDING_BUILDS, Benchmark, benchmark_names, get_benchmark
+from dataset_builder.benchmarks import Benchmark, benchmark_names, get_benchmark
 from dataset_builder.errors import UsageError
 from dataset_builder.schema import SchemaError
 from dataset_builder.speech_gate import SpeechGate
@@ -22,12 +22,11 @@ OWN_DIAGNOSTICS = {"ifeval": "dataset_builder.ifeval.diagnostics:audit"}
 
 
 def buildable_names() -> list[str]:
-    return sorted({*benchmark_names(), *PENDING_BUILDS})
+    return benchmark_names()
 
 
 def build_target(name: str) -> Benchmark:
-    """A registered benchmark, or one whose builder is ready before it joins the registry."""
-    return get_benchmark(name) if name in benchmark_names() or name not in PENDING_BUILDS else PENDING_BUILDS[name]
+    return get_benchmark(name)
 
 
 def speech_gate(cache_dir: Path | None) -> SpeechGate:

@@ -146,7 +146,7 @@ def finished(out: Path, case_id: str) -> str | None:
 def run(cfg: RunConfig) -> dict[str, int]:
     """Run the config's cases; returns this process's counts (ok, failed, skipped, kept failures)."""
     from dataset_builder.fingerprint import dataset_fingerprint
-    from dataset_builder.hf_dataset import _checked_shards, iter_cases, list_cases
+    from dataset_builder.hf_dataset import _checked_shards
     from eval.orchestrator import STALL_PREFIX, RunOptions, record_failed_episode, run_episode
 
     bench: Benchmark = benchmark_for_config(cfg.config)
@@ -157,7 +157,7 @@ def run(cfg: RunConfig) -> dict[str, int]:
     state = _state()
     if not cfg.force:
         check_marker(out, cfg, fingerprint)  # before anything is written
-    all_cases = list_cases(cfg.dataset, cfg.config)
+    all_cases = bench.function("cases")(cfg.dataset, cfg.config)
     cases = all_cases
     if cfg.cases:
         known = {c.case_id for c in all_cases}
@@ -200,7 +200,8 @@ def run(cfg: RunConfig) -> dict[str, int]:
         options = RunOptions(step_timeout_s=cfg.step_timeout_s)
         progress = Progress(f"run {cfg.adapter}", len(mine), enabled=cfg.progress)
         try:
-            for i, (case, audio) in enumerate(iter_cases(cfg.dataset, cfg.config, wanted=mine), 1):
+            cases_with_audio = bench.function("case_audio")(cfg.dataset, cfg.config, wanted=mine)
+            for i, (case, audio) in enumerate(cases_with_audio, 1):
                 try:
                     episode_plan = plan(case, audio, protocol, agent.sample_rate)
                 except Exception as err:  # a case the plan cannot play fails alone, with its reason

@@ -213,10 +213,10 @@ def dataset_cases(info: dict[str, Any] | None) -> tuple[dict[str, Any], str | No
     dataset, config = identity.get("dataset"), info.get("config") or identity.get("config")
     if not dataset or not config:
         return {}, "run.json names no dataset and config"
-    from dataset_builder.hf_dataset import list_cases
+    from dataset_builder.benchmarks import benchmark_for_config
 
     try:
-        cases = list_cases(dataset, config)
+        cases = benchmark_for_config(config).function("cases")(dataset, config)
     except Exception as err:  # any failure to read the dataset is reported, never raised past the scorer
         return {}, f"its dataset {dataset} ({config}) could not be read: {type(err).__name__}: {err}"
     return {c.case_id: c for c in cases}, None

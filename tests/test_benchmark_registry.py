@@ -22,7 +22,7 @@ from eval.run import RunConfig, run
 from metrics.scoring import result_tables, run_benchmark, score_run_dir
 
 CACHE = Path(__file__).resolve().parent.parent / ".cache" / "tts"
-PARTS = ("protocol", "build", "plan", "score", "tables", "windows")
+PARTS = ("protocol", "build", "plan", "score", "tables", "windows", "cases", "case_audio")
 
 
 @pytest.mark.parametrize("name", benchmark_names())
