@@ -166,7 +166,8 @@ def cmd_push(a: argparse.Namespace) -> int:
 def cmd_demo(a: argparse.Namespace) -> int:
     from eval.demo import demo
 
-    return demo(Path(a.out), preset=a.preset, adapters=a.adapters.split(","), benchmarks=a.benchmarks.split(","))
+    return demo(Path(a.out), preset=a.preset, adapters=a.adapters.split(","),
+                benchmarks=a.benchmarks.split(",") if a.benchmarks else None)
 
 
 def add_score_arguments(p: argparse.ArgumentParser) -> None:
@@ -258,10 +259,11 @@ def parser() -> argparse.ArgumentParser:
     pu.add_argument("--token-env", default="HF_TOKEN")
     pu.add_argument("--private", action="store_true")
     pu.set_defaults(func=cmd_push)
-    d = sub.add_parser("demo", help="build the mini set, run silent/oracle/cascade, score, report")
+    d = sub.add_parser("demo", help="build each benchmark's mini set, run silent/oracle/cascade, score, report")
     d.add_argument("--out", default=str(DEFAULT_OUT))
     d.add_argument("--preset", default="mini", help="size preset of each benchmark's set")
-    d.add_argument("--benchmarks", default=",".join(benchmark_names()), help="comma-separated benchmarks")
+    d.add_argument("--benchmarks", default="",
+                   help=f"comma-separated benchmarks (default: all, Duplex-MPE first: {', '.join(benchmark_names())})")
     d.add_argument("--adapters", default="silent,oracle,cascade")
     d.set_defaults(func=cmd_demo)
     return p
