@@ -156,8 +156,8 @@ def _groups(said: str) -> list[re.Match[str]]:
     return out
 
 
-def _amounts(said: str) -> list[tuple[int, float, bool]]:
-    """(position, value, is a unit price) for every sum of money: a number with a currency word; when none was
+def _amounts(said: str) -> list[tuple[float, bool]]:
+    """(value, is a unit price) for every sum of money: a number with a currency word; when none was
     said (a transcript without the unit), every number above one that counts or measures nothing. A unit price
     is said with "each", "apiece", "a go" or "per"."""
     found = [(m.start(), float(m.group(1))) for m in MONEY.finditer(said)]
@@ -170,7 +170,7 @@ def _amounts(said: str) -> list[tuple[int, float, bool]]:
     out = []
     for pos, value in found:
         start, end = next(s for s in spans if s[0] <= pos < s[1])
-        out.append((pos, value, bool(UNIT_PRICE.search(said[start:end]))))
+        out.append((value, bool(UNIT_PRICE.search(said[start:end]))))
     return out
 
 
@@ -296,8 +296,8 @@ class Policy:
             return None
         amounts = _amounts(said)
         shares = _last(SHARES, said)
-        sums = [v for _, v, each in amounts if not each]
-        prices = [v for _, v, each in amounts if each]
+        sums = [v for v, each in amounts if not each]
+        prices = [v for v, each in amounts if each]
         things = _groups(said)
         ways = int(next(g for g in shares.groups() if g)) if shares else 0
         split = sums[-1] / ways if ways and sums else None
