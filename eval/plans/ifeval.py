@@ -4,7 +4,8 @@
 
 - Take-turn turn 2: played once the model has answered turn 1 and then been silent for `endpoint_s`, never
   sooner than `inter_turn_gap_s` after turn 1; a model that has not started speaking by then is not waited for.
-  A model that says nothing therefore hears exactly the dataset's nominal audio (t1, 3.0 s, t2, 5.0 s).
+  A model that says nothing therefore hears the dataset's nominal audio (t1, 3.0 s, t2, 5.0 s; exactly, up to the
+  whole-ms rounding of the rows' clip positions).
 - Barge-in turn 2: injected at the model's first speech onset after turn 1 + the conversation's
   `barge_in_after_s` (3.0 s C3, 2.0 s R8_B), over the model's speech. The clip then plays whole whatever the
   model does ("hold" semantics: the user stream never pauses for the model), so every model hears the same turn.
