@@ -73,6 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--full-pairs", type=int, default=2000, help="pairs of the preset to project to; default 2000")
     p.add_argument("--seed", type=int, default=0, help="build seed; default 0")
     p.add_argument("--tts", default="piper", help="TTS backend; default piper")
+    p.add_argument("--speech-gate", action="store_true",
+                   help="also time one build with the CLI's default speech gate (the default ASR checks every "
+                        "turn) and project the full build with it")
     p.add_argument("--repeat", type=int, default=1,
                    help="measure engine and build this many times, alternating, and keep the fastest of each")
     p.add_argument("--out", default=None, help="keep the dataset and cache here (default: a temporary folder)")
@@ -125,6 +128,20 @@ def main(argv: list[str] | None = None) -> int:
         speech_s = samples / SESSION_SR
         cached = sum(1 for _ in (out / "tts-cache").rglob("*.npy"))
         dataset_s = info["audio_hours"] * 3600
+        gated = None
+        if a.speech_gate:
+            # (4) What `duplex-eval build` runs by default: the same build with the ASR gate on every turn
+            # (empty TTS and transcript caches).
+            from metrics.intelligibility import AsrSpeechGate
+
+            for stale in ("dataset-gated", "tts-cache-gated"):
+                shutil.rmtree(out / stale, ignore_errors=True)
+            cpu0 = cpu_seconds()
+            gate = AsrSpeechGate(cache_dir=out / "tts-cache-gated")
+            gated_info, gated_wall = timed(lambda: build_mpe(out / "dataset-gated", BuildOptions(
+                seed=a.seed, tts=a.tts, n=a.pairs, workers=workers, cache_dir=out / "tts-cache-gated",
+                speech_gate=gate)))
+            gated = (gated_wall, cpu_seconds() - cpu0, gated_info.get("speech_gate", {}))
         # (3) The engine in this process, with the backend's default threads, its model loaded first.
         backend.synthesize("Hello.", assistant)
         single_samples, single_wall = timed(lambda: sum(len(backend.synthesize(*u)) for u in clips))
@@ -175,6 +192,17 @@ def main(argv: list[str] | None = None) -> int:
             Row(f"projected `full` build on an idle host: build CPU time ({build_cpu / speech_s:.3f} s per s of "
                 f"speech) / {workers}", clock(full_idle_s), "h:mm", "", {"build_s": round(full_idle_s)}),
         ]
+        if gated is not None:
+            gated_wall, gated_cpu, report = gated
+            rows += [
+                Row(f"build with the speech gate, {w} (same {speech_s:.0f} s of speech / {gated_wall:.1f} s; "
+                    f"{gated_cpu:.0f} s CPU)", ratio(speech_s, gated_wall), "x real time",
+                    f"{100 * (gated_cpu / build_cpu - 1):.0f} % more CPU than without",
+                    {"wall_s": round(gated_wall, 3), "cpu_s": round(gated_cpu, 3), "speech_gate": report}),
+                Row("projected `full` build with the speech gate on an idle host (CPU time / "
+                    f"{workers})", clock(startup + full_speech_s * gated_cpu / speech_s / workers), "h:mm", "",
+                    {"build_s": round(startup + full_speech_s * gated_cpu / speech_s / workers)}),
+            ]
         total = time.perf_counter() - t_start
         print(markdown(rows))
         print(f"\n{a.pairs} pairs, seed {a.seed}, tts {a.tts}, {w}, fastest of {a.repeat}; total {total:.0f} s "
