@@ -147,11 +147,18 @@ def cascade_scores(mini_dataset: Path, tmp_path_factory) -> dict:
 
 
 @pytest.mark.parametrize("agent", ["silent", "oracle", "cascade"])
-def test_mini_set_scores_match_the_numbers_before_the_harness_refactor(agent: str, request) -> None:
-    """Issue 5: the one-harness refactor (registry, run_episode, plans, dispatch) left every number of the
-    mini set's scores.json as it was; the golden copy was written by the MPE-specific code it replaced."""
+def test_mini_set_scores_match_the_golden_numbers(agent: str, request) -> None:
+    """The mini set's scores.json numbers, frozen: any change to the data, the harness or the scoring that moves
+    a number fails here. When the change is intended (a new dataset version, a scoring fix), rewrite the golden
+    with `DUPLEX_EVAL_WRITE_GOLDEN=1 .venv/bin/pytest tests/test_e2e_mpe.py -k golden` and say why in the commit."""
     import json
+    import os
 
-    golden = json.loads(GOLDEN.read_text())[agent]
     result = request.getfixturevalue(f"{agent}_scores")
-    assert {k: result[k] for k in GOLDEN_KEYS} == golden
+    now = {k: result[k] for k in GOLDEN_KEYS}
+    if os.environ.get("DUPLEX_EVAL_WRITE_GOLDEN") == "1":
+        golden = json.loads(GOLDEN.read_text()) if GOLDEN.exists() else {}
+        golden[agent] = json.loads(json.dumps(now))
+        GOLDEN.write_text(json.dumps(golden, indent=1, sort_keys=True) + "\n")
+        pytest.skip(f"golden written for {agent}")
+    assert now == json.loads(GOLDEN.read_text())[agent]
