@@ -19,7 +19,8 @@ from dataset_builder.atomic import atomic_write_json, atomic_write_text
 from dataset_builder.registry import LazyRegistry
 from dataset_builder.schema import SILENT_LABELS, Case
 from metrics.judges import HeuristicJudge
-from metrics.mpe.aggregate import paired_summary, summarise
+from metrics.mpe.aggregate import paired_summary
+from metrics.stats import summarise
 
 SCORED_LABELS = ("T", *SILENT_LABELS)
 
@@ -68,7 +69,8 @@ class PolicyDecider:
 class ChatDecider:
     def __init__(self, base_url: str | None = None, model: str | None = None, api_key_env: str = "OPENAI_API_KEY",
                  cache_dir: str | None = None) -> None:
-        from metrics.judges import OpenAIJudge, check_endpoint
+        from dataset_builder.openai_compat import check_endpoint
+        from metrics.judges import OpenAIJudge
 
         base_url, model = check_endpoint(base_url, model, "--decider openai", "--decider-arg", api_key_env)
         self.client = OpenAIJudge(base_url, model, api_key_env=api_key_env,

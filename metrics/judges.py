@@ -16,10 +16,9 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
-from urllib.parse import urlsplit
 
 from dataset_builder.atomic import atomic_write_json
-from dataset_builder.errors import UsageError
+from dataset_builder.openai_compat import chat_url, check_endpoint
 from dataset_builder.registry import LazyRegistry
 from metrics.answer_match import match
 from metrics.textnorm import normalize
@@ -118,21 +117,6 @@ floor, or does it say something of its own (an answer, a question, a comment)?
 Reply with JSON only: {{"verdict": "acknowledgement"}} or {{"verdict": "intrusion"}}."""
 
 
-def check_endpoint(base_url: str | None, model: str | None, option: str, arg_option: str,
-                   api_key_env: str) -> tuple[str, str]:
-    """(base_url, model), which an OpenAI-compatible client cannot do without; a missing or schemeless one is
-    a UsageError that names the command-line flags to pass (never the API key, which stays in the env)."""
-    missing = [name for name, value in (("base_url", base_url), ("model", model)) if not value]
-    if missing:
-        raise UsageError(f"{option} needs {arg_option} base_url=http://HOST:PORT and {arg_option} model=NAME "
-                         f"(an OpenAI-compatible chat endpoint; missing: {', '.join(missing)}); an API key, if "
-                         f"the server needs one, is read from the {api_key_env} environment variable")
-    if urlsplit(str(base_url)).scheme not in ("http", "https"):
-        raise UsageError(f"{option}: {arg_option} base_url must start with http:// or https://, "
-                         "e.g. base_url=http://127.0.0.1:8000")
-    return str(base_url), str(model)
-
-
 class JudgeError(RuntimeError):
     """The judge endpoint could not be reached or answered with an HTTP error (nothing is cached)."""
 
@@ -164,8 +148,7 @@ class OpenAIJudge:
         timeout_s: float = 60,
     ) -> None:
         base_url, model = check_endpoint(base_url, model, "--judge openai", "--judge-arg", api_key_env)
-        base = base_url.rstrip("/")
-        self.url = base + ("/chat/completions" if base.endswith("/v1") else "/v1/chat/completions")
+        self.url = chat_url(base_url)
         self.model = model
         self.api_key_env = api_key_env  # the name only; the key itself is read per request, never stored
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None

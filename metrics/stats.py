@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
+from typing import Any
 
 
 def rate(k: int, n: int) -> float | None:
@@ -36,3 +38,11 @@ def mcnemar_exact(b: int, c: int) -> float:
     k = min(b, c)
     tail = sum(math.comb(n, i) for i in range(k + 1)) / 2.0**n
     return min(1.0, 2.0 * tail)
+
+
+def summarise(successes: Iterable[bool]) -> dict[str, Any]:
+    """A rate with its count and 95 % Wilson interval: {"value", "n", "k", "ci"} (value and ci None for n = 0)."""
+    oks = list(successes)
+    n, k = len(oks), sum(oks)
+    ci = wilson_interval(k, n) if n else None
+    return {"value": k / n if n else None, "n": n, "k": k, "ci": [round(ci[0], 4), round(ci[1], 4)] if ci else None}

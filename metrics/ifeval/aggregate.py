@@ -16,17 +16,10 @@ from typing import Any
 
 from dataset_builder.ifeval.schema import ACTIONS, LEVELS, MATCHED_PROBES, MATCHED_ROLES, ROLES
 from metrics.ifeval.verdicts import Thresholds, passes
-from metrics.stats import mcnemar_exact, wilson_interval
+from metrics.stats import mcnemar_exact, summarise, wilson_interval
 
 # name -> (level a, level b): value = IAS(a) - IAS(b)
 DIFFERENCES = {"entailment_gap": ("L1", "L2"), "redundancy_gain": ("L3", "L2"), "role_tax": ("L3", "L1")}
-
-
-def summarise(successes: Iterable[bool]) -> dict[str, Any]:
-    oks = list(successes)
-    n, k = len(oks), sum(oks)
-    ci = wilson_interval(k, n) if n else None
-    return {"value": k / n if n else None, "n": n, "k": k, "ci": [round(ci[0], 4), round(ci[1], 4)] if ci else None}
 
 
 def newcombe_interval(k_a: int, n_a: int, k_b: int, n_b: int) -> tuple[float, float] | None:

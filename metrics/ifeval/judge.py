@@ -24,7 +24,7 @@ from typing import Any, Protocol
 import yaml
 
 from dataset_builder.ifeval.schema import LEVELS, RESOLUTIONS, ROLES
-from metrics.ifeval.aggregate import summarise
+from metrics.stats import summarise
 
 CONFLICT_LABELS = ("directive-wins", "persona-wins", "hedged", "incoherent")
 L4_LEVELS = ("L4a", "L4b")

@@ -17,8 +17,9 @@ from typing import Any
 
 from dataset_builder.errors import UsageError
 from dataset_builder.ifeval.schema import BENCHMARK
-from metrics.ifeval.aggregate import entailment_gap, summarise
+from metrics.ifeval.aggregate import entailment_gap
 from metrics.ifeval.verdicts import Thresholds, passes
+from metrics.stats import summarise
 
 GRID: dict[str, tuple[float, ...]] = {
     "take_turn_max_wait_s": (1.5, 2.0, 2.5),

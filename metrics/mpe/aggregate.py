@@ -9,18 +9,11 @@ from collections import defaultdict
 from typing import Any
 
 from metrics.mpe.verdicts import METRICS, Thresholds, outcomes
-from metrics.stats import mcnemar_exact, wilson_interval
+from metrics.stats import mcnemar_exact, summarise
 
 LABEL_GROUPS = {"T": ("fresh_onset_rate", "response_presence", "answer_accuracy"),
                 "N1": ("silence_preservation",), "N2": ("silence_preservation",),
                 "N3": ("silence_preservation",), "N4": ("window_response", "answering_window_yield")}
-
-
-def summarise(successes: list[bool]) -> dict[str, Any]:
-    n, k = len(successes), sum(successes)
-    ci = wilson_interval(k, n) if n else None
-    return {"value": k / n if n else None, "n": n, "k": k,
-            "ci": [round(ci[0], 4), round(ci[1], 4)] if ci else None}
 
 
 def aggregate(measurements: list[dict[str, Any]], th: Thresholds) -> dict[str, Any]:
