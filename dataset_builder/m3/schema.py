@@ -6,7 +6,7 @@ the stream clock of a recording and writes them into rec.json's gold, so a recor
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from dataset_builder.schema import SchemaError
@@ -86,7 +86,6 @@ class M3Event:
     system_voice: str = ""
     tts_backend: str = ""
     seed: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)  # builder diagnostics (sampled timing values)
 
     @property
     def config(self) -> str:
