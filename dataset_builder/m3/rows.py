@@ -37,7 +37,7 @@ def m3_features() -> Features:
     return Features({
         "event_id": s, "dialogue_id": s, "benchmark": s, "config": s, "language": s, "domain": s,
         "event_type": s, "conditions": List(s),
-        "audio": Audio(sampling_rate=SESSION_SR, mono=False),
+        "audio": Audio(sampling_rate=SESSION_SR),
         "prompt_start_s": f64, "event_start_s": f64, "event_end_s": f64, "window_end_s": f64,
         "dialogue_offset_s": f64,
         "question": s, "reply": s, "gold_answer": s, "gold_aliases": List(s), "context_dependent": b,
