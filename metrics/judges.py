@@ -1,7 +1,9 @@
 """Content judges (SPEC §8): did the model's (ASR'd) speech answer correctly, and is a short utterance a mere
 acknowledgement rather than taking the floor?
 
-`heuristic` is offline and deterministic and says so in its name ("heuristic-v1"); reports must label it.
+`heuristic` is offline and deterministic and says so in its name; reports must label it. Its version moves when
+its rules do, so scores made under old rules are told apart: v1 accepted an alias found anywhere in the response,
+v2 (issue 6) requires the gold and no other answer of its kind.
 `openai` asks any OpenAI-compatible chat endpoint (vLLM, llama.cpp, a provider), caching every call on disk by
 content hash so an interrupted scoring run resumes without paying twice.
 """
@@ -75,7 +77,7 @@ class HeuristicJudge:
     (a number in its unit, a clock time, a weekday, a code or label; metrics/answer_match.py); a free-text gold
     is looked for as a phrase."""
 
-    name = "heuristic-v1"
+    name = "heuristic-v2"
     heuristic = True
 
     def judge_answer(self, question: str, gold: str, aliases: list[str], response: str) -> Verdict:

@@ -171,7 +171,7 @@ def test_classify_ack(transcript: str, label: str) -> None:
 def test_judge_registry() -> None:
     assert set(judge_names()) == {"heuristic", "openai"}
     h = get_judge("heuristic")
-    assert isinstance(h, Judge) and h.heuristic and h.name == "heuristic-v1"
+    assert isinstance(h, Judge) and h.heuristic and h.name == "heuristic-v2"
     o = get_judge("openai", base_url="http://127.0.0.1:9", model="m")
     assert isinstance(o, Judge) and not o.heuristic
 

@@ -107,4 +107,4 @@ def test_answer_matching(gold: str, aliases: list[str], response: str, label: st
 
 
 def test_judge_is_labelled_heuristic() -> None:
-    assert (JUDGE.name, JUDGE.heuristic) == ("heuristic-v1", True)
+    assert (JUDGE.name, JUDGE.heuristic) == ("heuristic-v2", True)

@@ -95,7 +95,7 @@ def test_exact_scores(run_dir: Path) -> None:
     assert res["by_label"]["N2"]["silence_preservation"]["k"] == 3  # B's "Okay." is exempt
     paired = res["paired"]["response_presence"]
     assert (paired["n_pairs"], paired["explicit_only"], paired["implicit_only"]) == (1, 0, 0)
-    assert res["judge"] == {"name": "heuristic-v1", "heuristic": True}
+    assert res["judge"] == {"name": "heuristic-v2", "heuristic": True}
     assert res["n_failed"] == 0
 
 
