@@ -1,0 +1,487 @@
+"""The M3 text banks (`texts/`, format in `texts/README.md`): loaded, validated, ready for the dialogue generator.
+
+`load_bank()` reads every language that has a folder under `texts/` and the knowledge base, and raises
+`TextBankError` listing every error (file, line, entry, rule); `load_bank_unchecked()` returns the bank and the
+problems instead. `python -m dataset_builder.m3.texts check` prints them.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dataset_builder.m3.bankio import TEXTS_DIR, Problems, check_keys, read_yaml, rel, where
+from dataset_builder.m3.knowledge import Knowledge, load_knowledge
+from dataset_builder.m3.language import LANGUAGES, Language
+
+SPEAKER_CODES = {"U": "user", "S": "system"}
+PAUSE = "|"
+PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+_LINE = re.compile(r"^\s*([US])\s*[:：]\s*(.*)$", re.DOTALL)
+SECTIONS = ("opening", "middle", "closing")
+MIN_MIDDLES = 2  # 2-4 middles are drawn without repeats
+LANG_FILES = ("backchannels.yaml", "barge_in.yaml", "transitions.yaml", "task/relations.yaml")
+RELATION_PARTS = ("ask_first", "ask_follow", "answer")
+RELATION_EXTRAS = ("openers", "reactions", "also")
+# Placeholders each kind of text may hold (besides chat slots).
+ALLOWED = {"ask_first": {"entity", "noun"}, "ask_follow": {"noun"}, "answer": {"value", "entity", "noun"},
+           "reactions": {"value"}, "openers": set(), "also": set(), "transitions": set(), "barge_in": set()}
+FILLER = {"en": "Sam", "ja": "あれ"}  # what a placeholder counts as when a length is checked
+
+
+@dataclass(frozen=True)
+class BankLine:
+    """One move of an exchange: a speaker and the alternative phrasings of what they say."""
+
+    speaker: str  # "user" | "system"
+    texts: tuple[str, ...]
+    key: str  # stable id, for spreading the draws: "en/chat/pets.yaml:middle[3].1"
+    where: str
+
+
+@dataclass(frozen=True)
+class Exchange:
+    lines: tuple[BankLine, ...]
+    key: str
+    where: str
+
+    @property
+    def first_speaker(self) -> str:
+        return self.lines[0].speaker
+
+    @property
+    def last_speaker(self) -> str:
+        return self.lines[-1].speaker
+
+
+@dataclass(frozen=True)
+class ChatTopic:
+    topic: str
+    slots: dict[str, tuple[str, ...]]
+    opening: tuple[Exchange, ...]
+    middle: tuple[Exchange, ...]
+    closing: tuple[Exchange, ...]
+    where: str
+
+
+@dataclass(frozen=True)
+class RelationTexts:
+    relation: str
+    ask_first: tuple[str, ...]
+    ask_follow: tuple[str, ...]
+    answer: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class LanguageBank:
+    language: str
+    chat: dict[str, ChatTopic]
+    backchannels: dict[str, tuple[str, ...]]  # "user" / "system"
+    barge_in: tuple[str, ...]
+    transitions: dict[str, tuple[str, ...]]  # "chat" / "task"
+    relations: dict[str, RelationTexts]
+    openers: tuple[str, ...]
+    reactions: tuple[str, ...] = ()
+    also: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TextBank:
+    knowledge: Knowledge
+    languages: dict[str, LanguageBank] = field(default_factory=dict)
+
+    def language(self, code: str) -> LanguageBank:
+        if code not in self.languages:
+            raise TextBankError([f"no text bank for language {code!r} under {TEXTS_DIR}"])
+        return self.languages[code]
+
+
+class TextBankError(ValueError):
+    """One or more bank rules broken; the message lists every error as `file:line: entry: rule: text`."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join([f"{len(problems)} problem(s) in the M3 text banks ({TEXTS_DIR}):", *problems]))
+        self.problems = problems
+
+
+# --- text rules ------------------------------------------------------------------------------------------------
+
+class _Texts:
+    """The rules every spoken text of one language obeys."""
+
+    def __init__(self, lang: Language, problems: Problems) -> None:
+        self.lang, self.problems = lang, problems
+
+    def filled(self, text: str) -> str:
+        return PLACEHOLDER.sub(FILLER[self.lang.code], text)
+
+    def placeholders(self, at: str, text: str, allowed: set[str], what: str = "placeholder") -> list[str]:
+        names = PLACEHOLDER.findall(text)
+        for name in names:
+            if name not in allowed:
+                self.problems.fail(at, f"unknown {what} {{{name}}}", text)
+        if "{" in PLACEHOLDER.sub("", text) or "}" in PLACEHOLDER.sub("", text):
+            self.problems.fail(at, "unbalanced brace", text)
+        return names
+
+    def turn(self, at: str, text: str, *, pause_ok: bool) -> None:
+        """A TURN line: long enough to last over 0.8 s, not too long; at most one '|', both halves TURNs."""
+        lang = self.lang
+        if not text.strip():
+            self.problems.fail(at, "empty text", text)
+            return
+        n_pause = text.count(PAUSE)
+        if n_pause and not pause_ok:
+            self.problems.fail(at, "'|' only in user lines and questions", text)
+        if n_pause > 1:
+            self.problems.fail(at, "more than one '|' in a line", text)
+        whole = self.filled(text.replace(PAUSE, " "))
+        size = lang.size(whole)
+        if size < lang.turn_min:
+            self.problems.fail(at, f"turn too short to be a TURN ({size} < {lang.turn_min} {lang.unit})", text)
+        if size > lang.turn_max:
+            self.problems.fail(at, f"turn too long ({size} > {lang.turn_max} {lang.unit})", text)
+        if n_pause == 1:
+            for half in text.split(PAUSE):
+                n = lang.size(self.filled(half))
+                if n < lang.half_min:
+                    self.problems.fail(at, f"pause half too short ({n} < {lang.half_min} {lang.unit})", half.strip())
+
+    def lead(self, at: str, text: str, allowed: set[str]) -> None:
+        """A lead-in (opener, transition, reaction): said before a line, in the same turn."""
+        if not text.strip():
+            self.problems.fail(at, "empty text", text)
+            return
+        self.placeholders(at, text, allowed)
+        if PAUSE in text:
+            self.problems.fail(at, "'|' only in user lines and questions", text)
+        if self.lang.size(self.filled(text)) > self.lang.turn_max // 2:
+            self.problems.fail(at, "lead-in too long", text)
+
+
+def _strings(value: object, at: str, problems: Problems, what: str) -> list[str]:
+    if not isinstance(value, list) or not value:
+        problems.fail(at, f"{what}: expected a non-empty list of texts", value)
+        return []
+    out = []
+    for item in value:
+        if not isinstance(item, str) or not item.strip():
+            problems.fail(at, f"{what}: empty alternative or not text", item)
+            continue
+        out.append(item.strip())
+    return out
+
+
+# --- chat topics -----------------------------------------------------------------------------------------------
+
+def _parse_line(item: object) -> tuple[str, str] | None:
+    """("user" | "system", text) from "U: text" or {U: text}; None if neither."""
+    if isinstance(item, dict) and len(item) == 1:
+        code, text = next(iter(item.items()))
+        if code in SPEAKER_CODES and isinstance(text, str):
+            return SPEAKER_CODES[code], text.strip()
+        return None
+    if isinstance(item, str) and (m := _LINE.match(item)):
+        return SPEAKER_CODES[m.group(1)], m.group(2).strip()
+    return None
+
+
+def _exchange(node: object, path: Path, entry: str, key: str, slots: set[str], used: set[str],
+              texts: _Texts, problems: Problems) -> Exchange | None:
+    at0 = where(path, _first_str(node), entry)
+    if not isinstance(node, list) or not node:
+        problems.fail(at0, "an exchange is a non-empty list of lines", node)
+        return None
+    lines: list[BankLine] = []
+    for j, item in enumerate(node):
+        alts = item if isinstance(item, list) else [item]
+        at = where(path, _first_str(item), f"{entry} line {j + 1}")
+        parsed = []
+        if not alts:
+            problems.fail(at, "empty alternative list", item)
+            continue
+        for alt in alts:
+            p = _parse_line(alt)
+            if p is None:
+                problems.fail(where(path, _first_str(alt), f"{entry} line {j + 1}"),
+                              "expected 'U: text' or 'S: text'", alt)
+                continue
+            if not p[1]:
+                problems.fail(at, "empty alternative", alt)
+                continue
+            parsed.append(p)
+        if not parsed:
+            continue
+        speakers = {s for s, _ in parsed}
+        if len(speakers) > 1:
+            problems.fail(at, "alternatives with different speakers", item)
+        speaker = parsed[0][0]
+        for _, text in parsed:
+            used.update(texts.placeholders(at, text, slots, "slot"))
+            texts.turn(at, text, pause_ok=speaker == "user")
+        if lines and lines[-1].speaker == speaker:
+            problems.fail(at, "speaker alternation broken (same speaker twice in a row)", parsed[0][1])
+        lines.append(BankLine(speaker, tuple(t for _, t in parsed), f"{key}.{j}", at))
+    return Exchange(tuple(lines), key, at0) if lines else None
+
+
+def _first_str(node: object) -> object:
+    """The first string inside a node: where its line number comes from."""
+    while isinstance(node, (list, dict)) and node:
+        node = node[0] if isinstance(node, list) else next(iter(node.values()))
+    return node
+
+
+def load_topic(path: Path, lang: Language, problems: Problems) -> ChatTopic | None:
+    data = read_yaml(path, problems)
+    if data is None:
+        return None
+    if not isinstance(data, dict):
+        problems.fail(rel(path), "expected a mapping at the top", type(data).__name__)
+        return None
+    check_keys(data, path, "top", {"topic", "slots", *SECTIONS, "register", "notes"}, {"topic", "opening", "middle"},
+               problems)
+    topic = data.get("topic")
+    if topic != path.stem:
+        problems.fail(where(path, topic, "topic"), f"topic id differs from the file name {path.stem!r}", topic)
+    texts = _Texts(lang, problems)
+    slots: dict[str, tuple[str, ...]] = {}
+    raw_slots = data.get("slots") or {}
+    if not isinstance(raw_slots, dict):
+        problems.fail(where(path, None, "slots"), "slots is a mapping name -> list of values", raw_slots)
+        raw_slots = {}
+    for name, values in raw_slots.items():
+        at = where(path, name, f"slots.{name}")
+        vals = _strings(values, at, problems, f"slot {name}")
+        vals = [str(v) for v in vals]
+        if len(set(vals)) < len(vals):
+            problems.warn(at, "a slot value listed twice", name)
+        if vals:
+            slots[str(name)] = tuple(dict.fromkeys(vals))
+    used: set[str] = set()
+    sections: dict[str, tuple[Exchange, ...]] = {}
+    key_base = rel(path)
+    for section in SECTIONS:
+        nodes = data.get(section) or []
+        if not isinstance(nodes, list):
+            problems.fail(where(path, None, section), f"{section} is a list of exchanges", nodes)
+            nodes = []
+        out = []
+        for i, node in enumerate(nodes):
+            ex = _exchange(node, path, f"{section}[{i}]", f"{key_base}:{section}[{i}]", set(slots), used, texts,
+                           problems)
+            if ex is not None:
+                out.append(ex)
+        sections[section] = tuple(out)
+    if not sections["opening"]:
+        problems.fail(where(path, topic, "opening"), "at least one opening exchange")
+    if len(sections["middle"]) < MIN_MIDDLES:
+        problems.fail(where(path, topic, "middle"), f"fewer than {MIN_MIDDLES} middle exchanges",
+                      len(sections["middle"]))
+    for name in sorted(set(slots) - used):
+        problems.warn(where(path, name, f"slots.{name}"), "slot never used", name)
+    _repeats([t for s in sections.values() for ex in s for ln in ex.lines for t in ln.texts], path, problems,
+             [ln.where for s in sections.values() for ex in s for ln in ex.lines for _ in ln.texts])
+    return ChatTopic(str(topic), slots, sections["opening"], sections["middle"], sections["closing"],
+                     where(path, topic, "topic"))
+
+
+def _repeats(items: list[str], path: Path, problems: Problems, places: list[str] | None = None) -> None:
+    seen: dict[str, str] = {}
+    for i, text in enumerate(items):
+        at = places[i] if places else rel(path)
+        norm = " ".join(text.lower().split())
+        if norm in seen:
+            problems.warn(at, f"repeats {seen[norm]}", text)
+        seen.setdefault(norm, at)
+
+
+# --- the other files of a language -----------------------------------------------------------------------------
+
+def _mapping(path: Path, problems: Problems) -> dict | None:
+    if not path.exists():
+        problems.fail(rel(path), "missing file")
+        return None
+    data = read_yaml(path, problems)
+    if data is None:
+        return None
+    if not isinstance(data, dict):
+        problems.fail(rel(path), "expected a mapping at the top", type(data).__name__)
+        return None
+    return data
+
+
+def _load_backchannels(path: Path, lang: Language, problems: Problems) -> dict[str, tuple[str, ...]]:
+    data = _mapping(path, problems)
+    if data is None:
+        return {"user": (), "system": ()}
+    check_keys(data, path, "top", {"user", "system"}, {"user", "system"}, problems)
+    out = {}
+    for side in ("user", "system"):
+        items = _strings(data.get(side), where(path, side, side), problems, side)
+        for text in items:
+            at = where(path, text, side)
+            if (why := lang.bc_problem(text)) is not None:
+                problems.fail(at, why, text)
+            if PLACEHOLDER.search(text) or PAUSE in text:
+                problems.fail(at, "a backchannel has no placeholder and no '|'", text)
+        _repeats(items, path, problems)
+        out[side] = tuple(dict.fromkeys(items))
+    return out
+
+
+def _load_barge_in(path: Path, texts: _Texts, problems: Problems) -> tuple[str, ...]:
+    if not path.exists():
+        problems.fail(rel(path), "missing file")
+        return ()
+    data = read_yaml(path, problems)
+    if isinstance(data, dict):
+        check_keys(data, path, "top", {"openers"}, {"openers"}, problems)
+        data = data.get("openers")
+    items = _strings(data, where(path, None, "openers"), problems, "openers")
+    for text in items:
+        texts.lead(where(path, text, "openers"), text, ALLOWED["barge_in"])
+    _repeats(items, path, problems)
+    return tuple(dict.fromkeys(items))
+
+
+def _load_transitions(path: Path, texts: _Texts, problems: Problems) -> dict[str, tuple[str, ...]]:
+    data = _mapping(path, problems)
+    if data is None:
+        return {"chat": (), "task": ()}
+    check_keys(data, path, "top", {"chat", "task"}, {"chat", "task"}, problems)
+    out = {}
+    for domain in ("chat", "task"):
+        items = _strings(data.get(domain), where(path, domain, domain), problems, domain)
+        for text in items:
+            texts.lead(where(path, text, domain), text, ALLOWED["transitions"])
+        _repeats(items, path, problems)
+        out[domain] = tuple(dict.fromkeys(items))
+    return out
+
+
+def _load_relations(path: Path, texts: _Texts, knowledge: Knowledge, problems: Problems
+                    ) -> tuple[dict[str, RelationTexts], dict[str, tuple[str, ...]]]:
+    data = _mapping(path, problems)
+    if data is None:
+        return {}, {}
+    extras: dict[str, tuple[str, ...]] = {}
+    for name in RELATION_EXTRAS:
+        if name not in data:
+            if name == "openers":
+                problems.fail(where(path, None, "openers"), "missing key 'openers'")
+            continue
+        items = _strings(data[name], where(path, name, name), problems, name)
+        for text in items:
+            texts.lead(where(path, text, name), text, ALLOWED[name])
+        _repeats(items, path, problems)
+        extras[name] = tuple(dict.fromkeys(items))
+    relations: dict[str, RelationTexts] = {}
+    known = knowledge.relations
+    for relation, body in data.items():
+        if relation in RELATION_EXTRAS:
+            continue
+        at = where(path, relation, str(relation))
+        if relation not in known:
+            problems.warn(at, "no fact in knowledge.yaml has this relation (ignored)", relation)
+            continue
+        if not isinstance(body, dict):
+            problems.fail(at, "a relation is a mapping with ask_first, ask_follow, answer", body)
+            continue
+        check_keys(body, path, str(relation), set(RELATION_PARTS), set(RELATION_PARTS), problems)
+        parts: dict[str, list[str]] = {}
+        for part in RELATION_PARTS:
+            items = _strings(body.get(part), at, problems, f"{relation}.{part}")
+            for text in items:
+                t_at = where(path, text, f"{relation}.{part}")
+                names = texts.placeholders(t_at, text, ALLOWED[part])
+                texts.turn(t_at, text, pause_ok=part != "answer")
+                if part == "ask_first" and "entity" not in names:
+                    problems.fail(t_at, "ask_first must name the entity ({entity})", text)
+                if part == "answer" and "value" not in names:
+                    problems.fail(t_at, "answer must say {value}", text)
+            _repeats(items, path, problems)
+            parts[part] = list(dict.fromkeys(items))
+        if all(parts.values()):
+            relations[str(relation)] = RelationTexts(str(relation), *(tuple(parts[p]) for p in RELATION_PARTS))
+    for relation in sorted(known - set(data)):
+        problems.fail(where(path, None, relation), "a relation of knowledge.yaml has no questions", relation)
+    return relations, extras
+
+
+def load_language(code: str, knowledge: Knowledge, problems: Problems, root: Path = TEXTS_DIR) -> LanguageBank:
+    lang = LANGUAGES[code]
+    base = root / code
+    texts = _Texts(lang, problems)
+    chat: dict[str, ChatTopic] = {}
+    chat_files = sorted((base / "chat").glob("*.yaml"))
+    if not chat_files:
+        problems.fail(rel(base / "chat"), "no chat topics")
+    for path in chat_files:
+        topic = load_topic(path, lang, problems)
+        if topic is not None:
+            chat[topic.topic] = topic
+    relations, extras = _load_relations(base / "task" / "relations.yaml", texts, knowledge, problems)
+    return LanguageBank(
+        language=code,
+        chat=chat,
+        backchannels=_load_backchannels(base / "backchannels.yaml", lang, problems),
+        barge_in=_load_barge_in(base / "barge_in.yaml", texts, problems),
+        transitions=_load_transitions(base / "transitions.yaml", texts, problems),
+        relations=relations,
+        openers=extras.get("openers", ()),
+        reactions=extras.get("reactions", ()),
+        also=extras.get("also", ()),
+    )
+
+
+def bank_languages(root: Path = TEXTS_DIR) -> list[str]:
+    """The languages with a folder under texts/."""
+    return [code for code in LANGUAGES if (root / code).is_dir()]
+
+
+def missing_files(code: str, root: Path = TEXTS_DIR) -> list[str]:
+    """The files a language's bank still lacks (a bank being written is incomplete until this is empty)."""
+    base = root / code
+    missing = [f for f in LANG_FILES if not (base / f).is_file()]
+    if not any((base / "chat").glob("*.yaml")):
+        missing.insert(0, "chat/*.yaml")
+    return missing
+
+
+def load_bank_unchecked(languages: list[str] | None = None, root: Path = TEXTS_DIR) -> tuple[TextBank, Problems]:
+    problems = Problems()
+    knowledge = load_knowledge(problems, root / "knowledge.yaml")
+    codes = bank_languages(root) if languages is None else languages
+    langs = {code: load_language(code, knowledge, problems, root) for code in codes}
+    return TextBank(knowledge, langs), problems
+
+
+@functools.cache
+def load_bank(languages: tuple[str, ...] | None = None) -> TextBank:
+    """The shipped banks, read once per process; raises TextBankError on any error (warnings pass)."""
+    bank, problems = load_bank_unchecked(list(languages) if languages is not None else None)
+    if problems.errors:
+        raise TextBankError([str(p) for p in problems.errors])
+    return bank
+
+
+def size_report(bank: LanguageBank) -> list[str]:
+    """Per chat topic and per file: how much there is to draw from."""
+    lines = []
+    for t in bank.chat.values():
+        alts = sum(len(ln.texts) for s in (t.opening, t.middle, t.closing) for ex in s for ln in ex.lines)
+        slot_values = sum(len(v) for v in t.slots.values())
+        lines.append(f"  chat/{t.topic}: {len(t.opening)} openings, {len(t.middle)} middles, {len(t.closing)} "
+                     f"closings, {alts} phrasings, {len(t.slots)} slots ({slot_values} values)")
+    lines.append(f"  backchannels: {len(bank.backchannels.get('user', ()))} user, "
+                 f"{len(bank.backchannels.get('system', ()))} system; barge-in openers: {len(bank.barge_in)}; "
+                 f"transitions: {len(bank.transitions.get('chat', ()))} chat, {len(bank.transitions.get('task', ()))} "
+                 "task")
+    n_q = sum(len(r.ask_first) + len(r.ask_follow) for r in bank.relations.values())
+    n_a = sum(len(r.answer) for r in bank.relations.values())
+    lines.append(f"  task: {len(bank.relations)} relations, {n_q} questions, {n_a} answers, {len(bank.openers)} "
+                 f"openers, {len(bank.reactions)} reactions, {len(bank.also)} also-lead-ins")
+    return lines
