@@ -1,4 +1,5 @@
-"""Small statistics for reported rates: Wilson score intervals and the exact McNemar test (SPEC §5)."""
+"""Small statistics for reported numbers: Wilson score intervals for rates, Student-t intervals for means, and the
+exact McNemar test (SPEC §5)."""
 
 from __future__ import annotations
 
@@ -46,3 +47,20 @@ def summarise(successes: Iterable[bool]) -> dict[str, Any]:
     n, k = len(oks), sum(oks)
     ci = wilson_interval(k, n) if n else None
     return {"value": k / n if n else None, "n": n, "k": k, "ci": [round(ci[0], 4), round(ci[1], 4)] if ci else None}
+
+
+def t_interval(values: Iterable[float], level: float = 0.95) -> dict[str, Any]:
+    """A mean with its count, sample SD and Student-t interval: {"value", "n", "sd", "ci"} (value None for n = 0;
+    sd and ci None for n < 2, where no spread can be estimated)."""
+    xs = [float(v) for v in values]
+    n = len(xs)
+    if n == 0:
+        return {"value": None, "n": 0, "sd": None, "ci": None}
+    mean = math.fsum(xs) / n
+    if n < 2:
+        return {"value": mean, "n": 1, "sd": None, "ci": None}
+    from scipy.stats import t as student_t
+
+    sd = math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / (n - 1))
+    half = float(student_t.ppf(0.5 + level / 2, n - 1)) * sd / math.sqrt(n)
+    return {"value": mean, "n": n, "sd": sd, "ci": [mean - half, mean + half]}
