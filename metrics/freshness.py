@@ -31,11 +31,19 @@ HEALTH = "health.json"
 FORMAT = 2  # scores files that record their inputs (format 1: before issue 5, no digests)
 
 
-def scores_path(run_dir: Path, overrides: Mapping[str, float]) -> Path:
-    """scores.json for the recorded thresholds, else scores-NAME=VALUE[,...].json (names sorted)."""
+def _tag_value(v: Any) -> str:
+    """A value as it appears in a scores file name: a number as %g, a flag as true/false, a name as itself."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return f"{float(v):g}" if isinstance(v, int | float) else str(v)
+
+
+def scores_path(run_dir: Path, overrides: Mapping[str, Any]) -> Path:
+    """scores.json for the recorded thresholds, else scores-NAME=VALUE[,...].json (names sorted); a value may be a
+    number, a flag or a name (M3's `rules=authors`)."""
     if not overrides:
         return Path(run_dir) / SCORES
-    tag = ",".join(f"{k}={float(v):g}" for k, v in sorted(overrides.items()))
+    tag = ",".join(f"{k}={_tag_value(v)}" for k, v in sorted(overrides.items()))
     return Path(run_dir) / f"scores-{tag}.json"
 
 
