@@ -228,3 +228,11 @@ def judge_names() -> list[str]:
 
 def get_judge(name: str = DEFAULT_JUDGE, **kwargs: Any) -> Judge:
     return _REGISTRY.load(name, **kwargs)
+
+
+def chat_judge(judge: Any) -> Any | None:
+    """The judge if it is a served model with a chat interface (`ask(prompt) -> str`, not heuristic), else None:
+    what graded, open-ended judgements (persona adherence, M3 relevance and consistency) need."""
+    if judge is None or getattr(judge, "heuristic", True) or not callable(getattr(judge, "ask", None)):
+        return None
+    return judge

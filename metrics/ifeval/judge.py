@@ -24,6 +24,7 @@ from typing import Any, Protocol
 import yaml
 
 from dataset_builder.ifeval.schema import LEVELS, RESOLUTIONS, ROLES
+from metrics.judges import chat_judge
 from metrics.stats import summarise
 
 CONFLICT_LABELS = ("directive-wins", "persona-wins", "hedged", "incoherent")
@@ -43,9 +44,7 @@ class ChatJudge(Protocol):
 
 def llm_judge(judge: Any) -> ChatJudge | None:
     """The judge if it can grade persona adherence (a served model with a chat interface), else None."""
-    if judge is None or getattr(judge, "heuristic", True) or not callable(getattr(judge, "ask", None)):
-        return None
-    return judge  # type: ignore[no-any-return]
+    return chat_judge(judge)  # type: ignore[no-any-return]
 
 
 @cache
