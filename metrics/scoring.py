@@ -1,13 +1,26 @@
-"""Score a run folder with its own benchmark's scorer: the benchmark is the one the run recorded (SPEC §11)."""
+"""Score a run folder with its own benchmark's scorer: the benchmark is the one the run recorded (SPEC §11).
+
+Also the scaffolding every benchmark's `score_run` shares, defined once: the ASR loaded only when a case needs
+one (`LazyASR`), the model audio of chosen spans (`spans_audio`), and storing or re-reading the measurements and
+health numbers a scores file is computed from (`store_measurements`, `reused_inputs`).
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from hashlib import sha256
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from dataset_builder.atomic import atomic_write_text
 from dataset_builder.benchmarks import Benchmark, get_benchmark
 from dataset_builder.errors import UsageError
+from metrics.episodes import RunFolder
+from metrics.freshness import HEALTH, MEASUREMENTS, load_reusable
+from metrics.spans import Span
 
 
 def run_benchmark(run_dir: Path) -> Benchmark:
@@ -40,3 +53,59 @@ def result_tables(results: dict[str, dict[str, Any]]) -> list[tuple[str, str]]:
     if len(names) != 1:
         raise UsageError(f"cannot put runs of different benchmarks side by side: {sorted(names)}")
     return get_benchmark(names.pop()).function("tables")(results)
+
+
+class LazyASR:
+    """The ASR, built only when a case needs one (most cases are scored on timing alone); `used` says whether
+    one was, so a result can say "(not needed)"."""
+
+    def __init__(self, asr: Any) -> None:
+        self._asr = asr
+        self.used = False
+
+    def get(self) -> Any:
+        if self._asr is None:
+            from metrics.asr import DEFAULT_ASR, get_asr
+
+            self._asr = get_asr(DEFAULT_ASR)
+        self.used = True
+        return self._asr
+
+    @property
+    def name(self) -> str:
+        if self._asr is None:
+            from metrics.asr import DEFAULT_ASR
+
+            return DEFAULT_ASR
+        return str(self._asr.name)
+
+    def described(self) -> str:
+        return self.name if self.used else f"{self.name} (not needed)"
+
+
+def spans_audio(x: np.ndarray, sr: int, spans: Sequence[Span], lo: float = 0.0, hi: float = float("inf")
+                ) -> np.ndarray:
+    """The samples of `x` inside `spans`, each cut to [lo, hi), joined in time order (empty when none)."""
+    parts = [x[int(max(s.start_s, lo) * sr):int(min(s.end_s, hi) * sr)] for s in sorted(spans, key=lambda s: s.start_s)
+             if min(s.end_s, hi) > max(s.start_s, lo)]
+    return np.concatenate(parts).astype(np.float32) if parts else np.zeros(0, np.float32)
+
+
+def store_measurements(run_dir: Path, folder: RunFolder, measurements: list[dict[str, Any]],
+                       stats: dict[str, dict[str, float]]) -> dict[str, str]:
+    """Write measurements.jsonl and health.json (before any score is computed from them); their digests."""
+    mtext = "".join(json.dumps(m) + "\n" for m in measurements)
+    htext = json.dumps({"episodes_digest": folder.digest, "episodes": stats}, indent=1)
+    atomic_write_text(Path(run_dir) / MEASUREMENTS, mtext)
+    atomic_write_text(Path(run_dir) / HEALTH, htext)
+    return {"measurements_digest": sha256(mtext.encode()).hexdigest(),
+            "health_digest": sha256(htext.encode()).hexdigest()}
+
+
+def reused_inputs(run_dir: Path, keys: Sequence[str]
+                       ) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, dict[str, float]]]:
+    """For `--reuse`: (the recorded scores' `keys` with both digests, the stored measurements, the per-episode
+    health numbers); UsageError when any is missing or stale (metrics/freshness.py)."""
+    meta, measurements, health = load_reusable(run_dir)
+    base = {k: meta[k] for k in (*keys, "measurements_digest", "health_digest") if k in meta}
+    return base, measurements, health.get("episodes", {})
