@@ -1,12 +1,15 @@
 """Build the DSB-IFEval dataset folder (`duplex-eval build ifeval`): texts -> grid -> segment-wise TTS ->
 nominal timeline -> parquet (configs `ifeval`, `ifeval_matched`) + card.
 
-The unit of synthesis is one distinct user-audio stream: a conversation, or a matched-audio group (one text, one
-voice, synthesised once and shared byte-identically by R1, R2 and R3). Each speech segment is synthesised on its
-own and every pause is exact zero samples. Workers speak the streams (`dataset_builder.pool`, output independent of
-the number of workers); this process places them on the timeline and streams the rows into parquet, one
-conversation's rows at a time. `--scripts-only` writes `scripts.jsonl` and `manifest.jsonl` and synthesises
-nothing.
+A distinct user-audio stream is a conversation, or a matched-audio group (one text, one voice, synthesised once
+and shared byte-identically by R1, R2 and R3); every level of a conversation reuses its stream's bytes. Each
+speech segment is synthesised on its own and every pause is exact zero samples. The unit of work is one distinct
+speech clip (text, voice), each synthesised once however many streams say it: the workers
+(`dataset_builder.pool`, output independent of the number of workers) speak the clips in the order the streams
+first need them, and this process cuts the streams from them, places them on the timeline and streams the rows
+into parquet, one conversation's rows at a time. Clips rather than whole conversations keep both cores busy to
+the end (a conversation is up to ~20 clips; the last one would leave a core idle). `--scripts-only` writes
+`scripts.jsonl` and `manifest.jsonl` and synthesises nothing.
 """
 
 from __future__ import annotations
@@ -15,8 +18,8 @@ import json
 import logging
 import time
 from collections import Counter
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,10 +37,12 @@ from dataset_builder.ifeval.schema import (
     LEVELS,
     NOMINAL_GAP_S,
     NOMINAL_TAIL_S,
+    ROLES,
     Conversation,
     IFEvalItem,
     SegmentTiming,
     TimedConversation,
+    role_probes,
 )
 from dataset_builder.ifeval.texts import load_texts
 from dataset_builder.pool import WorkerPool, resolve_workers
@@ -48,6 +53,7 @@ log = logging.getLogger("duplex_eval.build")
 
 PRESETS = {"mini": 1, "full": len(INSTANCES)}  # instances per (role, probe) cell
 GENERATOR_VERSION = "ifeval-texts-1"
+CLIPS_IN_FLIGHT = 32  # per worker: ~13 s of synthesis, more than the longest shard write
 SHARD_ROWS = 50  # ~25 s of 24 kHz PCM16 per row: ~60 MB of audio per shard in memory
 SCRIPTS_FILE = "scripts.jsonl"
 MANIFEST_FILE = "manifest.jsonl"
@@ -63,6 +69,10 @@ def instances_for(options: BuildOptions) -> tuple[int, ...]:
 
 # ------------------------------------------------------------------------------------ synthesis (workers)
 
+Clip = tuple[str, str]  # (text, voice): one speech segment's audio
+Turns = dict[str, tuple[np.ndarray, list[SegmentTiming]]]  # turn id -> (clip audio, segment timings)
+
+
 @dataclass(frozen=True)
 class _Voice:
     backend: TTSBackend
@@ -72,20 +82,42 @@ class _Voice:
 _VOICE: _Voice | None = None  # set once per worker process by `start_speaking`
 
 
-def start_speaking(backend: TTSBackend, cache_dir: Path | None) -> None:
-    """The worker processes' initializer."""
+def start_speaking(options: BuildOptions) -> None:
+    """The worker processes' initializer: the build's backend, made here from its options, so the workers start
+    (spawn, imports) while the parent still makes its own and composes the grid."""
     global _VOICE
-    _VOICE = _Voice(backend, cache_dir)
+    _VOICE = _Voice(tts_backend(options), options.cache_dir)
 
 
-def render_segments(conv: Conversation, tts: TTSBackend) -> dict[str, tuple[np.ndarray, list[SegmentTiming]]]:
-    """Each turn's audio and its segment timings: speech synthesised segment by segment in the conversation's
-    voice, silences as exact zero samples (never TTS prosody)."""
+def worker_ready() -> None:
+    """A no-op. The pool spawns a worker per submitted item, so submitting one per worker starts them all now."""
+
+
+def speak_clip(clip: Clip) -> np.ndarray:
+    """The unit of work, in a worker."""
+    if _VOICE is None:
+        raise RuntimeError("start_speaking() was not called in this process")
+    text, voice = clip
+    return np.asarray(unit_tts(_VOICE.backend, _VOICE.cache_dir).synthesize(text, voice), np.float32)
+
+
+def conversation_clips(conv: Conversation) -> list[Clip]:
+    return [(seg.text, conv.voice) for turn in conv.turns for seg in turn.segments if seg.kind == "speech"]
+
+
+def speech_clips(units: list[Conversation]) -> list[Clip]:
+    """The distinct clips of the streams, in the order the streams first need them."""
+    return list(dict.fromkeys(clip for conv in units for clip in conversation_clips(conv)))
+
+
+def render_segments(conv: Conversation, clips: Mapping[Clip, np.ndarray]) -> Turns:
+    """Each turn's audio and its segment timings: speech segments are their clips in the conversation's voice,
+    silences exact zero samples (never TTS prosody)."""
     out = {}
     for turn in conv.turns:
         parts, timings, pos = [], [], 0
         for seg in turn.segments:
-            audio = tts.synthesize(seg.text, conv.voice) if seg.kind == "speech" else silence(seg.duration_s)
+            audio = clips[(seg.text, conv.voice)] if seg.kind == "speech" else silence(seg.duration_s)
             parts.append(np.asarray(audio, np.float32))
             timings.append(SegmentTiming(seg.kind, seg.mark, round_ms(pos / SESSION_SR),
                                          round_ms((pos + len(audio)) / SESSION_SR)))
@@ -94,17 +126,29 @@ def render_segments(conv: Conversation, tts: TTSBackend) -> dict[str, tuple[np.n
     return out
 
 
-def speak_conversation(conv: Conversation) -> dict[str, tuple[np.ndarray, list[SegmentTiming]]]:
-    """The unit of work, in a worker."""
-    if _VOICE is None:
-        raise RuntimeError("start_speaking() was not called in this process")
-    return render_segments(conv, unit_tts(_VOICE.backend, _VOICE.cache_dir))
+def spoken_units(units: list[Conversation], clips: list[Clip], audio: Iterator[np.ndarray]
+                 ) -> Iterator[tuple[Conversation, Turns]]:
+    """Each stream's turns, in order, cut from the clips' audio as it arrives (in `clips` order). A clip is kept
+    only until the last stream that says it is cut."""
+    uses = Counter(clip for conv in units for clip in set(conversation_clips(conv)))
+    arrived = zip(clips, audio, strict=True)
+    ready: dict[Clip, np.ndarray] = {}
+    for conv in units:
+        needed = set(conversation_clips(conv))
+        for clip in needed:
+            while clip not in ready:
+                got, clip_audio = next(arrived)
+                ready[got] = clip_audio
+        yield conv, render_segments(conv, ready)
+        for clip in needed:
+            uses[clip] -= 1
+            if not uses[clip]:
+                del ready[clip]
 
 
 # ------------------------------------------------------------------------------------ assembly (this process)
 
-def nominal_audio(turns: dict[str, tuple[np.ndarray, list[SegmentTiming]]]
-                  ) -> tuple[np.ndarray, dict[str, tuple[float, float]]]:
+def nominal_audio(turns: Turns) -> tuple[np.ndarray, dict[str, tuple[float, float]]]:
     """Turn 1, the inter-turn gap, turn 2, the tail; and where each turn's clip lies in it."""
     t1, t2 = turns["t1"][0], turns["t2"][0]
     gap = silence(NOMINAL_GAP_S)
@@ -167,6 +211,14 @@ def write_scripts_only(out_dir: Path, grid: Grid) -> tuple[Path, Path]:
     return out_dir / SCRIPTS_FILE, out_dir / MANIFEST_FILE
 
 
+def composed(options: BuildOptions) -> tuple[TTSBackend, Grid, dict[str, Any]]:
+    """The backend, the grid and its statistics; prints the per-action counts table."""
+    backend = tts_backend(options)
+    grid = compose(options.seed, backend.voices(), instances_for(options))
+    print(f"DSB-IFEval cases per action and level ({len(grid.conversations)} conversations):\n{counts_table(grid)}")
+    return backend, grid, grid_info(grid, options, backend.name)
+
+
 def build(out_dir: Path, options: BuildOptions | None = None) -> dict[str, Any]:
     """Write `out_dir/data/{ifeval,ifeval_matched}/*.parquet` and `out_dir/README.md` (or, with
     `options.scripts_only`, only `scripts.jsonl` and `manifest.jsonl`); prints the per-action counts table and
@@ -174,64 +226,74 @@ def build(out_dir: Path, options: BuildOptions | None = None) -> dict[str, Any]:
     options = options or BuildOptions()
     t0 = time.perf_counter()
     out_dir = Path(out_dir)
-    backend = tts_backend(options)
-    grid = compose(options.seed, backend.voices(), instances_for(options))
-    info = grid_info(grid, options, backend.name)
-    print(f"DSB-IFEval cases per action and level ({len(grid.conversations)} conversations):\n{counts_table(grid)}")
     if options.scripts_only:
+        backend, grid, info = composed(options)
         scripts, manifest = write_scripts_only(out_dir, grid)
         info.update(scripts=str(scripts), manifest=str(manifest), build_s=round(time.perf_counter() - t0, 1))
         log.info("wrote %d IFEval conversations and %d cases to %s in %.1fs (no audio)", len(grid.conversations),
                  len(grid.cases), out_dir, info["build_s"])
         return info
+    # Every conversation has at least two clips, so this many workers never outnumber the items.
+    n_conversations = sum(len(role_probes(role)) for role in ROLES) * len(instances_for(options))
+    workers = resolve_workers(options.workers, n_conversations)
+    # The workers make their backend from the options. IFEval applies no speech gate: leaving the CLI's out keeps
+    # the workers from importing an ASR to unpickle it.
+    with WorkerPool(workers, start_speaking, (replace(options, speech_gate=None),)) as pool:
+        for _ in range(workers):
+            pool.submit(worker_ready)
+        return _build_audio(out_dir, options, pool, t0)
+
+
+def _build_audio(out_dir: Path, options: BuildOptions, pool: WorkerPool, t0: float) -> dict[str, Any]:
     from dataset_builder.hf_dataset import write_config
     from dataset_builder.ifeval.card import write_ifeval_card
     from dataset_builder.ifeval.rows import ifeval_features, item_to_row
 
-    bank = load_texts()
+    backend, grid, info = composed(options)
     units = audio_units(grid)
-    workers = resolve_workers(options.workers, len(units))
-    progress = Progress(f"build ifeval ({workers} worker{'s' * (workers > 1)})", len(units),
+    clips = speech_clips(units)
+    # Items in flight: enough clips (~0.4 s each) that the workers stay busy while this process writes a shard.
+    spoken = spoken_units(units, clips, pool.ordered_map(speak_clip, clips, window=CLIPS_IN_FLIGHT * pool.workers))
+    bank = load_texts()
+    progress = Progress(f"build ifeval ({pool.workers} worker{'s' * (pool.workers > 1)})", len(units),
                         enabled=options.progress)
+    features = ifeval_features()
+    configs = {BENCHMARK: {"features": features}}
+    n_matched = sum(c.matched_audio for c in grid.cases)
     matched_rows: list[dict[str, Any]] = []  # small: 102 rows of ~25 s on the full grid
     totals = {"audio_s": 0.0}
 
-    def rows(pool: WorkerPool) -> Iterator[dict[str, Any]]:
-        spoken: dict[str, tuple[bytes, dict[str, tuple[np.ndarray, list[SegmentTiming]]],
-                                dict[str, tuple[float, float]]]] = {}
-        # Lazy, in unit order: a unit is taken from the pool when the first conversation that needs it comes up.
-        stream = zip(units, pool.ordered_map(speak_conversation, units), strict=True)
+    def rows() -> Iterator[dict[str, Any]]:
+        streams: dict[str, tuple[bytes, Turns, dict[str, tuple[float, float]]]] = {}
         for conv in grid.conversations:
             key = conv.matched_group or conv.conversation_id
-            if key not in spoken:
-                unit, turns = next(stream)
+            if key not in streams:
+                unit, turns = next(spoken)
                 if (unit.matched_group or unit.conversation_id) != key:
                     raise RuntimeError(f"audio units out of grid order at {key}")
                 audio, clips = nominal_audio(turns)
                 totals["audio_s"] += len(audio) / SESSION_SR
-                spoken[key] = (wav_bytes(audio), turns, clips)
+                streams[key] = (wav_bytes(audio), turns, clips)
                 progress.advance(note=key)
-            data, turns, clips = spoken[key]
+            data, turns, clips = streams[key]
             timed = TimedConversation(conv, {tid: timing for tid, (_, timing) in turns.items()})
             for case in grid.cases_of(conv):
                 item = IFEvalItem(case, timed, clips, bank.roles[conv.role].persona, backend.name)
                 row = item_to_row(item, data, bank.roles[conv.role].directive)
                 if case.matched_audio:
                     matched_rows.append(row)
+                    if len(matched_rows) == n_matched:
+                        # Written as soon as it is complete (R1-R3 come first), while the workers still speak.
+                        write_config(out_dir, MATCHED_CONFIG, matched_rows, features, shard_size=SHARD_ROWS)
+                        configs[MATCHED_CONFIG] = {"features": features}
                 yield row
             if not conv.matched_group:
-                del spoken[key]  # matched streams stay: the other two roles reuse their bytes
+                del streams[key]  # matched streams stay: the other two roles reuse their bytes
 
-    features = ifeval_features()
-    with WorkerPool(workers, start_speaking, (backend, options.cache_dir)) as pool:
-        write_config(out_dir, BENCHMARK, rows(pool), features, shard_size=SHARD_ROWS)
-    configs = {BENCHMARK: {"features": features}}
-    if matched_rows:
-        write_config(out_dir, MATCHED_CONFIG, matched_rows, features, shard_size=SHARD_ROWS)
-        configs[MATCHED_CONFIG] = {"features": features}
+    write_config(out_dir, BENCHMARK, rows(), features, shard_size=SHARD_ROWS)
     write_ifeval_card(out_dir, configs, grid, bank, options, backend.name, GENERATOR_VERSION)
-    info.update(audio_hours=round(totals["audio_s"] / 3600, 3), workers=workers, configs=sorted(configs),
-                build_s=round(time.perf_counter() - t0, 1))
-    log.info("built %d IFEval cases from %d audio streams (%.2f h) in %.1fs with %d worker(s)", len(grid.cases),
-             len(units), totals["audio_s"] / 3600, info["build_s"], workers)
+    info.update(audio_hours=round(totals["audio_s"] / 3600, 3), n_speech_clips=len(clips), workers=pool.workers,
+                configs=sorted(configs), build_s=round(time.perf_counter() - t0, 1))
+    log.info("built %d IFEval cases from %d audio streams (%d distinct clips, %.2f h) in %.1fs with %d worker(s)",
+             len(grid.cases), len(units), len(clips), totals["audio_s"] / 3600, info["build_s"], pool.workers)
     return info
