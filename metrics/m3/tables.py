@@ -64,7 +64,7 @@ def notes(result: dict[str, Any]) -> str:
     rules = result.get("rules", {})
     lines = [f"rules: {rules.get('name', 'paper')}; failed episodes: {failed_cell(result)}; "
              f"skipped episodes: {result.get('skipped', {}).get('n', 0)}"]
-    for reason, n in result.get("skipped", {}).get("by_reason", {}).items():
+    for reason, n in result.get("skipped", {}).get("reasons", {}).items():
         lines.append(f"skipped ({n}): {reason}")
     dropped = result.get("dropped_events", {}).get("n")
     if dropped:
