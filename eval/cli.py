@@ -163,6 +163,13 @@ def cmd_push(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_events(a: argparse.Namespace) -> int:
+    from metrics.m3.extract import events_command
+
+    print(events_command(a.dialogues, user_channel=a.user_channel, words=a.words, stats_out=a.stats_out))
+    return 0
+
+
 def cmd_demo(a: argparse.Namespace) -> int:
     from eval.demo import demo
 
@@ -259,6 +266,17 @@ def parser() -> argparse.ArgumentParser:
     pu.add_argument("--token-env", default="HF_TOKEN")
     pu.add_argument("--private", action="store_true")
     pu.set_defaults(func=cmd_push)
+    ev = sub.add_parser("events", help="M3 events (SHIFT/PAUSE/BC/BARGE_IN) of 2-channel dialogue WAVs")
+    ev.add_argument("dialogues", nargs="+", metavar="DIALOGUE.wav", help="2-channel WAV, one party per channel")
+    ev.add_argument("--user-channel", type=int, default=0, choices=(0, 1),
+                    help="the channel whose events are evaluated (the other is the system)")
+    ev.add_argument("--words", action="append", default=[], metavar="TXT_ALIGN",
+                    help="word timestamps (channel<TAB>start<TAB>end<TAB>word a line) instead of the VAD; once "
+                         "per dialogue, in order")
+    ev.add_argument("--stats-out", default=None, metavar="FILE",
+                    help="write the timing statistics pooled over the dialogues (TimingStats JSON) for the M3 "
+                         "build to sample from")
+    ev.set_defaults(func=cmd_events)
     d = sub.add_parser("demo", help="build each benchmark's mini set, run silent/oracle/cascade, score, report")
     d.add_argument("--out", default=str(DEFAULT_OUT))
     d.add_argument("--preset", default="mini", help="size preset of each benchmark's set")
