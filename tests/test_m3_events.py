@@ -259,6 +259,12 @@ def test_words_to_ipus(tmp_path: Path) -> None:
     assert [e.type for e in extract_events(ch0, ch1)] == ["BC", "BC"]
 
 
+def test_japanese_words_join_without_spaces() -> None:
+    words = parse_words("1\t0.0\t0.2\tそう\n1\t0.2\t0.5\tです\n1\t0.5\t0.7\tね\n1\t0.8\t1.2\tOK\n")
+    (ipu,) = ipus_from_words(words)[1]
+    assert ipu.text == "そうですね OK" and ipu.kind == TURN
+
+
 @pytest.mark.parametrize(("line", "message"), [
     ("0\t0.1\t0.4", "3 tab-separated fields"),
     ("2\t0.1\t0.4\tx", "channel '2' is not 0 or 1"),

@@ -143,7 +143,21 @@ def _merge(items: Iterable[tuple[float, float, str]], channel: int, params: Even
                 runs[-1][2].append(text)
         else:
             runs.append([a, b, [text] if text else []])
-    return [Ipu(channel, a, b, BC if params.is_bc(b - a) else TURN, " ".join(words)) for a, b, words in runs]
+    return [Ipu(channel, a, b, BC if params.is_bc(b - a) else TURN, _join(words)) for a, b, words in runs]
+
+
+def _cjk(ch: str) -> bool:
+    o = ord(ch)
+    return 0x3000 <= o <= 0x30FF or 0x4E00 <= o <= 0x9FFF or 0xFF00 <= o <= 0xFFEF
+
+
+def _join(words: list[str]) -> str:
+    """Words -> text: spaces between words, none between two Japanese ones (aligners split 'そうですね' into
+    morphemes that are written together)."""
+    out = ""
+    for w in words:
+        out += w if not out or (_cjk(out[-1]) and _cjk(w[0])) else " " + w
+    return out
 
 
 def ipus_from_spans(spans: Iterable[Any], channel: int, params: EventParams | None = None) -> list[Ipu]:
@@ -271,7 +285,7 @@ def read_words(path: str | Path) -> list[Word]:
 
 
 def ipus_from_words(words: Iterable[Word], params: EventParams | None = None) -> tuple[list[Ipu], list[Ipu]]:
-    """Word timestamps -> (channel 0 IPUs, channel 1 IPUs), the words joined (space-separated) into each IPU's text.
+    """Word timestamps -> (channel 0 IPUs, channel 1 IPUs), the words joined into each IPU's text.
 
     The silence between words is what splits IPUs, exactly as between VAD spans; a corpus's alignment is the
     better source when it has one (no VAD edge error).
