@@ -65,6 +65,7 @@ class ProtocolParams:
     """
 
     RANGES: ClassVar[dict[str, tuple[float, bool]]] = {}
+    FROM_AGENT: ClassVar[tuple[str, ...]] = ()  # fields `for_agent` fills from the adapter; no --param sets them
 
     def __post_init__(self) -> None:
         problems = [p for name, (bound, inclusive) in self.RANGES.items()
@@ -74,6 +75,12 @@ class ProtocolParams:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)  # type: ignore[call-overload]
+
+    def for_agent(self: P, agent: Any) -> P:
+        """The parameter set the runner plans an agent's cases with: a protocol may take facts of the adapter
+        here (M3: its frame size, whether it greets first) so the plan never needs to know the adapter.
+        The result is what rec.json records. By default nothing of the agent matters."""
+        return self
 
     @classmethod
     def from_dict(cls: type[P], data: dict[str, Any], *, source: str = "protocol") -> P:
@@ -97,6 +104,9 @@ class ProtocolParams:
             name, sep, value = item.partition("=")
             if not sep:
                 raise SchemaError(f"expected name=value, got {item!r}", source="--param")
+            if name.strip() in self.FROM_AGENT:
+                raise SchemaError(f"{name.strip()} is taken from the adapter (for_agent), not set by --param",
+                                  source="--param")
             updates[name.strip()] = value.strip()
         merged = {**self.to_dict(), **type(self).from_dict({**self.to_dict(), **updates}, source="--param").to_dict()}
         return replace(self, **merged)  # type: ignore[type-var]
@@ -152,3 +162,55 @@ class IFEvalProtocol(ProtocolParams):
     vad_min_speech_ms: int = 90
     vad_min_silence_ms: int = 90
     vad_merge_gap_ms: int = 300
+
+
+M3_RANGES: dict[str, tuple[float, bool]] = {
+    "lead_silence_s": (0.0, True),
+    "greets_first": (0, True),
+    "frame_size": (0, True),
+    "vad_threshold": (0.0, False),
+    "vad_neg_threshold": (0.0, True),
+    "vad_min_speech_ms": (0, False),
+    "vad_min_silence_ms": (0, True),
+    "vad_merge_gap_ms": (0, False),
+}
+
+
+@dataclass(frozen=True)
+class M3Protocol(ProtocolParams):
+    """M3-DuplexBench runtime (SPEC §6, dataset_builder/m3/DESIGN.md "Conditions").
+
+    The window Δ = 10 s, the context L = 120 s and the event intervals are data (each row's regions), not
+    parameters. `greets_first` and `frame_size` are facts of the adapter, filled in by `for_agent`: the plan
+    prepends `lead_silence_s` in None/User for an adapter that greets first (the paper's Moshi footnote), and
+    pads the stream's start with less than one frame so that the event start s falls on a frame boundary.
+    The vad_* fields are the Silero settings of the model's segments, for the scheduler and the scorer alike
+    (rec.json `params.vad`): spans split at gaps > 0.5 s (the paper's IPUs; gaps are multiples of the 32 ms
+    chunk, so merging gaps < 500 ms splits every gap of 512 ms or more and none of 480 ms or less).
+    """
+
+    RANGES: ClassVar[dict[str, tuple[float, bool]]] = M3_RANGES
+    FROM_AGENT: ClassVar[tuple[str, ...]] = ("frame_size",)
+    lead_silence_s: float = 5.0  # None/User, adapters that greet first only
+    greets_first: int = 0  # 1: the adapter greets first (its `greets_first`; --param greets_first=1 forces it)
+    frame_size: int = 0  # the adapter's frame in samples at its rate (0: unknown, s is not aligned)
+    vad_threshold: float = 0.5  # Silero enters speech at p >= this
+    vad_neg_threshold: float = 0.35  # ... and leaves below this
+    vad_min_speech_ms: int = 250  # shorter merged spans are dropped (Silero's own default)
+    vad_min_silence_ms: int = 0  # no hang-over beyond one chunk: the merge decides what a gap is
+    vad_merge_gap_ms: int = 500  # segments split at gaps > 0.5 s
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        problems = []
+        if self.greets_first not in (0, 1):
+            problems.append(f"greets_first={self.greets_first} is out of range: it must be 0 or 1")
+        if not self.vad_neg_threshold <= self.vad_threshold <= 1.0:
+            problems.append(f"need vad_neg_threshold <= vad_threshold <= 1, got {self.vad_neg_threshold:g} and "
+                            f"{self.vad_threshold:g}")
+        if problems:
+            raise SchemaError("; ".join(problems), source="protocol")
+
+    def for_agent(self, agent: Any) -> M3Protocol:
+        greets = 1 if self.greets_first or bool(getattr(agent, "greets_first", False)) else 0
+        return replace(self, greets_first=greets, frame_size=int(agent.frame_size))
