@@ -58,12 +58,12 @@ class _Stepper:
         self.timeout_s = timeout_s
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="agent-step") if timeout_s else None
 
-    def __call__(self, user: np.ndarray, t_s: float) -> tuple[np.ndarray, str | None]:
+    def __call__(self, user: np.ndarray, forced: np.ndarray | None, t_s: float) -> tuple[np.ndarray, str | None]:
         try:
             if self.pool is None:
-                frame = self.agent.step(user, None)
+                frame = self.agent.step(user, forced)
             else:
-                frame = self.pool.submit(self.agent.step, user, None).result(timeout=self.timeout_s)
+                frame = self.pool.submit(self.agent.step, user, forced).result(timeout=self.timeout_s)
         except StepTimeout:
             raise EpisodeFailure(f"{STALL_PREFIX}: no frame within {self.timeout_s}s at t={t_s:.3f}s") from None
         except EpisodeFailure:
@@ -96,9 +96,17 @@ def run_episode(agent: DuplexAgent, case: CaseLike, plan: EpisodePlan, out_dir: 
 
     The plan (from the benchmark's `eval/plans/<bench>.py`) decides the user stream; this function knows no
     benchmark: it steps the agent frame by frame, checks every frame, records failures as data and writes
-    the episode atomically, rec.json last (its presence marks the episode complete).
+    the episode atomically, rec.json last (its presence marks the episode complete). While the plan's `forced`
+    audio lasts, each frame of it is passed as `forced_model_frame`. An agent lacking a capability the plan needs
+    gets the case recorded as skipped (`record_skipped_episode`) without stepping it.
     """
+    missing = plan.missing(frozenset(agent.capabilities))
+    if missing:
+        return record_skipped_episode(
+            agent, case, plan, out_dir, f"adapter {agent.name} lacks {', '.join(missing)}, which this case "
+            f"({plan.condition or case.case_id}) needs", seed=seed, options=options)
     sr, n = agent.sample_rate, agent.frame_size
+    forced = plan.forced
     vad = StreamingVAD(plan.vad, sr=sr)
     sched = StepScheduler(plan.steps)
     ctx = Ctx(sample=0, sr=sr, model=vad)
@@ -114,10 +122,13 @@ def run_episode(agent: DuplexAgent, case: CaseLike, plan: EpisodePlan, out_dir: 
     wall0 = time.perf_counter()
     max_samples = int(options.max_episode_s * sr)
     try:
+        if forced is not None and len(forced) % n:
+            raise EpisodeFailure(f"the plan's forced audio ({len(forced)} samples) is not a whole number of "
+                                 f"{n}-sample frames")
         try:
             agent.reset(plan.system_prompt, seed)
             if gold_aware:
-                agent.bind_case(case)  # type: ignore[attr-defined]
+                agent.bind_case(case if plan.bound_case is None else plan.bound_case)  # type: ignore[attr-defined]
         except Exception as err:
             raise EpisodeFailure(f"reset raised {type(err).__name__}: {err}") from err
         pending: list[TimelineCue] = []
@@ -141,7 +152,8 @@ def run_episode(agent: DuplexAgent, case: CaseLike, plan: EpisodePlan, out_dir: 
                     timeline.append(TimelineEvent(cue.turn_id, labels[cue.turn_id],
                                                   round_ms(starts[cue.turn_id] / sr), round_ms(cue.sample / sr)))
             ctx.cues = []
-            model, text = stepper(user, pos / sr)
+            model, text = stepper(user, forced[pos:pos + n] if forced is not None and pos < len(forced) else None,
+                                  pos / sr)
             if text:
                 model_text.append([round_ms(pos / sr), text])
             user_frames.append(user)
@@ -186,5 +198,24 @@ def record_failed_episode(agent: DuplexAgent, case: CaseLike, out_dir: Path, rea
         failure=reason, adapter=adapter_info(agent),
         params={"run": options.to_dict(), "harness_version": HARNESS_VERSION, "tts_backend": case.tts_backend},
         seed=seed, timeline=[], duration_s=0.0, gold={})
+    episode.save(rec_path)
+    return episode
+
+
+def record_skipped_episode(agent: DuplexAgent, case: CaseLike, plan: EpisodePlan, out_dir: Path, reason: str, *,
+                           seed: int = 0, options: RunOptions = RunOptions()) -> Episode:
+    """A case the agent cannot run as specified (it lacks a capability the plan needs): recorded as skipped.
+
+    Skipped is neither ok nor failed: the scorer counts it with its reason and leaves it out of every score. The
+    record keeps the plan's condition, group and gold, so the count can be broken down like the scores.
+    """
+    wav_path, rec_path = episode_paths(out_dir, case.case_id)
+    write_wav(wav_path, np.zeros((0, 2), np.float32))
+    episode = Episode(
+        case_id=case.case_id, benchmark=case.benchmark, condition=plan.condition, pair_id=plan.group_id,
+        status="skipped", failure=reason, adapter=adapter_info(agent),
+        params={"protocol": plan.protocol, "run": options.to_dict(), "harness_version": HARNESS_VERSION,
+                "tts_backend": case.tts_backend},
+        seed=seed, timeline=[], duration_s=0.0, gold=plan.gold)
     episode.save(rec_path)
     return episode

@@ -7,7 +7,8 @@ The config names the benchmark (SPEC §11): its protocol validates `--param`, it
 and the one episode runner (`eval.orchestrator.run_episode`) does the rest. Each process builds one adapter
 instance and runs its share of the cases (`PartialState().split_between_processes`). An episode whose
 `rec.json` exists is finished and skipped, so a rerun resumes without duplicating or losing episodes; failed
-episodes are kept as results and re-run only with `--retry-failed`.
+episodes are kept as results and re-run only with `--retry-failed`. A case needing a capability the adapter lacks
+(M3's Full context needs teacher forcing) is recorded as a skipped episode with its reason: counted, never run.
 """
 
 from __future__ import annotations
@@ -131,7 +132,8 @@ def clear_run_dir(out: Path) -> int:
 
 
 def finished(out: Path, case_id: str) -> str | None:
-    """'ok' or 'failed' for a finished episode, None when it has to run (absent or unreadable rec.json)."""
+    """'ok', 'failed' or 'skipped' for a finished episode, None when it has to run (absent or unreadable rec.json).
+    """
     from eval.orchestrator import episode_paths
 
     rec = episode_paths(out, case_id)[1]
@@ -144,7 +146,9 @@ def finished(out: Path, case_id: str) -> str | None:
 
 
 def run(cfg: RunConfig) -> dict[str, int]:
-    """Run the config's cases; returns this process's counts (ok, failed, skipped, kept failures)."""
+    """Run the config's cases; returns this process's counts: cases, ok, failed, episodes already done
+    (`skipped_done`), failures kept from an earlier run, and — only when there are any — cases recorded as
+    skipped now (`skipped`) or earlier (`skipped_kept`) because the adapter lacks a capability they need."""
     from dataset_builder.fingerprint import dataset_fingerprint
     from dataset_builder.hf_dataset import _checked_shards
     from eval.orchestrator import STALL_PREFIX, RunOptions, record_failed_episode, run_episode
@@ -186,6 +190,8 @@ def run(cfg: RunConfig) -> dict[str, int]:
         counts["cases"] = len(shard)
         counts["skipped_done"] = sum(st == "ok" for st in status.values())
         counts["failed_kept"] = sum(st == "failed" and cid not in mine for cid, st in status.items())
+        if any(st == "skipped" for st in status.values()):
+            counts["skipped_kept"] = sum(st == "skipped" for st in status.values())
         agent = load_adapter(cfg.adapter, **cfg.adapter_args) if mine else None
         if state.is_main_process:
             out.mkdir(parents=True, exist_ok=True)
@@ -203,7 +209,8 @@ def run(cfg: RunConfig) -> dict[str, int]:
             cases_with_audio = bench.function("case_audio")(cfg.dataset, cfg.config, wanted=mine)
             for i, (case, audio) in enumerate(cases_with_audio, 1):
                 try:
-                    episode_plan = plan(case, audio, protocol, agent.sample_rate)
+                    # The protocol may take what it needs of the adapter (M3: its frame size, whether it greets).
+                    episode_plan = plan(case, audio, protocol.for_agent(agent), agent.sample_rate)
                 except Exception as err:  # a case the plan cannot play fails alone, with its reason
                     ep = record_failed_episode(agent, case, out, f"plan failed: {type(err).__name__}: {err}",
                                                seed=cfg.seed, options=options)
@@ -248,14 +255,18 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
 
 
 def outcome(counts: dict[str, int]) -> tuple[int, str]:
-    """Exit status and a closing line: non-zero whenever any episode of this shard is a failure."""
+    """Exit status and a closing line: non-zero whenever any episode of this shard is a failure (a skipped
+    case is not one: the adapter cannot run it as specified, and the scores count it apart)."""
     failed = counts["failed"] + counts["failed_kept"]
+    n_skipped = counts.get("skipped", 0) + counts.get("skipped_kept", 0)
+    skipped = (f"; {n_skipped} case(s) skipped because the adapter lacks a capability they need (reasons in their "
+               "rec.json and in `duplex-eval score`)") if n_skipped else ""
     if not failed:
-        return 0, f"{counts['ok']} episodes run, {counts['skipped_done']} already done, none failed"
+        return 0, f"{counts['ok']} episodes run, {counts['skipped_done']} already done, none failed{skipped}"
     kept = f" ({counts['failed_kept']} from an earlier run; --retry-failed re-runs them)" if counts[
         "failed_kept"] else ""
-    return 1, (f"{failed} episode(s) failed{kept}; {counts['ok']} ok, {counts['skipped_done']} already done; "
-               "the reasons are in each failed episode's rec.json and in `duplex-eval score`")
+    return 1, (f"{failed} episode(s) failed{kept}; {counts['ok']} ok, {counts['skipped_done']} already done"
+               f"{skipped}; the reasons are in each failed episode's rec.json and in `duplex-eval score`")
 
 
 def finish(counts: dict[str, int]) -> int:

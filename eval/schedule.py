@@ -175,8 +175,15 @@ class EpisodePlan:
     """What a benchmark's plan hands the orchestrator for one case; the orchestrator itself knows no benchmark.
 
     `steps` drive the user stream; `vad` is the streaming VAD on the model channel that drives the waits (and
-    is stored with the episode for scoring); `record` holds the benchmark's own rec.json fields (condition,
-    group id, gold); `protocol` is the parameter set stored verbatim in rec.json.
+    is stored with the episode for scoring); `condition`, `group_id` and `gold` are the benchmark's own rec.json
+    fields; `protocol` is the parameter set stored verbatim in rec.json.
+
+    `forced` is teacher forcing (SPEC §3): model-channel audio at the agent's rate for the start of the stream, a
+    whole number of frames long; while it lasts each frame of it goes to `agent.step` as `forced_model_frame`.
+    `requires` names the agent capabilities the case needs ("teacher_forcing" is implied by `forced`): an agent
+    without them gets the case recorded as skipped, never run in a way that would score it wrongly.
+    `bound_case` is what an agent with "gold_cues" is bound to instead of the case, when the plan has more for it
+    than the case holds (M3: the row's reference system channel, which the oracle replays).
     """
 
     steps: list[Step]
@@ -187,6 +194,17 @@ class EpisodePlan:
     group_id: str = ""  # cases scored together (MPE: the explicit/implicit pair)
     gold: dict[str, Any] = field(default_factory=dict)
     system_prompt: str | None = None
+    forced: np.ndarray | None = None
+    requires: frozenset[str] = frozenset()
+    bound_case: Any = None
+
+    def needs(self) -> frozenset[str]:
+        """Every capability the case needs of an agent."""
+        return self.requires | ({"teacher_forcing"} if self.forced is not None else set())
+
+    def missing(self, capabilities: frozenset[str]) -> list[str]:
+        """The needed capabilities an agent with `capabilities` lacks, sorted."""
+        return sorted(self.needs() - capabilities)
 
     def labels(self) -> dict[str, str]:
         """Clip id -> label of every clip the plan plays (for the realised timeline)."""

@@ -3,7 +3,7 @@
 Every `{case_id}.rec.json` becomes either a usable episode or a `Failure` with its reason, and one bad file
 never stops the rest from being scored (STYLE 10: failure is a result):
 
-- the run recorded it as failed (or skipped): its own reason;
+- the run recorded it as failed: its own reason;
 - its record does not parse, or belongs to another benchmark: the file and what is wrong with it;
 - its recording is missing, unreadable, or disagrees with the record: not 24 kHz, not 2 channels (ch0 user,
   ch1 model), or not as long as `duration_s` says (within `LENGTH_TOLERANCE_S`). A 24 kHz recording with a
@@ -12,6 +12,10 @@ never stops the rest from being scored (STYLE 10: failure is a result):
 The folder's `run.json` (written by `run`) names the dataset, so the windows of a failed case whose record
 lacks its gold can still be looked up (`dataset_cases`), and a digest over the episodes lets scores say which
 folder state they describe (see `metrics/freshness.py`).
+
+An episode the run recorded as skipped (the adapter lacks a capability the case needs, e.g. teacher forcing for
+M3's Full context) is neither usable nor failed: it goes to `RunFolder.skipped`, is left out of every score and
+every failure count, and is reported with its reason (`skipped_summary`, and a line in `accounting_flags`).
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ class RunFolder:
     run_dir: Path
     ok: list[Episode] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
+    skipped: list[Failure] = field(default_factory=list)  # recorded as skipped by the run: neither ok nor failed
     info: dict[str, Any] | None = None  # run.json, when present and readable
     digest: str = ""  # see `episodes_digest`
     case_ids: list[str] = field(default_factory=list)  # every episode file, usable or not, sorted
@@ -69,7 +74,7 @@ class RunFolder:
 
     def adapter(self) -> dict[str, Any]:
         """The adapter of the run: from the first parsed record, else from run.json."""
-        for ep in [*self.ok, *(f.episode for f in self.failures if f.episode)]:
+        for ep in [*self.ok, *(f.episode for f in [*self.failures, *self.skipped] if f.episode)]:
             if ep is not None and ep.adapter:
                 return dict(ep.adapter)
         name = ((self.info or {}).get("identity") or {}).get("adapter")
@@ -191,6 +196,9 @@ def load_run_folder(run_dir: Path, benchmark: str, *, check_audio: bool = True) 
             folder.failures.append(Failure(case_id, "unusable", f"{rec.name} is an episode of benchmark "
                                            f"{ep.benchmark!r}, not {benchmark!r}", None))
             continue
+        if ep.status == "skipped":
+            folder.skipped.append(Failure(case_id, "skipped", ep.failure or "episode skipped", ep))
+            continue
         if ep.status != "ok":
             folder.failures.append(Failure(case_id, ep.status, ep.failure or f"episode {ep.status}", ep))
             continue
@@ -256,9 +264,24 @@ def account_failures(folder: RunFolder, windows_of: WindowsOf
     return records, entries, {"case_ids": unknown, "why": why if unknown else None}
 
 
-def accounting_flags(uncounted: dict[str, Any], n_episodes: int, n_dataset: int | None) -> list[str]:
-    """Run-health lines about what the scores cover: failures left out of every denominator, a partial run."""
-    flags = []
+def skipped_summary(folder: RunFolder) -> dict[str, Any]:
+    """The skipped episodes for scores.json: how many, how many per reason, and their case ids."""
+    return {"n": len(folder.skipped), "reasons": _reason_counts(folder.skipped),
+            "case_ids": [f.case_id for f in folder.skipped]}
+
+
+def _reason_counts(entries: list[Failure]) -> dict[str, int]:
+    reasons: dict[str, int] = {}
+    for f in entries:
+        reasons[f.reason] = reasons.get(f.reason, 0) + 1
+    return dict(sorted(reasons.items()))
+
+
+def accounting_flags(uncounted: dict[str, Any], n_episodes: int, n_dataset: int | None,
+                     skipped: list[Failure] | None = None) -> list[str]:
+    """Run-health lines about what the scores cover: failures left out of every denominator, a partial run, and
+    cases skipped because the adapter cannot run them (one line per reason, with its count)."""
+    flags = [f"{k} case(s) skipped, not scored: {reason}" for reason, k in _reason_counts(skipped or []).items()]
     ids = uncounted.get("case_ids") or []
     if ids:
         flags.append(f"{len(ids)} failed episode(s) with unknown windows ({', '.join(ids[:3])}"
