@@ -2,7 +2,9 @@
 
 It hears realised timeline cues (one frame late, like a listener) and speaks through the project's TTS, so
 its audio goes through the same VAD, ASR and judge as any model's: its score tests the whole chain. DSB-IFEval
-cases are played by `adapters.oracle_ifeval`, which also gives the text of what it says (MPE episodes carry none).
+cases are played by `adapters.oracle_ifeval`, which also gives the text of what it says (MPE episodes carry none);
+M3-DuplexBench cases by `adapters.oracle_m3`, in the row's own system voice. It takes teacher forcing: a forced
+frame is returned as it is (it says what it is made to say).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import numpy as np
 
 from adapters.base import AssistantVoice, SpeechQueue
 from adapters.oracle_ifeval import IFEvalOracleScript
+from adapters.oracle_m3 import M3OracleScript
 from adapters.protocol import Frame, TimelineCue
 from dataset_builder.audio import SESSION_SR, seconds_to_samples
 
@@ -30,7 +33,7 @@ class OracleAgent:
     name = "oracle"
     version = "1"
     realtime = False
-    capabilities = frozenset({"gold_cues", "text_output"})
+    capabilities = frozenset({"gold_cues", "text_output", "teacher_forcing"})
 
     def __init__(self, frame_size: int = 1920, sample_rate: int = SESSION_SR, tts: str = "piper",
                  cache_dir: str | Path | None = None, answer_delay_s: float = 0.3,
@@ -44,6 +47,7 @@ class OracleAgent:
         self.labels: dict[str, str] = {}
         self.planned: list[tuple[int, str, np.ndarray | None, str | None]] = []  # (sample, what, audio, text)
         self.ifeval: IFEvalOracleScript | None = None
+        self.m3: M3OracleScript | None = None
         self.t = 0
         self.answer = np.zeros(0, np.float32)
         self.holding = np.zeros(0, np.float32)
@@ -53,12 +57,16 @@ class OracleAgent:
         self.planned = []
         self.labels = {}
         self.ifeval = None
+        self.m3 = None
         self.t = 0
 
     def bind_case(self, case: Any) -> None:
         if getattr(case, "benchmark", "") == "ifeval":
             self.ifeval = IFEvalOracleScript(case, self.mouth.speak, self.sample_rate, self.answer_delay_s,
                                              self.stop_delay_s)
+            return
+        if getattr(case, "benchmark", "") == "m3":  # bound to the plan's M3Bound: the case and its reference audio
+            self.m3 = M3OracleScript(case, self.answer_delay_s, self.stop_delay_s)
             return
         self.labels = {t.turn_id: t.label for t in case.script.turns}
         self.answer = self.mouth.speak(answer_sentence(case.script.gold_answer))
@@ -67,6 +75,9 @@ class OracleAgent:
     def cue(self, event: TimelineCue) -> None:
         if self.ifeval is not None:
             self.planned += self.ifeval.on_cue(event)
+            return
+        if self.m3 is not None:
+            self.m3.on_cue(event)
             return
         label = self.labels.get(event.turn_id)
         delay = seconds_to_samples(self.answer_delay_s, self.sample_rate)
@@ -79,6 +90,15 @@ class OracleAgent:
                                  "stop", None, None))
 
     def step(self, user_frame: np.ndarray, forced_model_frame: np.ndarray | None = None) -> Frame:
+        if self.m3 is not None:
+            audio, text = self.m3.frame(self.frame_size)
+            self.t += self.frame_size
+            if forced_model_frame is not None:
+                return Frame(np.asarray(forced_model_frame, np.float32).copy())
+            return Frame(audio, text)
+        if forced_model_frame is not None:
+            self.t += self.frame_size
+            return Frame(np.asarray(forced_model_frame, np.float32).copy())
         due = [p for p in self.planned if p[0] <= self.t]
         self.planned = [p for p in self.planned if p[0] > self.t]
         texts = []
