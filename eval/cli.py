@@ -133,6 +133,20 @@ def cmd_report(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(a: argparse.Namespace) -> int:
+    from metrics.asr import get_asr
+    from metrics.m3.export import export_run
+
+    summary = export_run(Path(a.run_dir), Path(a.out), asr=get_asr(a.asr, **parse_kv(a.asr_arg, "--asr-arg")))
+    print(f"exported {summary['episodes']} episode(s) per condition to {summary['out']} (the M3 authors' layout: "
+          "{condition}/metadata.jsonl, audio/, asr/)")
+    for f in summary["left_out"]:
+        print(f"LEFT OUT {f['case_id']} ({f['status']}): {f['reason']}")
+    for lang, why in summary["untranscribed"].items():
+        print(f"NO TEXT {lang}: {why}")
+    return 0
+
+
 def cmd_text_reference(a: argparse.Namespace) -> int:
     from dataset_builder.hf_dataset import list_cases
     from eval.text_reference import get_decider, text_reference
@@ -252,6 +266,14 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument("--allow-stale", action="store_true",
                     help="show runs whose scores no longer match their folder, marked STALE, instead of refusing")
     rp.set_defaults(func=cmd_report)
+    ex = sub.add_parser("export", help="export a scored run to a peer benchmark's own layout (m3: the M3-DuplexBench "
+                                       "authors' evaluation)")
+    ex.add_argument("benchmark", choices=("m3",))
+    ex.add_argument("run_dir")
+    ex.add_argument("--out", required=True, help="folder for {condition}/metadata.jsonl, audio/ and asr/")
+    ex.add_argument("--asr", default="whisper-tiny-en", help="ASR of the model's utterances (their ASR JSON's text)")
+    ex.add_argument("--asr-arg", action="append", default=[], metavar="K=V")
+    ex.set_defaults(func=cmd_export)
     tr = sub.add_parser("text-reference", help="transcript-conditioned reference: respond/silent from text")
     tr.add_argument("--dataset", required=True)
     tr.add_argument("--config", default="mpe")

@@ -1,0 +1,151 @@
+"""Export an M3 run folder to the layout the M3-DuplexBench authors' evaluation reads (SPEC §12, issue 8 "Interop"),
+so their `evaluation/run_evaluation.py` can score our recordings unchanged.
+
+    OUT/{condition}/metadata.jsonl                        one line per episode, their field names
+    OUT/{condition}/audio/{sample_id}/{event_id}.wav      stereo, ch0 user, ch1 model, 24 kHz: the recording over
+                                                          [input_start, input_end) (P + W; BC / BARGE_IN: W)
+    OUT/{condition}/asr/{sample_id}/{event_id}.json       {"context_length": 0.0, "segments": [{"channel", "text",
+                                                          "timestamp": [s, e], "chunks": [{"text", "timestamp"}]}]}
+
+One folder per condition, because their evaluation averages everything in one metadata file (they run one
+condition per inference run). Field values: `sample_id` = our dialogue id, `event_id` = our event id, `task` and
+`event_type` in their vocabulary (SHIFT -> TURN_SHIFT / smooth_turn_taking, PAUSE -> TURN_HOLD / pause_handling,
+BC -> backchanneling, BARGE_IN), `user_channel` 0 and `system_channel` 1 (the output files' channels, which their
+evaluators assume), the times on our recording's clock (their evaluators use only differences from
+`input_start`), `input_end` = s + max(Δ, t − s) for BC / BARGE_IN as their `get_input_times` computes (cut to the
+recording), `context_mode` none / user_audio / teacher_forcing, and `output_asr_path` (their evaluation's
+`--metadata` key). Our own ids ride along as `case_id`, `condition`, `language`, `domain`.
+
+The ASR JSON holds the model channel's utterances as their aligner builds them (words joined across gaps < 0.5 s,
+`asr/run_aligner.py: segment_words`): our VAD spans joined the same way (the `authors` rule set's segmentation and
+view), times relative to `input_start`, each transcribed by the ASR in the episode's language. `chunks` are the
+transcript's words spread evenly over the utterance (we have no forced aligner): their timing code reads only
+segment times and the number of chunks (its backchannel filter), which this keeps. Where the ASR cannot
+transcribe the language, text and chunks are empty and the summary says so (their filter then calls every short
+segment a backchannel). The user side of P is given as one channel-0 segment per gold utterance, for their
+content prompts.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dataset_builder.atomic import atomic_write_json, atomic_write_text
+from dataset_builder.audio import SESSION_SR, write_wav
+from dataset_builder.errors import UsageError
+from dataset_builder.m3.schema import BENCHMARK
+from metrics.episodes import load_run_folder, read_recording
+from metrics.freshness import MEASUREMENTS, load_json, refuse_if_stale
+from metrics.m3 import content as C
+from metrics.m3.rules import RULE_SETS, EventTimes, ms, sec, segments, visible, window_end
+from metrics.scoring import LazyASR
+
+EVENT_TYPE = {"SHIFT": "TURN_SHIFT", "PAUSE": "TURN_HOLD", "BC": "BC", "BARGE_IN": "BARGE_IN"}
+TASK = {"SHIFT": "smooth_turn_taking", "PAUSE": "pause_handling", "BC": "backchanneling", "BARGE_IN": "barge_in"}
+CONTEXT_MODE = {"none": "none", "user": "user_audio", "full": "teacher_forcing"}
+AUTHORS = RULE_SETS["authors"]
+
+
+def chunks(text: str, a: float, b: float) -> list[dict[str, Any]]:
+    """The transcript's words spread evenly over [a, b) (no forced alignment: see the module docstring)."""
+    words = text.split()
+    if not words:
+        return []
+    step = (b - a) / len(words)
+    return [{"text": w, "timestamp": [round(a + i * step, 3), round(a + (i + 1) * step, 3)]}
+            for i, w in enumerate(words)]
+
+
+def input_span(m: dict[str, Any]) -> tuple[float, float]:
+    """[input_start, input_end) of their `get_input_times`: from b (SHIFT / PAUSE) or s (BC / BARGE_IN) to the
+    (for BC / BARGE_IN, extended) window end, cut to the recording."""
+    ev = EventTimes.of(m)
+    return sec(ev.b), sec(window_end(ev, AUTHORS))
+
+
+def asr_json(m: dict[str, Any], model: np.ndarray, transcribe: Any) -> dict[str, Any]:
+    """Their ASR JSON for one episode (times relative to input_start)."""
+    ev = EventTimes.of(m)
+    lo = ev.b
+    segs: list[dict[str, Any]] = []
+    for a, b in visible(segments(m["vad_spans"], AUTHORS), ev, AUTHORS):
+        text = transcribe(model[a * SESSION_SR // 1000:b * SESSION_SR // 1000]) if transcribe else ""
+        ra, rb = sec(a - lo), sec(b - lo)
+        segs.append({"channel": 1, "text": text, "timestamp": [ra, rb], "chunks": chunks(text, ra, rb)})
+    for u in m.get("context") or []:
+        if u[0] == "user" and ms(u[3]) > lo and ms(u[2]) < ev.s:
+            ra, rb = sec(max(ms(u[2]), lo) - lo), sec(min(ms(u[3]), ev.s) - lo)
+            segs.append({"channel": 0, "text": str(u[1]), "timestamp": [ra, rb], "chunks": chunks(str(u[1]), ra, rb)})
+    segs.sort(key=lambda s: (s["timestamp"][0], s["channel"], s["timestamp"][1]))
+    return {"context_length": 0.0, "segments": segs}
+
+
+def metadata(m: dict[str, Any], adapter: str, wav: Path, asr_path: Path) -> dict[str, Any]:
+    start, end = input_span(m)
+    return {
+        "sample_id": m["dialogue_id"], "event_id": m["event_id"], "model": adapter, "task": TASK[m["event_type"]],
+        "event_type": EVENT_TYPE[m["event_type"]], "user_channel": 0, "system_channel": 1,
+        "event_start": m["event_start_s"], "event_end": m["event_end_s"], "trigger_time": start,
+        "input_start": start, "input_end": end, "context_start": m.get("context_start_s", 0.0),
+        "context_end": start, "input_audio_path": "", "context_audio_path": "", "alignment_path": None,
+        "output_audio_path": str(wav.resolve()), "output_asr_path": str(asr_path.resolve()),
+        "use_context": m["condition"] != "none", "context_mode": CONTEXT_MODE[m["condition"]],
+        "case_id": m["case_id"], "condition": m["condition"], "language": m["language"], "domain": m["domain"],
+    }
+
+
+def export_run(run_dir: Path, out: Path, *, asr: Any = None) -> dict[str, Any]:
+    """Write the authors' layout for every scored episode of `run_dir` (scored first: the VAD spans come from its
+    measurements.jsonl, refused when stale). Returns a summary: episodes per condition, what was left out."""
+    run_dir, out = Path(run_dir), Path(out)
+    scores = load_json(run_dir / "scores.json", "scores file")
+    if scores.get("benchmark") != BENCHMARK:
+        raise UsageError(f"{run_dir} holds {scores.get('benchmark')!r} scores; `export m3` exports M3 runs")
+    refuse_if_stale(run_dir, run_dir / "scores.json", scores, "the export would pair old spans with new audio")
+    measured = [json.loads(x) for x in (run_dir / MEASUREMENTS).read_text().splitlines() if x.strip()]
+    folder = load_run_folder(run_dir, BENCHMARK)
+    episodes = {ep.case_id: ep for ep in folder.ok}
+    lazy = LazyASR(asr)
+    lines: dict[str, list[str]] = {}
+    counts: Counter[str] = Counter()
+    no_text: Counter[str] = Counter()
+    left_out = [{"case_id": f.case_id, "status": f.status, "reason": f.reason}
+                for f in [*folder.failures, *folder.skipped]]
+    for m in measured:
+        if m.get("failed") or m["case_id"] not in episodes:
+            continue
+        audio = read_recording(run_dir, episodes[m["case_id"]])
+        start, end = input_span(m)
+        base = out / m["condition"]
+        wav = base / "audio" / m["dialogue_id"] / f"{m['event_id']}.wav"
+        asr_path = base / "asr" / m["dialogue_id"] / f"{m['event_id']}.json"
+        a, b = ms(start) * SESSION_SR // 1000, ms(end) * SESSION_SR // 1000
+        wav.parent.mkdir(parents=True, exist_ok=True)
+        write_wav(wav, audio[a:b])
+        problem = C.language_problem(lazy.get(), m["language"])
+        transcribe = None
+        if problem is None:
+            bound = C.transcriber(lazy.get(), m["language"])
+
+            def transcribe(x: np.ndarray, bound: Any = bound) -> str:
+                return str(bound(x, SESSION_SR))
+        else:
+            no_text[m["language"]] += 1
+        asr_path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(asr_path, asr_json(m, audio[:, 1], transcribe))
+        lines.setdefault(m["condition"], []).append(json.dumps(metadata(m, str(scores.get("adapter")), wav, asr_path),
+                                                               ensure_ascii=False))
+        counts[m["condition"]] += 1
+    for cond, rows in lines.items():
+        atomic_write_text(out / cond / "metadata.jsonl", "".join(r + "\n" for r in rows))
+    summary = {"out": str(out), "episodes": dict(counts), "left_out": left_out, "asr": lazy.described(),
+               "untranscribed": {lang: f"{n} episode(s): {C.language_problem(lazy.get(), lang)}"
+                                 for lang, n in no_text.items()},
+               "audio": f"the recording over [input_start, input_end), {SESSION_SR} Hz, ch0 user, ch1 model"}
+    atomic_write_json(out / "export.json", summary)
+    return summary
