@@ -161,10 +161,9 @@ def expected_stream(ev: M3Event, audio: np.ndarray, condition: str, lead: int, f
     if t > s:
         window[: t - s] = user[s:t]
     user[s:] = window
-    if condition == "none":
-        user[:b] = 0.0
-    pad = (-(lead + s)) % frame
-    return np.concatenate([np.zeros(lead + pad, np.float32), user]), lead + pad
+    first = b if condition == "none" else 0  # None starts at b: the model never hears C
+    pad = (-(lead + s - first)) % frame
+    return np.concatenate([np.zeros(lead + pad, np.float32), user[first:]]), lead + pad - first
 
 
 # --- the user stream ---------------------------------------------------------------------------------------------
@@ -184,7 +183,8 @@ def test_user_stream_per_condition_sample_exact(events, frame: int, greets: int)
             np.testing.assert_array_equal(got[:len(want)], want, err_msg=where)
             assert not got[len(want):].any(), where
             s_stream = offset + round(ev.event_start_s * SESSION_SR)
-            assert s_stream % frame == 0 and 0 <= offset - lead < frame, where
+            first = round(ev.prompt_start_s * SESSION_SR) if case.condition == "none" else 0
+            assert s_stream % frame == 0 and 0 <= offset + first - lead < frame, where
             # W: the stream ends Δ after s (up to the last frame), and in W only [s, t] carries user audio.
             assert len(want) - s_stream == round(WINDOW_S * SESSION_SR), where
             g = p.gold
@@ -213,10 +213,13 @@ def test_user_stream_differs_where_the_conditions_say(events) -> None:
     streams = {c.condition: render(plan(c, audio, proto, SESSION_SR), SESSION_SR, 1920) for c in cases_of(ev)}
     np.testing.assert_array_equal(streams["user"], streams["full"])
     off = plan(M3Case(ev, "none"), audio, proto, SESSION_SR).gold["context_start_s"]
-    b, s = (round((off + x) * SESSION_SR) for x in (ev.prompt_start_s, ev.event_start_s))
-    assert not streams["none"][:b].any() and streams["user"][:b].any()  # the context is heard only under User
-    np.testing.assert_array_equal(streams["none"][b:s], streams["user"][b:s])  # P under all three
-    assert np.abs(streams["none"][b:s]).max() > 0.05
+    assert off < 0  # None starts at b: clip time 0 lies before the recording
+    bn, sn = (round((off + x) * SESSION_SR) for x in (ev.prompt_start_s, ev.event_start_s))
+    off_u = plan(M3Case(ev, "user"), audio, proto, SESSION_SR).gold["context_start_s"]
+    b, s = (round((off_u + x) * SESSION_SR) for x in (ev.prompt_start_s, ev.event_start_s))
+    assert 0 <= bn < 1920 and not streams["none"][:bn].any() and streams["user"][:b].any()  # C only under User
+    np.testing.assert_array_equal(streams["none"][bn:sn], streams["user"][b:s])  # P under all three
+    assert np.abs(streams["none"][bn:sn]).max() > 0.05
     # After the question, the user's next words in the row (none here) and anything later are muted.
     assert not streams["user"][s:].any()
     bc, bc_audio = events["BC"]

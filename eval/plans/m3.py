@@ -2,11 +2,12 @@
 
 A fixed schedule: the row's user channel is played as it was recorded, whatever the model does.
 
-    [lead silence] [pad < 1 frame] | C (user audio; None: silence) | P = [b, s) | W = [s, s + Δ)
+    [lead silence] [pad < 1 frame] | C (user audio; not under None) | P = [b, s) | W = [s, s + Δ)
 
 - In W the user audio is kept only inside the event interval [s, t] and zeroed elsewhere (SHIFT / PAUSE: W's user
   side is silent; BC / BARGE_IN: the user's IPU plays).
-- None: the context region is silence but keeps its place, so s is where it is under User and Full.
+- None: the stream starts at b (the paper's single-turn setting: the model receives user audio in P and W only), so
+  clip time 0 lies before the recording and `context_start_s` is negative.
 - Full: the model channel is teacher-forced to the row's system channel over [0, s) (`EpisodePlan.forced`, which
   also makes the case need "teacher_forcing"); the model runs free from s.
 - `lead_silence_s` is prepended in None/User for an adapter that greets first (`M3Protocol.greets_first`).
@@ -104,14 +105,13 @@ def plan(case: M3Case, audio: np.ndarray, protocol: M3Protocol, sr: int) -> Epis
     user_a = _fit(resample(user, SESSION_SR, sr), a_w)
     system_a = _fit(resample(_channel(audio, SYSTEM_CHANNEL, i_w), SESSION_SR, sr), a_w)
     lead = seconds_to_samples(protocol.lead_silence_s, sr) if protocol.greets_first and cond != "full" else 0
-    pad = (-(lead + a_s)) % frame if frame > 0 else 0
-    offset = lead + pad
+    first = a_b if cond == "none" else 0  # the first clip sample the stream plays: None starts at b
+    pad = (-(lead + a_s - first)) % frame if frame > 0 else 0
+    offset = lead + pad - first  # the stream sample of clip time 0 (negative under None: C is never played)
 
-    steps: list[Step] = []
-    if cond == "none":
-        steps.append(Silence(offset + a_b))
-    else:
-        steps += [Silence(offset), Play("context", CLIPS["context"], user_a[:a_b])]
+    steps: list[Step] = [Silence(lead + pad)]
+    if cond != "none":
+        steps.append(Play("context", CLIPS["context"], user_a[:a_b]))
     steps += [Play("prompt", CLIPS["prompt"], user_a[a_b:a_s]), Play("window", CLIPS["window"], user_a[a_s:a_w])]
     steps = [st for st in steps if not (isinstance(st, Play) and len(st.audio) == 0)]
 
