@@ -88,13 +88,14 @@ class Knowledge:
         return out
 
     def gold(self, entity: Entity, relation: str, lang: str) -> Answer:
-        return gold(entity.facts[relation], lang, self.others(relation, entity.facts[relation], lang))
+        fact = entity.facts[relation]
+        return gold(fact, lang, self.others(relation, fact, lang) if fact.kind == "text" else ())
 
 
 # --- saying a value --------------------------------------------------------------------------------------------
 
 def said(fact: Fact, lang: str) -> str:
-    """The value as an answer says it: "1889", "3776 metres", "fourth", "Paris"; "1889年", "3776メートル"."""
+    """The value as an answer says it: "1889", "3776 meters", "fourth", "Paris"; "1889年", "3776メートル"."""
     if fact.kind == "text":
         return fact.text(lang)
     assert isinstance(fact.value, int)
@@ -105,7 +106,7 @@ def said(fact: Fact, lang: str) -> str:
         return _ORDINALS[v] if lang == "en" else f"{v}番目"
     singular, ja = UNITS[fact.unit]
     if lang == "en":
-        unit = singular if v == 1 else fact.unit
+        unit = (singular if v == 1 else fact.unit).replace("tre", "ter")  # spoken by US voices: "meters"
         return f"{v:,} {unit}" if v >= 10_000 else f"{v} {unit}"
     return f"{v}{ja[0]}"
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from dataset_builder.diagnostics import split_sentences, words
 
 _VOWEL_GROUP = re.compile(r"[aeiouy]+")
+# A sentence piece ending in an initial ("J.", "R.R.") or a title abbreviation does not end a sentence.
+_ABBREVIATION = re.compile(r"(?:^|\s)(?:[A-Z]\.)+$|\b(?:St|Mt|Mr|Mrs|Ms|Dr)\.$")
 _JA_SENTENCE_END = re.compile(r"(?<=[。！？!?])")
 _SMALL_KANA = set("ゃゅょぁぃぅぇぉゎャュョァィゥェォヮ")
 _PUNCT_CATEGORIES = ("P", "Z", "S")
@@ -28,9 +30,14 @@ def syllables(word: str) -> int:
     return max(1, len(_VOWEL_GROUP.findall(w)))
 
 
+def _number_words(digits: str) -> int:
+    """About how many words a written number takes to say: "7" one, "634" two, "1889" three."""
+    return max(1, len(digits) - 1)
+
+
 def morae(text: str) -> int:
     """A Japanese length in morae: each kana (small ya/yu/yo and small vowels not counted, the long-vowel mark
-    and small tsu counted), each kanji two, each Latin letter or digit one; punctuation and spaces nothing."""
+    and small tsu counted), each kanji or digit two, each Latin letter one; punctuation and spaces nothing."""
     n = 0
     for ch in unicodedata.normalize("NFKC", text):
         cat = unicodedata.category(ch)
@@ -38,7 +45,7 @@ def morae(text: str) -> int:
             continue
         if ch in _SMALL_KANA:
             continue
-        n += 2 if "\u4e00" <= ch <= "\u9fff" or ch == "々" else 1
+        n += 2 if "\u4e00" <= ch <= "\u9fff" or ch == "々" or ch.isdigit() else 1  # a digit reads as ~2 morae
     return n
 
 
@@ -54,14 +61,26 @@ class Language:
     half_min: int  # each side of a held pause ('|') is at least this long
     turn_max: int  # a TURN line is at most this long
     host_min: int  # a turn this long can host a listener's backchannel or be cut by a barge-in
+    tail_min: int  # a turn cut after its answer runs on at least this long past it
     joiner: str  # between two sentences or a lead-in and its line
 
     def size(self, text: str) -> int:
-        return len(words(text)) if self.unit == "words" else morae(text)
+        """Words (English) or morae (Japanese); a number counts as it is read ("1889": eighteen eighty-nine)."""
+        if self.unit == "words":
+            return sum(_number_words(w) if w.isdigit() else 1 for w in words(text))
+        return morae(text)
 
     def sentences(self, text: str) -> list[str]:
+        """Sentences of a line: split after . ! ? and a space (English; not after an initial or an abbreviation:
+        "J. R. R. Tolkien", "St. Louis"), after 。！？ (Japanese)."""
         if self.code == "en":
-            return split_sentences(text)
+            out: list[str] = []
+            for piece in split_sentences(text):
+                if out and _ABBREVIATION.search(out[-1]):
+                    out[-1] = f"{out[-1]} {piece}"
+                else:
+                    out.append(piece)
+            return out
         return [s.strip() for s in _JA_SENTENCE_END.split(text.strip()) if s.strip()]
 
     def join(self, first: str, second: str) -> str:
@@ -107,7 +126,7 @@ def decapitalise(text: str) -> str:
 # syllables) or six morae; a TURN of four words / eight morae lasts well over 0.8 s.
 LANGUAGES: dict[str, Language] = {
     "en": Language("en", "words", bc_max=3, bc_max_syllables=4, turn_min=4, half_min=3, turn_max=55,
-                   host_min=9, joiner=" "),
+                   host_min=9, tail_min=5, joiner=" "),
     "ja": Language("ja", "morae", bc_max=7, bc_max_syllables=0, turn_min=8, half_min=6, turn_max=150,
-                   host_min=20, joiner=""),
+                   host_min=20, tail_min=12, joiner=""),
 }

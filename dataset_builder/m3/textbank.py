@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dataset_builder.m3.bankio import TEXTS_DIR, Problems, check_keys, read_yaml, rel, where
-from dataset_builder.m3.knowledge import Knowledge, load_knowledge
+from dataset_builder.m3.knowledge import Knowledge, load_knowledge, said
 from dataset_builder.m3.language import LANGUAGES, Language
 
 SPEAKER_CODES = {"U": "user", "S": "system"}
@@ -25,6 +25,8 @@ MIN_MIDDLES = 2  # 2-4 middles are drawn without repeats
 LANG_FILES = ("backchannels.yaml", "barge_in.yaml", "transitions.yaml", "task/relations.yaml")
 RELATION_PARTS = ("ask_first", "ask_follow", "answer")
 RELATION_EXTRAS = ("openers", "reactions", "also")
+# Optional backchannel lists for one domain (a user acknowledging an answer says "mm-hm", not "no way").
+BC_EXTRAS = ("user_task", "system_task", "user_chat", "system_chat")
 # Placeholders each kind of text may hold (besides chat slots).
 ALLOWED = {"ask_first": {"entity", "noun"}, "ask_follow": {"noun"}, "answer": {"value", "entity", "noun"},
            "reactions": {"value"}, "openers": set(), "also": set(), "transitions": set(), "barge_in": set()}
@@ -78,7 +80,7 @@ class RelationTexts:
 class LanguageBank:
     language: str
     chat: dict[str, ChatTopic]
-    backchannels: dict[str, tuple[str, ...]]  # "user" / "system"
+    backchannels: dict[str, tuple[str, ...]]  # "user" / "system", optionally "user_task" etc. (BC_EXTRAS)
     barge_in: tuple[str, ...]
     transitions: dict[str, tuple[str, ...]]  # "chat" / "task"
     relations: dict[str, RelationTexts]
@@ -114,8 +116,9 @@ class _Texts:
     def __init__(self, lang: Language, problems: Problems) -> None:
         self.lang, self.problems = lang, problems
 
-    def filled(self, text: str) -> str:
-        return PLACEHOLDER.sub(FILLER[self.lang.code], text)
+    def filled(self, text: str, values: dict[str, str] | None = None) -> str:
+        """The text with each placeholder replaced by `values[name]` (the shortest real value), else a filler."""
+        return PLACEHOLDER.sub(lambda m: (values or {}).get(m.group(1), FILLER[self.lang.code]), text)
 
     def placeholders(self, at: str, text: str, allowed: set[str], what: str = "placeholder") -> list[str]:
         names = PLACEHOLDER.findall(text)
@@ -126,8 +129,9 @@ class _Texts:
             self.problems.fail(at, "unbalanced brace", text)
         return names
 
-    def turn(self, at: str, text: str, *, pause_ok: bool) -> None:
-        """A TURN line: long enough to last over 0.8 s, not too long; at most one '|', both halves TURNs."""
+    def turn(self, at: str, text: str, *, pause_ok: bool, values: dict[str, str] | None = None) -> None:
+        """A TURN line: long enough to last over 0.8 s, not too long; at most one '|', both halves TURNs. Its
+        placeholders count as `values` (the shortest ones it can say), else as one-word fillers."""
         lang = self.lang
         if not text.strip():
             self.problems.fail(at, "empty text", text)
@@ -137,7 +141,7 @@ class _Texts:
             self.problems.fail(at, "'|' only in user lines and questions", text)
         if n_pause > 1:
             self.problems.fail(at, "more than one '|' in a line", text)
-        whole = self.filled(text.replace(PAUSE, " "))
+        whole = self.filled(text.replace(PAUSE, " "), values)
         size = lang.size(whole)
         if size < lang.turn_min:
             self.problems.fail(at, f"turn too short to be a TURN ({size} < {lang.turn_min} {lang.unit})", text)
@@ -145,7 +149,7 @@ class _Texts:
             self.problems.fail(at, f"turn too long ({size} > {lang.turn_max} {lang.unit})", text)
         if n_pause == 1:
             for half in text.split(PAUSE):
-                n = lang.size(self.filled(half))
+                n = lang.size(self.filled(half, values))
                 if n < lang.half_min:
                     self.problems.fail(at, f"pause half too short ({n} < {lang.half_min} {lang.unit})", half.strip())
 
@@ -317,9 +321,9 @@ def _load_backchannels(path: Path, lang: Language, problems: Problems) -> dict[s
     data = _mapping(path, problems)
     if data is None:
         return {"user": (), "system": ()}
-    check_keys(data, path, "top", {"user", "system"}, {"user", "system"}, problems)
+    check_keys(data, path, "top", {"user", "system", *BC_EXTRAS}, {"user", "system"}, problems)
     out = {}
-    for side in ("user", "system"):
+    for side in ("user", "system", *(k for k in BC_EXTRAS if k in data)):
         items = _strings(data.get(side), where(path, side, side), problems, side)
         for text in items:
             at = where(path, text, side)
@@ -380,6 +384,7 @@ def _load_relations(path: Path, texts: _Texts, knowledge: Knowledge, problems: P
         extras[name] = tuple(dict.fromkeys(items))
     relations: dict[str, RelationTexts] = {}
     known = knowledge.relations
+    shortest = _shortest_values(knowledge, texts.lang)
     for relation, body in data.items():
         if relation in RELATION_EXTRAS:
             continue
@@ -397,7 +402,7 @@ def _load_relations(path: Path, texts: _Texts, knowledge: Knowledge, problems: P
             for text in items:
                 t_at = where(path, text, f"{relation}.{part}")
                 names = texts.placeholders(t_at, text, ALLOWED[part])
-                texts.turn(t_at, text, pause_ok=part != "answer")
+                texts.turn(t_at, text, pause_ok=part != "answer", values=shortest.get(str(relation)))
                 if part == "ask_first" and "entity" not in names:
                     problems.fail(t_at, "ask_first must name the entity ({entity})", text)
                 if part == "answer" and "value" not in names:
@@ -409,6 +414,21 @@ def _load_relations(path: Path, texts: _Texts, knowledge: Knowledge, problems: P
     for relation in sorted(known - set(data)):
         problems.fail(where(path, None, relation), "a relation of knowledge.yaml has no questions", relation)
     return relations, extras
+
+
+def _shortest_values(knowledge: Knowledge, lang: Language) -> dict[str, dict[str, str]]:
+    """Per relation, the shortest entity name, value and noun it can be said with: a question or answer must be a
+    TURN even then."""
+    code = lang.code
+    out: dict[str, dict[str, str]] = {}
+    for relation in knowledge.relations:
+        ents = [e for e in knowledge.entities if relation in e.facts]
+        names = [e.name[code] for e in ents]
+        vals = [said(e.facts[relation], code) for e in ents]
+        nouns = [n for e in ents for n in e.noun.get(code, ())] or [FILLER[code]]
+        out[relation] = {"entity": min(names, key=lang.size), "value": min(vals, key=lang.size),
+                         "noun": min(nouns, key=lang.size)}
+    return out
 
 
 def load_language(code: str, knowledge: Knowledge, problems: Problems, root: Path = TEXTS_DIR) -> LanguageBank:

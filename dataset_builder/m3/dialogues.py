@@ -1,0 +1,659 @@
+"""Seeded text dialogues for M3-DuplexBench (DESIGN.md "Dialogues"): chat and task, English and Japanese.
+
+`generate(language, domain, index, seed)` returns dialogue `index` of a config; `generate_dialogues(language,
+domain, n, seed)` the first `n`. A dialogue is a list of utterances in speaking order, each with how it relates to
+what comes before (`RELATIONS`): the timeline places them (PAUSE / SHIFT / BC timings, barge-in cuts); nothing
+here knows about time or audio.
+
+- **chat**: 2-4 topics of `texts/{lang}/chat/`, each an opening, 2-4 middles and maybe a closing; a topic's slot
+  values are drawn once and reused; a transition lead-in opens the next topic. Two lines of one speaker in a row
+  (one exchange ends where the next starts) become one turn.
+- **task**: 2-4 entities of `texts/knowledge.yaml`; the user asks about an entity by name, follows up 1-3 times
+  with questions that need the history ("and when was it finished?"), then switches entity. Every system answer
+  says the value and carries its gold (`knowledge.gold`). The next entity is sometimes one the last answers
+  named (the Seine after "Paris"), as topic shifts go in TopiOCQA.
+- In both: a user line with a `|` (or two user lines joined) may become two TURNs with a held PAUSE between
+  them; 1-3 system turns are cut by a user barge-in (an opener joined to the user's next line; in task, the
+  system's answer runs on with a second fact so the cut comes after the answer, `cut_after_chars`); listeners
+  backchannel in long turns.
+
+Draws are spread evenly across a config: every choice (topic, exchange, phrasing, slot value, entity, relation,
+lead-in) takes one of its least-used options so far, ties broken by the dialogue's seeded random. So dialogue
+`index` depends on the seed and on dialogues 0..index-1 only: the first n dialogues are the same whatever the
+preset (`mini` is the first dialogue of `full`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from dataset_builder.m3.knowledge import Entity, Knowledge, said
+from dataset_builder.m3.language import LANGUAGES, Language, capitalise
+from dataset_builder.m3.schema import DOMAINS, KINDS, SPEAKERS
+from dataset_builder.m3.schema import LANGUAGES as LANGS
+from dataset_builder.m3.textbank import PAUSE, PLACEHOLDER, Exchange, LanguageBank, TextBank, load_bank
+from dataset_builder.schema import SchemaError
+
+RELATIONS = ("first", "shift", "pause", "bc", "barge_in")
+PRESETS = {"mini": 1, "full": 200}  # dialogues per (language, domain)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """How a dialogue is put together: counts and rates, one place for every knob."""
+
+    chat_topics: tuple[tuple[int, float], ...] = ((2, 0.35), (3, 0.45), (4, 0.20))
+    chat_lines: tuple[int, int] = (17, 23)  # bank lines per chat dialogue (before joins and splits)
+    task_entities: tuple[tuple[int, float], ...] = ((3, 0.35), (4, 0.65))  # the most; 2 when they suffice
+    task_questions: tuple[int, int] = (10, 13)  # user questions per task dialogue
+    max_follow_ups: int = 3
+    closing_p: float = 0.6  # a chat topic ends with a closing exchange when one fits
+    transition_p: dict[str, float] = field(default_factory=lambda: {"chat": 0.85, "task": 0.75})
+    opener_p: float = 0.9  # the first task question has a lead-in
+    reaction_p: float = 0.6  # a follow-up question starts with a reaction to the last answer
+    long_answer_p: float = 0.3  # a task answer runs on after its value ("..., if I'm remembering that right")
+    link_p: float = 0.4  # the next entity is one the last answers named, when there is one
+    pauses: tuple[tuple[int, float], ...] = ((1, 0.45), (2, 0.40), (3, 0.15))
+    barge_ins: tuple[tuple[int, float], ...] = ((1, 0.45), (2, 0.40), (3, 0.15))
+    # A listener backchannels in a long turn (Language.host_min) with this probability, per (domain, listener).
+    bc_p: dict[str, dict[str, float]] = field(default_factory=lambda: {
+        "chat": {"user": 0.45, "system": 0.30}, "task": {"user": 0.40, "system": 0.10}})
+    max_bcs: int = 6
+    task_bc_asides: tuple[tuple[int, float], ...] = ((1, 0.6), (2, 0.4))  # task answers run on for a user BC
+
+
+SHAPE = Shape()
+
+
+# --- records ---------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class DialogueUtterance:
+    """One IPU-to-be of a dialogue's text: a TURN (or half of one, after a held pause) or a backchannel."""
+
+    utt_id: str  # "{dialogue_id}-u{NN}"
+    speaker: str  # "user" | "system"
+    kind: str  # "turn" | "bc"
+    text: str
+    relation: str  # RELATIONS: how it follows what came before
+    topic: str = ""  # chat topic id, or the task entity id the turn is about
+    fact: str = ""  # task: the relation asked or answered ("height")
+    gold_answer: str = ""  # task system answers: the gold, computed from the knowledge base
+    gold_aliases: tuple[str, ...] = ()
+    context_dependent: bool = False  # task system answers: the question needed the history
+    cut_after_chars: int = 0  # a system turn a barge-in cuts: cut no earlier than this many characters in
+
+    def validate(self, where: str) -> None:
+        _require(self.speaker in SPEAKERS, f"speaker {self.speaker!r} not in {SPEAKERS}", where, "speaker")
+        _require(self.kind in KINDS, f"kind {self.kind!r} not in {KINDS}", where, "kind")
+        _require(self.relation in RELATIONS, f"relation {self.relation!r} not in {RELATIONS}", where, "relation")
+        _require(bool(self.text.strip()) and PAUSE not in self.text and not PLACEHOLDER.search(self.text),
+                 "text is empty or holds a '|' or a placeholder", where, "text")
+        _require((self.kind == "bc") == (self.relation == "bc"), "a bc utterance has relation bc and only it",
+                 where, "relation")
+        _require(not self.gold_answer or (self.speaker == "system" and self.kind == "turn"),
+                 "only system turns carry a gold answer", where, "gold_answer")
+        _require(self.gold_answer or not (self.gold_aliases or self.context_dependent),
+                 "aliases and context_dependent need a gold answer", where, "gold_aliases")
+        _require(0 <= self.cut_after_chars < len(self.text), "cut_after_chars out of the text", where,
+                 "cut_after_chars")
+
+
+@dataclass(frozen=True)
+class Dialogue:
+    dialogue_id: str  # "{lang}-{domain}-d{NNN}"
+    language: str
+    domain: str
+    index: int
+    seed: int  # the seed of this dialogue's draws (from the build seed, language, domain and index)
+    topics: tuple[str, ...]  # chat topic ids / task entity ids, in order
+    utterances: tuple[DialogueUtterance, ...]
+
+    def validate(self) -> None:
+        where = f"dialogue {self.dialogue_id}"
+        _require(self.language in LANGS, f"language {self.language!r} not in {LANGS}", where, "language")
+        _require(self.domain in DOMAINS, f"domain {self.domain!r} not in {DOMAINS}", where, "domain")
+        _require(self.dialogue_id == dialogue_id(self.language, self.domain, self.index), "dialogue_id does not "
+                 "match language, domain and index", where, "dialogue_id")
+        _require(bool(self.utterances), "no utterances", where, "utterances")
+        last_turn: DialogueUtterance | None = None
+        for i, u in enumerate(self.utterances):
+            at = f"{where} utterance {i}"
+            u.validate(at)
+            _require(u.utt_id == f"{self.dialogue_id}-u{i:02d}", "utt_ids run u00, u01, ... in order", at, "utt_id")
+            _require((i == 0) == (u.relation == "first"), "the first utterance, and only it, is 'first'", at,
+                     "relation")
+            if i == 0:
+                _require(u.kind == "turn", "a dialogue starts with a turn", at, "kind")
+            elif u.relation == "bc":
+                _require(last_turn is not None and last_turn.speaker != u.speaker,
+                         "a bc is the listener's, during the other speaker's turn", at, "speaker")
+            elif u.relation == "pause":
+                _require(last_turn is not None and last_turn.speaker == u.speaker,
+                         "a pause continues the same speaker's turn", at, "relation")
+            elif u.relation == "shift":
+                _require(last_turn is not None and last_turn.speaker != u.speaker,
+                         "a shift is the other speaker taking the turn", at, "relation")
+            elif u.relation == "barge_in":
+                _require(last_turn is not None and last_turn.speaker == "system" and u.speaker == "user",
+                         "a barge-in is the user cutting into a system turn", at, "relation")
+            if u.gold_answer:
+                _require(self.domain == "task", "gold answers belong to task dialogues", at, "gold_answer")
+            if u.kind == "turn":
+                last_turn = u
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Dialogue:
+        d = dict(data)
+        try:
+            d["utterances"] = tuple(DialogueUtterance(**{**u, "gold_aliases": tuple(u.get("gold_aliases", ()))})
+                                    for u in d.get("utterances", ()))
+            d["topics"] = tuple(d.get("topics", ()))
+            dialogue = cls(**d)
+        except TypeError as err:
+            raise SchemaError(str(err), source="dialogue", field="keys") from err
+        dialogue.validate()
+        return dialogue
+
+    def lines(self) -> list[tuple[str, str]]:
+        """(speaker, text) of each TURN line as written: a held pause's halves joined again."""
+        joiner = LANGUAGES[self.language].joiner
+        out: list[tuple[str, str]] = []
+        for u in self.utterances:
+            if u.kind != "turn":
+                continue
+            if u.relation == "pause" and out and out[-1][0] == u.speaker:
+                out[-1] = (u.speaker, f"{out[-1][1]}{joiner}{u.text}")
+            else:
+                out.append((u.speaker, u.text))
+        return out
+
+    def count(self, relation: str) -> int:
+        return sum(u.relation == relation for u in self.utterances)
+
+
+def _require(cond: bool, message: str, where: str, fld: str) -> None:
+    if not cond:
+        raise SchemaError(message, source=where, field=fld)
+
+
+def dialogue_id(language: str, domain: str, index: int) -> str:
+    return f"{language}-{domain}-d{index:03d}"
+
+
+def dialogue_seed(seed: int, language: str, domain: str, index: int) -> int:
+    """A stable seed per dialogue (Python's hash() of str is salted per process)."""
+    digest = hashlib.sha256(f"m3-dialogue/{seed}/{language}/{domain}/{index}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") & (2**63 - 1)
+
+
+# --- spreading the draws ---------------------------------------------------------------------------------------
+
+class Ledger:
+    """How often each option of each choice has been taken in a config so far; `pick` takes a least-used one."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[tuple[str, int | str]] = Counter()
+
+    def order(self, key: str, n: int, rng: random.Random) -> list[int]:
+        """Option indices from least to most used, ties in seeded random order."""
+        jitter = [rng.random() for _ in range(n)]
+        return sorted(range(n), key=lambda i: (self.counts[key, i], jitter[i]))
+
+    def take(self, key: str, i: int | str) -> None:
+        self.counts[key, i] += 1
+
+    def pick(self, key: str, n: int, rng: random.Random, ok: Callable[[int], bool] | None = None) -> int:
+        """A least-used option among those `ok` accepts (among all when it accepts none)."""
+        order = self.order(key, n, rng)
+        allowed = [i for i in order if ok is None or ok(i)] or order
+        self.take(key, allowed[0])
+        return allowed[0]
+
+    def pick_said(self, key: str, templates: Sequence[str], realise: Callable[[str], str], rng: random.Random,
+                  ok: Callable[[int], bool] | None = None) -> int:
+        """A template whose realised text has been said least in the config (then the least-used template):
+        one template with a name or a noun in it says something new each time, one without it does not."""
+        jitter = [rng.random() for _ in templates]
+        said_as = [" ".join(realise(t).lower().split()) for t in templates]
+        allowed = [i for i in range(len(templates)) if ok is None or ok(i)] or list(range(len(templates)))
+        best = min(allowed, key=lambda i: (self.counts["said", said_as[i]], self.counts[key, i], jitter[i]))
+        self.take(key, best)
+        self.take("said", said_as[best])  # type: ignore[arg-type]
+        return best
+
+    def choose(self, key: str, options: Sequence[str], rng: random.Random) -> str:
+        return options[self.pick(key, len(options), rng)]
+
+
+def _weighted(pairs: tuple[tuple[int, float], ...], rng: random.Random) -> int:
+    values, weights = zip(*pairs, strict=True)
+    return rng.choices(values, weights=weights)[0]
+
+
+# --- turns before realisation ----------------------------------------------------------------------------------
+
+@dataclass
+class _Turn:
+    """A speaker's turn as text pieces: the boundaries between pieces are candidate held pauses (user only)."""
+
+    speaker: str
+    pieces: list[str]
+    topic: str = ""
+    topic_start: bool = False
+    fact: str = ""
+    gold: tuple[str, list[str]] | None = None
+    context_dependent: bool = False
+    barge_host: bool = False  # a system turn the user's next turn cuts into
+    bc_host: bool = False  # a system turn the user backchannels in, whatever the draw
+    barge_opener: str = ""  # the user's turn: the lead-in it cuts in with
+    bare: list[str] | None = None  # the pieces without the turn's own lead-in (a barge-in opener replaces it)
+    cut_after_chars: int = 0
+    value_end: int = 0  # a task answer: where the value it says ends in the text (0: not found)
+
+
+def _fill(text: str, values: dict[str, str]) -> str:
+    return PLACEHOLDER.sub(lambda m: values[m.group(1)], text)
+
+
+def _compose(lang: Language, lead: str, template: str, values: dict[str, str]) -> str:
+    """A lead-in and a template said as one line, placeholders filled after joining (so a name keeps its
+    capitals after a lead-in) and the line's first letter capitalised."""
+    text = _fill(lang.join(lead, template) if lead else template, values)
+    return capitalise(text) if lang.code == "en" else text
+
+
+def _pieces(text: str) -> list[str]:
+    return [p.strip() for p in text.split(PAUSE)]
+
+
+# --- chat ------------------------------------------------------------------------------------------------------
+
+def _chat_turns(bank: LanguageBank, lang: Language, ledger: Ledger, rng: random.Random,
+                shape: Shape) -> tuple[list[_Turn], list[str]]:
+    names = sorted(bank.chat)
+    n_topics = min(_weighted(shape.chat_topics, rng), len(names))
+    order = ledger.order("chat/topic", len(names), rng)[:n_topics]
+    for i in order:
+        ledger.take("chat/topic", i)
+    topics = [names[i] for i in order]
+    rng.shuffle(topics)
+    target = rng.randint(*shape.chat_lines)
+    lines: list[tuple[str, str, str, bool, str]] = []  # (speaker, text, topic, opens a topic, text sans lead-in)
+
+    for ti, name in enumerate(topics):
+        topic = bank.chat[name]
+        budget = (target - len(lines)) / (n_topics - ti)
+        values = {s: ledger.choose(f"{name}/slot/{s}", vals, rng) for s, vals in topic.slots.items()}
+        last = lines[-1][0] if lines else None
+        chosen = [topic.opening[_pick_exchange(ledger, f"{name}/opening", topic.opening, rng, last)]]
+        n_lines = len(chosen[0].lines)
+        mean_middle = sum(len(m.lines) for m in topic.middle) / len(topic.middle)
+        used: set[int] = set()
+        while len(used) < min(4, len(topic.middle)):
+            if len(used) >= 2 and n_lines + mean_middle > budget:
+                break
+            i = _pick_exchange(ledger, f"{name}/middle", topic.middle, rng, chosen[-1].last_speaker, used)
+            used.add(i)
+            chosen.append(topic.middle[i])
+            n_lines += len(topic.middle[i].lines)
+        if topic.closing and n_lines < budget + 1 and rng.random() < shape.closing_p:
+            chosen.append(topic.closing[_pick_exchange(ledger, f"{name}/closing", topic.closing, rng,
+                                                       chosen[-1].last_speaker)])
+        first = True
+        for ex in chosen:
+            for ln in ex.lines:
+                template = ln.texts[ledger.pick(ln.key, len(ln.texts), rng)]
+                lead = ""
+                if first and ti > 0 and bank.transitions["chat"] and rng.random() < shape.transition_p["chat"]:
+                    lead = ledger.choose("chat/transition", bank.transitions["chat"], rng)
+                lines.append((ln.speaker, _compose(lang, lead, template, values), name, first,
+                              _compose(lang, "", template, values)))
+                first = False
+
+    turns: list[_Turn] = []
+    for speaker, text, name, topic_start, bare in lines:
+        if turns and turns[-1].speaker == speaker:
+            turns[-1].pieces += _pieces(text)  # two lines of one speaker: one turn, a candidate pause between
+            turns[-1].bare = None
+        else:
+            turns.append(_Turn(speaker, _pieces(text), topic=name, topic_start=topic_start, bare=_pieces(bare)))
+    _pick_chat_barge_ins(turns, lang, rng, shape)
+    return turns, topics
+
+
+def _pick_exchange(ledger: Ledger, key: str, exchanges: Sequence[Exchange], rng: random.Random, prev: str | None,
+                   exclude: set[int] | None = None) -> int:
+    """A least-used exchange not in `exclude`, preferring one that starts with the other speaker than `prev`."""
+    order = [i for i in ledger.order(key, len(exchanges), rng) if not exclude or i not in exclude]
+    fits = [i for i in order if exchanges[i].first_speaker != prev]
+    i = (fits or order)[0]
+    ledger.take(key, i)
+    return i
+
+
+def _pick_chat_barge_ins(turns: list[_Turn], lang: Language, rng: random.Random, shape: Shape) -> None:
+    """1-3 system turns long enough to be cut, each followed by a user turn (not one opening a topic, when
+    there are enough others)."""
+    hosts = [i for i in range(len(turns) - 1)
+             if turns[i].speaker == "system" and turns[i + 1].speaker == "user"
+             and _can_host(lang, _text(lang, turns[i].pieces))]
+    calm = [i for i in hosts if not turns[i + 1].topic_start]
+    want = _weighted(shape.barge_ins, rng)
+    pool = calm if len(calm) >= want else hosts
+    for i in rng.sample(pool, min(want, len(pool))):
+        turns[i].barge_host = True
+
+
+# --- task ------------------------------------------------------------------------------------------------------
+
+def _asked_entities(knowledge: Knowledge, bank: LanguageBank) -> list[Entity]:
+    """Entities with at least two facts this language has questions for, in knowledge-base order."""
+    return [e for e in knowledge.entities if sum(r in bank.relations for r in e.facts) >= 2]
+
+
+def _follow_ups(n_entities: int, n_questions: int, caps: list[int], rng: random.Random) -> list[int]:
+    """Follow-ups per entity: each 1..cap, summing to n_questions - n_entities where the caps allow."""
+    counts = [1] * n_entities
+    extra = n_questions - 2 * n_entities
+    open_ = [i for i in range(n_entities) if counts[i] < caps[i]]
+    while extra > 0 and open_:
+        i = rng.choice(open_)
+        counts[i] += 1
+        extra -= 1
+        open_ = [j for j in range(n_entities) if counts[j] < caps[j]]
+    return counts
+
+
+def _task_turns(bank: LanguageBank, knowledge: Knowledge, lang: Language, ledger: Ledger, rng: random.Random,
+                shape: Shape) -> tuple[list[_Turn], list[str]]:
+    code = lang.code
+    pool = _asked_entities(knowledge, bank)
+    ids = [e.id for e in pool]
+    n_e = min(_weighted(shape.task_entities, rng), len(pool))  # at most; fewer when the questions are covered
+    n_q = rng.randint(*shape.task_questions)
+    entities: list[Entity] = []
+    named: set[str] = set()  # text values the answers said: candidates for the next entity
+    plans: list[list[str]] = []  # per entity: its relations, least-asked first
+    caps: list[int] = []
+    n_rels = [len(_relations(e, bank)) for e in pool]
+    for k in range(n_e):
+        if k >= 2 and sum(1 + c for c in caps) >= n_q:
+            break
+        taken = {e.id for e in entities}
+        # Among the least-used entities, one with more facts when the questions still to ask need them (a book
+        # has two facts, a mountain four); every entity stays within one use of the others.
+        room = (n_q - sum(1 + c for c in caps)) / (n_e - k)
+        rich = 4 if room > 2.5 else 3 if room > 1.5 else 2
+        linked = [i for i, e in enumerate(pool) if e.id not in taken and e.name["en"] in named]
+        free = [i for i in range(len(pool)) if ids[i] not in taken]
+        low = min(ledger.counts["task/entity", i] for i in free)
+        linked = [i for i in linked if ledger.counts["task/entity", i] <= low + 1]  # a link never overuses one
+        if linked and rng.random() < shape.link_p:
+            free = linked
+            low = min(ledger.counts["task/entity", i] for i in free)
+        tier = [i for i in free if ledger.counts["task/entity", i] == low]
+        i = ledger.pick("task/entity", len(pool), rng,
+                        lambda i, tier=tier, rich=rich: i in tier and n_rels[i] >= rich)
+        if i not in tier:  # the pick fell back to any entity: undo it and take from the tier
+            ledger.counts["task/entity", i] -= 1
+            i = ledger.pick("task/entity", len(pool), rng, lambda i, tier=tier: i in tier)
+        e = pool[i]
+        entities.append(e)
+        rels = _relations(e, bank)
+        # An entity with four facts or more keeps one unasked: the system may volunteer it (`_task_asides`).
+        caps.append(min(shape.max_follow_ups, len(rels) - (2 if len(rels) >= 4 else 1)))
+        # Least asked of this entity first, then least asked overall (so "which city" does not crowd out the rest).
+        jitter = {r: rng.random() for r in rels}
+        plans.append(sorted(rels, key=lambda r: (ledger.counts[f"task/rel/{e.id}", rels.index(r)],
+                                                 ledger.counts["task/relation/" + r, 0], jitter[r])))
+        named |= {e.facts[r].value["en"] for r in rels if e.facts[r].kind == "text"}  # type: ignore[index]
+    follow = _follow_ups(len(entities), n_q, caps, rng)
+
+    turns: list[_Turn] = []
+    for k, (e, order, f) in enumerate(zip(entities, plans, follow, strict=True)):
+        asked = order[:1 + f]
+        for r in asked:
+            ledger.take(f"task/rel/{e.id}", _relations(e, bank).index(r))
+            ledger.take("task/relation/" + r, 0)
+        values = {"entity": e.name[code]}
+        last_value = ""
+        for q, r in enumerate(asked):
+            texts = bank.relations[r]
+            values["noun"] = _noun(e, code, ledger, rng)
+            if q == 0:
+                template = texts.ask_first[ledger.pick_said(f"task/{r}/ask_first", texts.ask_first,
+                                                            lambda t, v=values: _fill(t, v), rng)]
+                lead = ""
+                if k == 0 and bank.openers and rng.random() < shape.opener_p:
+                    lead = ledger.choose("task/opener", bank.openers, rng)
+                elif k > 0 and bank.transitions["task"] and rng.random() < shape.transition_p["task"]:
+                    lead = ledger.choose("task/transition", bank.transitions["task"], rng)
+            else:
+                template = texts.ask_follow[ledger.pick_said(f"task/{r}/ask_follow", texts.ask_follow,
+                                                             lambda t, v=values: _fill(t, v), rng)]
+                lead = ""
+                if bank.reactions and rng.random() < shape.reaction_p:
+                    lead = _fill(ledger.choose("task/reaction", bank.reactions, rng), {"value": last_value})
+            turns.append(_Turn("user", _pieces(_compose(lang, lead, template, values)), topic=e.id,
+                               topic_start=q == 0, fact=r, bare=_pieces(_compose(lang, "", template, values))))
+            fact = e.facts[r]
+            last_value = said(fact, code)
+            # Some answers run on after the value (hosts for a backchannel or a barge-in).
+            runs_on = [j for j, t in enumerate(texts.answer) if lang.size(t.partition("{value}")[2]) >= lang.tail_min]
+            want_long = bool(runs_on) and rng.random() < shape.long_answer_p
+            filled = {**values, "value": last_value}
+            answer = texts.answer[ledger.pick_said(f"task/{r}/answer", texts.answer, lambda t, v=filled: _fill(t, v),
+                                                   rng, lambda j, lo=runs_on, w=want_long: (j in lo) == w)]
+            text = _compose(lang, "", answer, filled)
+            at = text.lower().find(last_value.lower())
+            turns.append(_Turn("system", [text], topic=e.id, fact=r, gold=knowledge.gold(e, r, code),
+                               context_dependent=q > 0, value_end=at + len(last_value) if at >= 0 else 0))
+    spare = {e.id: order[1 + f:] for e, order, f in zip(entities, plans, follow, strict=True)}
+    _task_asides(turns, entities, spare, bank, lang, ledger, rng, shape)
+    return turns, [e.id for e in entities]
+
+
+def _relations(e: Entity, bank: LanguageBank) -> list[str]:
+    """The entity's relations this language has questions for."""
+    return [r for r in e.facts if r in bank.relations]
+
+
+def _noun(e: Entity, code: str, ledger: Ledger, rng: random.Random) -> str:
+    nouns = e.noun.get(code) or (("one",) if code == "en" else ("それ",))
+    return ledger.choose(f"task/noun/{e.id}", nouns, rng)
+
+
+def _task_asides(turns: list[_Turn], entities: list[Entity], spare: dict[str, list[str]], bank: LanguageBank,
+                 lang: Language, ledger: Ledger, rng: random.Random, shape: Shape) -> None:
+    """1-3 system answers the user cuts into, and 1-2 the user backchannels in: an answer that runs on after its
+    value ("It was finished in 1889, if I'm remembering that correctly.") is cut after the value; a short one
+    first runs on with a second fact of the same entity that nobody asks about (`spare`, each used once), and is
+    cut after the answer itself. Either way the user has heard the answer before cutting in."""
+    code = lang.code
+    by_id = {e.id: e for e in entities}
+    hosts = [i for i, t in enumerate(turns) if t.speaker == "system"]
+    rng.shuffle(hosts)
+    n_barge, n_bc = _weighted(shape.barge_ins, rng), _weighted(shape.task_bc_asides, rng)
+    for i in sorted(hosts, key=lambda i: not _tail_ok(lang, turns[i])):  # runs-on first: they need no aside
+        turn = turns[i]
+        e = by_id[turn.topic]
+        can_barge = n_barge > 0 and i < len(turns) - 1
+        if _tail_ok(lang, turn) and can_barge:
+            n_barge -= 1
+            turn.barge_host, turn.cut_after_chars = True, turn.value_end
+            continue
+        if not spare[e.id] or not (can_barge or n_bc):
+            continue
+        r = spare[e.id].pop(0)
+        answers = bank.relations[r].answer
+        standalone = [j for j, t in enumerate(answers) if not (code == "en" and _DEICTIC.match(t))]
+        template = answers[ledger.pick(f"task/{r}/answer", len(answers), rng, lambda j, ok=standalone: j in ok)]
+        lead = ledger.choose("task/also", bank.also, rng) if bank.also else ""
+        aside = _compose(lang, lead, template, {"entity": e.name[code], "noun": _noun(e, code, ledger, rng),
+                                                "value": said(e.facts[r], code)})
+        first = turn.pieces[0]
+        turn.pieces = [lang.join(first, aside)]
+        if can_barge:
+            n_barge -= 1
+            turn.barge_host, turn.cut_after_chars = True, len(first)
+        else:
+            n_bc -= 1
+            turn.bc_host = True
+
+
+def _tail_ok(lang: Language, turn: _Turn) -> bool:
+    """Whether an answer runs on long enough after its value to be cut there."""
+    text = _text(lang, turn.pieces)
+    return turn.value_end > 0 and lang.size(text[turn.value_end:]) >= lang.tail_min
+
+
+_DEICTIC = re.compile(r"^(?:that|that's|that'd|that one's|that would)\b", re.IGNORECASE)  # needs the question
+
+
+# --- realisation: pauses, barge-ins, backchannels ----------------------------------------------------------------
+
+def _text(lang: Language, pieces: Sequence[str]) -> str:
+    return lang.joiner.join(p for p in pieces if p)
+
+
+def _realise(turns: list[_Turn], bank: LanguageBank, lang: Language, domain: str, ledger: Ledger,
+             rng: random.Random, shape: Shape, did: str) -> tuple[DialogueUtterance, ...]:
+    # Barge-ins: the user's turn after a host starts with an opener and is not split by a pause.
+    for i, t in enumerate(turns[:-1]):
+        if t.barge_host and bank.barge_in:
+            nxt = turns[i + 1]
+            nxt.barge_opener = ledger.choose("barge_in", bank.barge_in, rng)
+            nxt.pieces = [lang.join(nxt.barge_opener, _text(lang, nxt.bare or nxt.pieces))]
+            if lang.code == "en":
+                nxt.pieces[0] = capitalise(nxt.pieces[0])
+        elif t.barge_host:
+            t.barge_host = False
+    # Held pauses: at most one per user turn, at a boundary whose halves are both TURN-long.
+    candidates = []
+    for i, t in enumerate(turns):
+        if t.speaker != "user" or t.barge_opener:
+            continue
+        ok = [b for b in range(1, len(t.pieces))
+              if lang.size(_text(lang, t.pieces[:b])) >= lang.half_min
+              and lang.size(_text(lang, t.pieces[b:])) >= lang.half_min]
+        if ok:
+            candidates.append((i, rng.choice(ok)))
+    chosen = dict(rng.sample(candidates, min(_weighted(shape.pauses, rng), len(candidates))))
+
+    ipus: list[tuple[_Turn, str, str, int]] = []  # (turn, text, relation, cut_after_chars)
+    for i, t in enumerate(turns):
+        rel = "first" if i == 0 else ("barge_in" if t.barge_opener else "shift")
+        if i in chosen:
+            b = chosen[i]
+            ipus.append((t, _text(lang, t.pieces[:b]), rel, 0))
+            ipus.append((t, _text(lang, t.pieces[b:]), "pause", 0))
+        else:
+            ipus.append((t, _text(lang, t.pieces), rel, t.cut_after_chars))
+
+    # Backchannels: the listener in a long TURN that is not cut; at least one by the user when any can be.
+    rates = shape.bc_p[domain]
+    hosts = [k for k, (t, text, _, _) in enumerate(ipus) if not t.barge_host and _can_host(lang, text)]
+    bcs = {k for k in hosts if ipus[k][0].bc_host or rng.random() < rates[_other(ipus[k][0].speaker)]}
+    user_hosts = [k for k in hosts if ipus[k][0].speaker == "system"]
+    if user_hosts and not any(ipus[k][0].speaker == "system" for k in bcs):
+        bcs.add(rng.choice(user_hosts))
+    while len(bcs) > shape.max_bcs:
+        bcs.discard(rng.choice(sorted(k for k in bcs if ipus[k][0].speaker == "user") or sorted(bcs)))
+
+    out: list[DialogueUtterance] = []
+
+    def add(speaker: str, kind: str, text: str, relation: str, turn: _Turn | None, cut: int = 0) -> None:
+        gold = turn.gold if turn is not None and relation != "pause" else None
+        out.append(DialogueUtterance(
+            utt_id=f"{did}-u{len(out):02d}", speaker=speaker, kind=kind, text=text, relation=relation,
+            topic=turn.topic if turn else "", fact=turn.fact if turn else "",
+            gold_answer=gold[0] if gold else "", gold_aliases=tuple(gold[1]) if gold else (),
+            context_dependent=bool(gold) and turn is not None and turn.context_dependent, cut_after_chars=cut))
+
+    for k, (t, text, relation, cut) in enumerate(ipus):
+        add(t.speaker, "turn", text, relation, t, cut)
+        if k in bcs:
+            listener = _other(t.speaker)
+            options = bank.backchannels.get(f"{listener}_{domain}") or bank.backchannels[listener]
+            if options:
+                add(listener, "bc", ledger.choose(f"bc/{listener}", options, rng), "bc", None)
+    return tuple(out)
+
+
+def _can_host(lang: Language, text: str) -> bool:
+    """Whether a listener may backchannel in a turn, or cut into it: it is long, and it does not end on a
+    question (people answer a question rather than backchannel through it or talk over it)."""
+    return lang.size(text) >= lang.host_min and not text.rstrip().endswith(("?", "？"))
+
+
+def _other(speaker: str) -> str:
+    return "system" if speaker == "user" else "user"
+
+
+# --- the API ---------------------------------------------------------------------------------------------------
+
+class _Stream:
+    """The dialogues of one (language, domain, seed), generated in order and kept, with the shared ledger."""
+
+    def __init__(self, bank: TextBank, language: str, domain: str, seed: int, shape: Shape) -> None:
+        self.bank, self.language, self.domain, self.seed, self.shape = bank, language, domain, seed, shape
+        self.ledger = Ledger()
+        self.dialogues: list[Dialogue] = []
+
+    def upto(self, n: int) -> list[Dialogue]:
+        lb = self.bank.language(self.language)
+        lang = LANGUAGES[self.language]
+        while len(self.dialogues) < n:
+            index = len(self.dialogues)
+            ds = dialogue_seed(self.seed, self.language, self.domain, index)
+            rng = random.Random(ds)
+            if self.domain == "chat":
+                turns, topics = _chat_turns(lb, lang, self.ledger, rng, self.shape)
+            else:
+                turns, topics = _task_turns(lb, self.bank.knowledge, lang, self.ledger, rng, self.shape)
+            did = dialogue_id(self.language, self.domain, index)
+            utts = _realise(turns, lb, lang, self.domain, self.ledger, rng, self.shape, did)
+            d = Dialogue(did, self.language, self.domain, index, ds, tuple(topics), utts)
+            d.validate()
+            self.dialogues.append(d)
+        return self.dialogues[:n]
+
+
+_STREAMS: dict[tuple[int, str, str, int, str], _Stream] = {}
+
+
+def generate_dialogues(language: str, domain: str, n: int, seed: int = 0, *, bank: TextBank | None = None,
+                       shape: Shape = SHAPE) -> list[Dialogue]:
+    """The first `n` dialogues of config (language, domain) for a build seed; validated."""
+    if language not in LANGS or domain not in DOMAINS:
+        raise ValueError(f"unknown config ({language!r}, {domain!r}); languages {LANGS}, domains {DOMAINS}")
+    bank = bank if bank is not None else load_bank()
+    key = (id(bank), language, domain, seed, repr(shape))
+    if key not in _STREAMS or _STREAMS[key].bank is not bank:  # an id may be reused once a bank is gone
+        _STREAMS[key] = _Stream(bank, language, domain, seed, shape)
+    return list(_STREAMS[key].upto(n))
+
+
+def generate(language: str, domain: str, index: int, seed: int = 0, *, bank: TextBank | None = None,
+             shape: Shape = SHAPE) -> Dialogue:
+    """Dialogue `index` of config (language, domain) for a build seed."""
+    if index < 0:
+        raise ValueError(f"index must be >= 0, got {index}")
+    return generate_dialogues(language, domain, index + 1, seed, bank=bank, shape=shape)[index]
+
+
+def preset_size(preset: str) -> int:
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; known: {sorted(PRESETS)}")
+    return PRESETS[preset]
+
