@@ -48,8 +48,8 @@ PRESETS = {"mini": 1, "full": 200}  # dialogues per (language, domain)
 class Shape:
     """How a dialogue is put together: counts and rates, one place for every knob."""
 
-    chat_topics: tuple[tuple[int, float], ...] = ((2, 0.35), (3, 0.45), (4, 0.20))
-    chat_lines: tuple[int, int] = (17, 23)  # bank lines per chat dialogue (before joins and splits)
+    chat_topics: tuple[tuple[int, float], ...] = ((2, 0.45), (3, 0.40), (4, 0.15))
+    chat_lines: tuple[int, int] = (14, 19)  # bank lines per chat dialogue (before joins and splits)
     task_entities: tuple[tuple[int, float], ...] = ((3, 0.35), (4, 0.65))  # the most; 2 when they suffice
     task_questions: tuple[int, int] = (10, 13)  # user questions per task dialogue
     max_follow_ups: int = 3
@@ -312,7 +312,7 @@ def _chat_turns(bank: LanguageBank, lang: Language, ledger: Ledger, rng: random.
         first = True
         for ex in chosen:
             for ln in ex.lines:
-                template = ln.texts[ledger.pick(ln.key, len(ln.texts), rng)]
+                template = ln.texts[ledger.pick_said(ln.key, ln.texts, lambda t, v=values: _fill(t, v), rng)]
                 lead = ""
                 if first and ti > 0 and bank.transitions["chat"] and rng.random() < shape.transition_p["chat"]:
                     lead = ledger.choose("chat/transition", bank.transitions["chat"], rng)
@@ -637,7 +637,7 @@ def generate_dialogues(language: str, domain: str, n: int, seed: int = 0, *, ban
     """The first `n` dialogues of config (language, domain) for a build seed; validated."""
     if language not in LANGS or domain not in DOMAINS:
         raise ValueError(f"unknown config ({language!r}, {domain!r}); languages {LANGS}, domains {DOMAINS}")
-    bank = bank if bank is not None else load_bank()
+    bank = bank if bank is not None else load_bank((language,))  # one language's errors never stop another
     key = (id(bank), language, domain, seed, repr(shape))
     if key not in _STREAMS or _STREAMS[key].bank is not bank:  # an id may be reused once a bank is gone
         _STREAMS[key] = _Stream(bank, language, domain, seed, shape)

@@ -192,8 +192,9 @@ def _parse_line(item: object) -> tuple[str, str] | None:
     return None
 
 
-def _exchange(node: object, path: Path, entry: str, key: str, slots: set[str], used: set[str],
+def _exchange(node: object, path: Path, entry: str, key: str, slots: dict[str, str], used: set[str],
               texts: _Texts, problems: Problems) -> Exchange | None:
+    """One exchange; `slots` maps each slot to its shortest value (what a length check counts it as)."""
     at0 = where(path, _first_str(node), entry)
     if not isinstance(node, list) or not node:
         problems.fail(at0, "an exchange is a non-empty list of lines", node)
@@ -223,8 +224,8 @@ def _exchange(node: object, path: Path, entry: str, key: str, slots: set[str], u
             problems.fail(at, "alternatives with different speakers", item)
         speaker = parsed[0][0]
         for _, text in parsed:
-            used.update(texts.placeholders(at, text, slots, "slot"))
-            texts.turn(at, text, pause_ok=speaker == "user")
+            used.update(texts.placeholders(at, text, set(slots), "slot"))
+            texts.turn(at, text, pause_ok=speaker == "user", values=slots)
         if lines and lines[-1].speaker == speaker:
             problems.fail(at, "speaker alternation broken (same speaker twice in a row)", parsed[0][1])
         lines.append(BankLine(speaker, tuple(t for _, t in parsed), f"{key}.{j}", at))
@@ -274,7 +275,8 @@ def load_topic(path: Path, lang: Language, problems: Problems) -> ChatTopic | No
             nodes = []
         out = []
         for i, node in enumerate(nodes):
-            ex = _exchange(node, path, f"{section}[{i}]", f"{key_base}:{section}[{i}]", set(slots), used, texts,
+            shortest = {name: min(vals, key=lang.size) for name, vals in slots.items()}
+            ex = _exchange(node, path, f"{section}[{i}]", f"{key_base}:{section}[{i}]", shortest, used, texts,
                            problems)
             if ex is not None:
                 out.append(ex)
@@ -416,6 +418,24 @@ def _load_relations(path: Path, texts: _Texts, knowledge: Knowledge, problems: P
     return relations, extras
 
 
+def _shared_sentences(chat: dict[str, ChatTopic], lang: Language, problems: Problems) -> None:
+    """A sentence written in two places of a language's chat bank is drawn for both, and adds up against the
+    variety rule: warn at its second place (a sentence with a slot is filled differently and is left alone)."""
+    first: dict[str, str] = {}
+    for topic in chat.values():
+        for section in (topic.opening, topic.middle, topic.closing):
+            for ex in section:
+                for ln in ex.lines:
+                    for text in ln.texts:
+                        for sentence in lang.sentences(text.replace(PAUSE, " ")):
+                            if PLACEHOLDER.search(sentence):
+                                continue
+                            norm = " ".join(sentence.lower().split())
+                            if norm in first and first[norm] != ln.where:
+                                problems.warn(ln.where, f"sentence also at {first[norm]}", sentence)
+                            first.setdefault(norm, ln.where)
+
+
 def _shortest_values(knowledge: Knowledge, lang: Language) -> dict[str, dict[str, str]]:
     """Per relation, the shortest entity name, value and noun it can be said with: a question or answer must be a
     TURN even then."""
@@ -443,6 +463,7 @@ def load_language(code: str, knowledge: Knowledge, problems: Problems, root: Pat
         topic = load_topic(path, lang, problems)
         if topic is not None:
             chat[topic.topic] = topic
+    _shared_sentences(chat, lang, problems)
     relations, extras = _load_relations(base / "task" / "relations.yaml", texts, knowledge, problems)
     return LanguageBank(
         language=code,
