@@ -17,14 +17,12 @@ measurement records which.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import fields
-from hashlib import sha256
 from pathlib import Path
 from typing import Any
 
-from dataset_builder.atomic import atomic_write_json, atomic_write_text
+from dataset_builder.atomic import atomic_write_json
 from dataset_builder.episode import Episode
 from dataset_builder.ifeval.schema import BENCHMARK, ROLE_OVERRIDES, VERIFIER_DEFAULTS
 from dataset_builder.progress import Progress
@@ -38,14 +36,14 @@ from metrics.episodes import (
     load_run_folder,
     read_recording,
 )
-from metrics.freshness import HEALTH, MEASUREMENTS, invalidate, load_reusable, provenance, scores_path
+from metrics.freshness import invalidate, provenance, scores_path
 from metrics.health import SoundProfile, episode_stats, run_health, window_sound, with_flags
 from metrics.ifeval.aggregate import aggregate
 from metrics.ifeval.judge import NOT_COMPUTED, judge_case, llm_judge
 from metrics.ifeval.judge import aggregate_judge as judge_blocks
 from metrics.ifeval.measure import ANCHOR, failed_record, gold_problem, measure_case
 from metrics.ifeval.verdicts import Thresholds
-from metrics.spans import Span
+from metrics.scoring import LazyASR, reused_inputs, spans_audio, store_measurements
 from metrics.thresholds import Limit, validate_overrides
 from metrics.vad import VAD_PRESETS, SileroVAD, VADParams
 
@@ -82,38 +80,7 @@ def model_text(ep: Episode, from_s: float = 0.0) -> str:
     return "".join(str(text) for t, text in ep.model_text if float(t) >= from_s - 1e-6)
 
 
-def clipped_audio(model: Any, spans: list[Span], from_s: float) -> Any:
-    import numpy as np
-
-    parts = [model[int(max(s.start_s, from_s) * SR):int(s.end_s * SR)] for s in spans if s.end_s > from_s]
-    return np.concatenate(parts) if parts else np.zeros(0, np.float32)
-
-
-class _Lazy:
-    """The ASR, built only when a case needs one (most cases are scored on timing alone)."""
-
-    def __init__(self, asr: Any) -> None:
-        self._asr = asr
-        self.used = False
-
-    def get(self) -> Any:
-        if self._asr is None:
-            from metrics.asr import DEFAULT_ASR, get_asr
-
-            self._asr = get_asr(DEFAULT_ASR)
-        self.used = True
-        return self._asr
-
-    @property
-    def name(self) -> str:
-        if self._asr is None:
-            from metrics.asr import DEFAULT_ASR
-
-            return DEFAULT_ASR
-        return str(self._asr.name)
-
-
-def measure_run(folder: RunFolder, asr: _Lazy, judge: Any, vad_factory: Callable[[VADParams], Any],
+def measure_run(folder: RunFolder, asr: LazyASR, judge: Any, vad_factory: Callable[[VADParams], Any],
                 progress: bool = False) -> tuple[list[dict[str, Any]], dict[str, dict[str, float]]]:
     """Measurements (and judgements) and health numbers of every usable episode; one that turns out unusable
     moves to `folder.failures` with its reason and the rest go on."""
@@ -147,7 +114,7 @@ def measure_run(folder: RunFolder, asr: _Lazy, judge: Any, vad_factory: Callable
                 readback = ("model_text", model_text(ep, w0))
             else:
                 heard = [s for s in model_spans if s.end_s > w0]
-                text = asr.get().transcribe(clipped_audio(model, heard, w0), SR) if heard else ""
+                text = asr.get().transcribe(spans_audio(model, SR, heard, w0), SR) if heard else ""
                 readback = ("asr", text)
                 transcript_extra = {"transcript": text, "transcribed_s": round(sum(
                     s.end_s - max(s.start_s, w0) for s in heard), 3)}
@@ -158,7 +125,7 @@ def measure_run(folder: RunFolder, asr: _Lazy, judge: Any, vad_factory: Callable
             if has_text_output(ep):
                 transcript, source = model_text(ep), "model_text"
             else:
-                transcript = asr.get().transcribe(clipped_audio(model, model_spans, 0.0), SR) if model_spans else ""
+                transcript = asr.get().transcribe(spans_audio(model, SR, model_spans), SR) if model_spans else ""
                 source = "asr"
             m["judge"] = judge_case(judge, gold, transcript, source)
         measurements.append(m)
@@ -224,29 +191,22 @@ def score_run(run_dir: Path, *, asr: Any = None, judge: Any = None, overrides: d
     th = check_overrides(overrides, folder)
     applied = th.applied()
     if reuse_measurements:
-        meta, measurements, health_record = load_reusable(run_dir)
-        base = {k: meta[k] for k in ("adapter", "adapter_info", "asr", "judge", "failed_episodes",
-                                     "failed_uncounted", "measurements_digest", "health_digest")}
-        stats = health_record.get("episodes", {})
+        base, measurements, stats = reused_inputs(run_dir, ("adapter", "adapter_info", "asr", "judge",
+                                                            "failed_episodes", "failed_uncounted"))
     else:
-        lazy = _Lazy(asr)
+        lazy = LazyASR(asr)
         pas_judge = llm_judge(judge)
         invalidate(run_dir)  # old scores must not outlive a rescore that stops halfway
         measurements, stats = measure_run(folder, lazy, pas_judge, vad_factory, progress=progress)
         failed_records, failed_entries, uncounted = account_failures(folder, windows_of_failure)
         measurements += failed_records
-        mtext = "".join(json.dumps(m) + "\n" for m in measurements)
-        htext = json.dumps({"episodes_digest": folder.digest, "episodes": stats}, indent=1)
-        atomic_write_text(run_dir / MEASUREMENTS, mtext)
-        atomic_write_text(run_dir / HEALTH, htext)
+        digests = store_measurements(run_dir, folder, measurements, stats)
         adapter = folder.adapter()
         base = {"adapter": adapter.get("name"), "adapter_info": adapter,
-                "asr": lazy.name if lazy.used else f"{lazy.name} (not needed)",
+                "asr": lazy.described(),
                 "judge": {"name": str(getattr(judge, "name", "none")) + ("" if pas_judge else "; PAS " + NOT_COMPUTED),
                           "heuristic": bool(getattr(judge, "heuristic", True)), "pas": pas_judge is not None},
-                "failed_episodes": failed_entries, "failed_uncounted": uncounted,
-                "measurements_digest": sha256(mtext.encode()).hexdigest(),
-                "health_digest": sha256(htext.encode()).hexdigest()}
+                "failed_episodes": failed_entries, "failed_uncounted": uncounted, **digests}
     n_dataset = (folder.info or {}).get("n_dataset_cases")
     judge_name = base["judge"]["name"] if base["judge"].get("pas") else None
 

@@ -13,6 +13,7 @@ import numpy as np
 from dataset_builder.atomic import round_ms
 from dataset_builder.episode import Episode
 from dataset_builder.schema import SILENT_LABELS
+from metrics.scoring import spans_audio
 from metrics.spans import Span, active_at, onsets_in, speech_in
 
 
@@ -127,5 +128,4 @@ def failed_windows(case_id: str, pair_id: str, condition: str, labels: dict[str,
 
 def span_audio(audio: np.ndarray, sr: int, spans: list[Span]) -> np.ndarray:
     """The model speech of these spans joined end to end (what the ASR hears)."""
-    parts = [audio[int(s.start_s * sr):int(s.end_s * sr)] for s in spans]
-    return np.concatenate(parts) if parts else np.zeros(0, np.float32)
+    return spans_audio(audio, sr, spans)

@@ -15,13 +15,11 @@ health line, never dropped silently.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, fields, replace
-from hashlib import sha256
 from pathlib import Path
 from typing import Any
 
-from dataset_builder.atomic import atomic_write_json, atomic_write_text
+from dataset_builder.atomic import atomic_write_json
 from dataset_builder.episode import Episode
 from dataset_builder.progress import Progress
 from dataset_builder.protocols import MPEProtocol
@@ -34,11 +32,12 @@ from metrics.episodes import (
     load_run_folder,
     read_recording,
 )
-from metrics.freshness import HEALTH, MEASUREMENTS, invalidate, load_reusable, provenance, scores_path
+from metrics.freshness import invalidate, provenance, scores_path
 from metrics.health import SoundProfile, episode_stats, run_health, window_sound, with_flags
 from metrics.mpe.aggregate import aggregate
 from metrics.mpe.measure import failed_windows, measure_episode, sound_window, span_audio
 from metrics.mpe.verdicts import METRICS, WINDOW_METRICS, Thresholds
+from metrics.scoring import reused_inputs, store_measurements
 from metrics.spans import Span
 from metrics.thresholds import Limit, validate_overrides
 
@@ -169,10 +168,8 @@ def score_run(run_dir: Path, *, asr: Any = None, judge: Any = None, overrides: d
     applied = {k: v for k, v in wanted.items() if v != getattr(th_recorded, k)}
     th = replace(th_recorded, **applied)
     if reuse_measurements:
-        meta, measurements, health_record = load_reusable(run_dir)
-        base = {k: meta[k] for k in ("adapter", "adapter_info", "asr", "judge", "failed_episodes",
-                                     "failed_uncounted", "measurements_digest", "health_digest")}
-        stats = health_record.get("episodes", {})
+        base, measurements, stats = reused_inputs(run_dir, ("adapter", "adapter_info", "asr", "judge",
+                                                            "failed_episodes", "failed_uncounted"))
     else:
         from metrics.asr import DEFAULT_ASR, get_asr
         from metrics.judges import get_judge
@@ -183,16 +180,11 @@ def score_run(run_dir: Path, *, asr: Any = None, judge: Any = None, overrides: d
         measurements, stats = measure_run(folder, asr, judge, vad_from_params, progress=progress)
         failed_records, failed_entries, uncounted = account_failures(folder, windows_of_failure)
         measurements += failed_records
-        mtext = "".join(json.dumps(m) + "\n" for m in measurements)
-        htext = json.dumps({"episodes_digest": folder.digest, "episodes": stats}, indent=1)
-        atomic_write_text(run_dir / MEASUREMENTS, mtext)
-        atomic_write_text(run_dir / HEALTH, htext)
+        digests = store_measurements(run_dir, folder, measurements, stats)
         adapter = folder.adapter()
         base = {"adapter": adapter.get("name"), "adapter_info": adapter, "asr": asr.name,
                 "judge": {"name": judge.name, "heuristic": bool(judge.heuristic)},
-                "failed_episodes": failed_entries, "failed_uncounted": uncounted,
-                "measurements_digest": sha256(mtext.encode()).hexdigest(),
-                "health_digest": sha256(htext.encode()).hexdigest()}
+                "failed_episodes": failed_entries, "failed_uncounted": uncounted, **digests}
     n_dataset = (folder.info or {}).get("n_dataset_cases")
 
     def result_for(t: Thresholds, over: dict[str, float]) -> dict[str, Any]:
