@@ -1,5 +1,5 @@
 """Text-to-speech behind one small protocol; backends are resolved lazily by name."""
 
-from dataset_builder.tts.base import TTSBackend, get_tts, register_tts
+from dataset_builder.tts.base import LANGUAGE_TTS, TTSBackend, get_tts, register_tts, tts_for_language
 
-__all__ = ["TTSBackend", "get_tts", "register_tts"]
+__all__ = ["LANGUAGE_TTS", "TTSBackend", "get_tts", "register_tts", "tts_for_language"]
