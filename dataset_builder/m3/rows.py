@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 UTTERANCE_FIELDS = ("utt_id", "speaker", "kind", "text", "start_s", "end_s", "cut")
 EVENT_FIELDS = ("event_id", "dialogue_id", "language", "domain", "event_type", "prompt_start_s", "event_start_s",
                 "event_end_s", "window_end_s", "dialogue_offset_s", "question", "reply", "gold_answer",
-                "gold_aliases", "context_dependent", "user_voice", "system_voice", "tts_backend", "seed")
+                "gold_aliases", "context_dependent", "user_voice", "system_voice", "tts_backend", "seed", "transcribed")
 
 
 def m3_features() -> Features:
@@ -42,7 +42,7 @@ def m3_features() -> Features:
         "dialogue_offset_s": f64,
         "question": s, "reply": s, "gold_answer": s, "gold_aliases": List(s), "context_dependent": b,
         "utterances": List(utterance),
-        "user_voice": s, "system_voice": s, "tts_backend": s, "seed": i64,
+        "user_voice": s, "system_voice": s, "tts_backend": s, "seed": i64, "transcribed": b,
     })
 
 
@@ -59,7 +59,8 @@ def row_to_event(row: dict[str, Any], *, source: str | None = None, index: int |
     """Rebuild and validate an M3Event from a row (the audio column is read separately)."""
     where = row.get("event_id", index)
     try:
-        data = {k: row[k] for k in EVENT_FIELDS}
+        data = {k: row[k] for k in EVENT_FIELDS if k != "transcribed"}
+        data["transcribed"] = bool(row.get("transcribed", True))  # shards written before the column: built rows
         data["utterances"] = [{k: u[k] for k in UTTERANCE_FIELDS} for u in row["utterances"]]
         data["gold_aliases"] = list(row["gold_aliases"] or [])
         event = M3Event.from_dict(data)

@@ -55,10 +55,10 @@ class Utterance:
     end_s: float
     cut: bool = False
 
-    def validate(self, where: str) -> None:
+    def validate(self, where: str, need_text: bool = True) -> None:
         _require(self.speaker in SPEAKERS, f"speaker {self.speaker!r} not in {SPEAKERS}", where, "speaker")
         _require(self.kind in KINDS, f"kind {self.kind!r} not in {KINDS}", where, "kind")
-        _require(bool(self.text.strip()), "empty text", where, "text")
+        _require(bool(self.text.strip()) or not need_text, "empty text", where, "text")
         _require(self.end_s > self.start_s, f"end {self.end_s} <= start {self.start_s}", where, "end_s")
 
 
@@ -86,6 +86,9 @@ class M3Event:
     system_voice: str = ""
     tts_backend: str = ""
     seed: int = 0
+    # False only for a row imported from a corpus without a transcript for all of it (authors.py): utterance texts,
+    # question and reply may then be empty. Built rows are always transcribed.
+    transcribed: bool = True
 
     @property
     def config(self) -> str:
@@ -112,8 +115,8 @@ class M3Event:
         _require(self.event_end_s >= self.event_start_s - 0.4 - 1e-9 if self.event_type == "SHIFT"
                  else self.event_end_s > self.event_start_s, "event end out of range", where, "event_end_s")
         for i, u in enumerate(self.utterances):
-            u.validate(f"{where} utterance {i}")
-        if self.event_type == "SHIFT":
+            u.validate(f"{where} utterance {i}", need_text=self.transcribed)
+        if self.event_type == "SHIFT" and self.transcribed:
             _require(bool(self.question) and bool(self.reply), "a SHIFT needs its question and reply", where,
                      "question")
         if self.gold_answer:
