@@ -37,7 +37,7 @@ from dataset_builder.m3.knowledge import Entity, Knowledge, said
 from dataset_builder.m3.language import LANGUAGES, Language, capitalise
 from dataset_builder.m3.schema import DOMAINS, KINDS, SPEAKERS
 from dataset_builder.m3.schema import LANGUAGES as LANGS
-from dataset_builder.m3.textbank import PAUSE, PLACEHOLDER, Exchange, LanguageBank, TextBank, load_bank
+from dataset_builder.m3.textbank import PAUSE, PLACEHOLDER, BankLine, Exchange, LanguageBank, TextBank, load_bank
 from dataset_builder.schema import SchemaError
 
 RELATIONS = ("first", "shift", "pause", "bc", "barge_in")
@@ -48,8 +48,8 @@ PRESETS = {"mini": 1, "full": 200}  # dialogues per (language, domain)
 class Shape:
     """How a dialogue is put together: counts and rates, one place for every knob."""
 
-    chat_topics: tuple[tuple[int, float], ...] = ((2, 0.45), (3, 0.40), (4, 0.15))
-    chat_lines: tuple[int, int] = (14, 19)  # bank lines per chat dialogue (before joins and splits)
+    chat_topics: tuple[tuple[int, float], ...] = ((2, 0.50), (3, 0.40), (4, 0.10))
+    chat_lines: tuple[int, int] = (16, 24)  # bank lines per chat dialogue (before joins and splits)
     task_entities: tuple[tuple[int, float], ...] = ((3, 0.35), (4, 0.65))  # the most; 2 when they suffice
     task_questions: tuple[int, int] = (10, 13)  # user questions per task dialogue
     max_follow_ups: int = 3
@@ -224,7 +224,7 @@ class Ledger:
         """A template whose realised text has been said least in the config (then the least-used template):
         one template with a name or a noun in it says something new each time, one without it does not."""
         jitter = [rng.random() for _ in templates]
-        said_as = [" ".join(realise(t).lower().split()) for t in templates]
+        said_as = [_said_key(realise(t)) for t in templates]
         allowed = [i for i in range(len(templates)) if ok is None or ok(i)] or list(range(len(templates)))
         best = min(allowed, key=lambda i: (self.counts["said", said_as[i]], self.counts[key, i], jitter[i]))
         self.take(key, best)
@@ -233,6 +233,10 @@ class Ledger:
 
     def choose(self, key: str, options: Sequence[str], rng: random.Random) -> str:
         return options[self.pick(key, len(options), rng)]
+
+
+def _said_key(text: str) -> str:
+    return " ".join(text.replace(PAUSE, " ").lower().split())
 
 
 def _weighted(pairs: tuple[tuple[int, float], ...], rng: random.Random) -> int:
@@ -276,6 +280,18 @@ def _pieces(text: str) -> list[str]:
     return [p.strip() for p in text.split(PAUSE)]
 
 
+def _lead_pieces(lang: Language, lead: str, template: str, values: dict[str, str]) -> list[str]:
+    """`_compose`'s line as pieces, with a candidate held pause after the lead-in too ("Okay, next question,
+    | how tall is it?"): people often hold the floor there."""
+    text = _compose(lang, lead, template, values)
+    if not lead:
+        return _pieces(text)
+    head = _compose(lang, "", lead, values)
+    if not text.startswith(head):  # the lead-in reads differently once joined: no pause there
+        return _pieces(text)
+    return [head, *_pieces(text[len(head):])]
+
+
 # --- chat ------------------------------------------------------------------------------------------------------
 
 def _chat_turns(bank: LanguageBank, lang: Language, ledger: Ledger, rng: random.Random,
@@ -288,54 +304,91 @@ def _chat_turns(bank: LanguageBank, lang: Language, ledger: Ledger, rng: random.
     topics = [names[i] for i in order]
     rng.shuffle(topics)
     target = rng.randint(*shape.chat_lines)
-    lines: list[tuple[str, str, str, bool, str]] = []  # (speaker, text, topic, opens a topic, text sans lead-in)
+    lines: list[tuple[str, list[str], str, bool, str]] = []  # (speaker, pieces, topic, opens a topic, sans lead-in)
 
     for ti, name in enumerate(topics):
         topic = bank.chat[name]
         budget = (target - len(lines)) / (n_topics - ti)
         values = {s: ledger.choose(f"{name}/slot/{s}", vals, rng) for s, vals in topic.slots.items()}
         last = lines[-1][0] if lines else None
-        chosen = [topic.opening[_pick_exchange(ledger, f"{name}/opening", topic.opening, rng, last)]]
+        # A topic is an opening and at least two middles; a tight budget (four topics) prefers short exchanges.
+        short = budget < 8
+        chosen = [topic.opening[_pick_exchange(ledger, f"{name}/opening", topic.opening, rng, last, short=short,
+                                               values=values)]]
         n_lines = len(chosen[0].lines)
         mean_middle = sum(len(m.lines) for m in topic.middle) / len(topic.middle)
         used: set[int] = set()
         while len(used) < min(4, len(topic.middle)):
             if len(used) >= 2 and n_lines + mean_middle > budget:
                 break
-            i = _pick_exchange(ledger, f"{name}/middle", topic.middle, rng, chosen[-1].last_speaker, used)
+            i = _pick_exchange(ledger, f"{name}/middle", topic.middle, rng, chosen[-1].last_speaker, used,
+                               short=short, values=values)
             used.add(i)
             chosen.append(topic.middle[i])
             n_lines += len(topic.middle[i].lines)
-        if topic.closing and n_lines < budget + 1 and rng.random() < shape.closing_p:
+        if topic.closing and n_lines + 2 <= budget and rng.random() < shape.closing_p:
             chosen.append(topic.closing[_pick_exchange(ledger, f"{name}/closing", topic.closing, rng,
-                                                       chosen[-1].last_speaker)])
+                                                       chosen[-1].last_speaker, values=values)])
         first = True
-        for ex in chosen:
-            for ln in ex.lines:
+        for ex in _fit(chosen, budget):
+            for ln in ex:
                 template = ln.texts[ledger.pick_said(ln.key, ln.texts, lambda t, v=values: _fill(t, v), rng)]
                 lead = ""
                 if first and ti > 0 and bank.transitions["chat"] and rng.random() < shape.transition_p["chat"]:
                     lead = ledger.choose("chat/transition", bank.transitions["chat"], rng)
-                lines.append((ln.speaker, _compose(lang, lead, template, values), name, first,
+                lines.append((ln.speaker, _lead_pieces(lang, lead, template, values), name, first,
                               _compose(lang, "", template, values)))
                 first = False
 
     turns: list[_Turn] = []
-    for speaker, text, name, topic_start, bare in lines:
+    for speaker, pieces, name, topic_start, bare in lines:
         if turns and turns[-1].speaker == speaker:
-            turns[-1].pieces += _pieces(text)  # two lines of one speaker: one turn, a candidate pause between
+            turns[-1].pieces += pieces  # two lines of one speaker: one turn, a candidate pause between
             turns[-1].bare = None
         else:
-            turns.append(_Turn(speaker, _pieces(text), topic=name, topic_start=topic_start, bare=_pieces(bare)))
+            turns.append(_Turn(speaker, pieces, topic=name, topic_start=topic_start, bare=_pieces(bare)))
     _pick_chat_barge_ins(turns, lang, rng, shape)
     return turns, topics
 
 
+def _fit(chosen: list[Exchange], budget: float) -> list[tuple[BankLine, ...]]:
+    """The exchanges' lines, cut to fit a topic's budget: an exchange may stop early after a line that asks
+    nothing (all its phrasings end without a '?'), keeping at least two lines, so no question goes unanswered.
+    Later exchanges are cut first, the longest first."""
+    kept = [list(ex.lines) for ex in chosen]
+
+    def shorter(lines: list[BankLine]) -> list[BankLine] | None:
+        for n in range(len(lines) - 1, 1, -1):
+            if not any(t.rstrip().endswith(("?", "？")) for t in lines[n - 1].texts):
+                return lines[:n]
+        return None
+
+    while sum(map(len, kept)) > budget:
+        for i in sorted(range(len(kept)), key=lambda i: (-len(kept[i]), -i)):
+            cut = shorter(kept[i])
+            if cut is not None:
+                kept[i] = cut
+                break
+        else:
+            break
+    return [tuple(lines) for lines in kept]
+
+
 def _pick_exchange(ledger: Ledger, key: str, exchanges: Sequence[Exchange], rng: random.Random, prev: str | None,
-                   exclude: set[int] | None = None) -> int:
-    """A least-used exchange not in `exclude`, preferring one that starts with the other speaker than `prev`."""
+                   exclude: set[int] | None = None, *, short: bool = False,
+                   values: dict[str, str] | None = None) -> int:
+    """An exchange not in `exclude` that says the least already said (for each line its freshest phrasing, with
+    the topic's slot `values`; the stalest line counts), then the least used; preferring one that starts with
+    the other speaker than `prev` (and, when `short`, one of at most two lines)."""
+    def stale(i: int) -> int:
+        return max(min(ledger.counts["said", _said_key(_fill(t, values or {}))] for t in ln.texts)
+                   for ln in exchanges[i].lines)
+
     order = [i for i in ledger.order(key, len(exchanges), rng) if not exclude or i not in exclude]
+    order.sort(key=stale)  # stable: least used first among equally fresh ones
     fits = [i for i in order if exchanges[i].first_speaker != prev]
+    if short:
+        fits = [i for i in fits if len(exchanges[i].lines) <= 2] or fits
     i = (fits or order)[0]
     ledger.take(key, i)
     return i
@@ -344,9 +397,11 @@ def _pick_exchange(ledger: Ledger, key: str, exchanges: Sequence[Exchange], rng:
 def _pick_chat_barge_ins(turns: list[_Turn], lang: Language, rng: random.Random, shape: Shape) -> None:
     """1-3 system turns long enough to be cut, each followed by a user turn (not one opening a topic, when
     there are enough others)."""
-    hosts = [i for i in range(len(turns) - 1)
-             if turns[i].speaker == "system" and turns[i + 1].speaker == "user"
-             and _can_host(lang, _text(lang, turns[i].pieces))]
+    follows = [i for i in range(len(turns) - 1) if turns[i].speaker == "system" and turns[i + 1].speaker == "user"]
+    hosts = [i for i in follows if _can_host(lang, _text(lang, turns[i].pieces))]
+    if not hosts:  # every dialogue gets one: then the longest system turn the user speaks after
+        long_ = [i for i in follows if lang.size(_text(lang, turns[i].pieces)) >= lang.turn_min]
+        hosts = [max(long_, key=lambda i: lang.size(_text(lang, turns[i].pieces)))] if long_ else []
     calm = [i for i in hosts if not turns[i + 1].topic_start]
     want = _weighted(shape.barge_ins, rng)
     pool = calm if len(calm) >= want else hosts
@@ -444,7 +499,7 @@ def _task_turns(bank: LanguageBank, knowledge: Knowledge, lang: Language, ledger
                 lead = ""
                 if bank.reactions and rng.random() < shape.reaction_p:
                     lead = _fill(ledger.choose("task/reaction", bank.reactions, rng), {"value": last_value})
-            turns.append(_Turn("user", _pieces(_compose(lang, lead, template, values)), topic=e.id,
+            turns.append(_Turn("user", _lead_pieces(lang, lead, template, values), topic=e.id,
                                topic_start=q == 0, fact=r, bare=_pieces(_compose(lang, "", template, values))))
             fact = e.facts[r]
             last_value = said(fact, code)
@@ -562,11 +617,14 @@ def _realise(turns: list[_Turn], bank: LanguageBank, lang: Language, domain: str
 
     # Backchannels: the listener in a long TURN that is not cut; at least one by the user when any can be.
     rates = shape.bc_p[domain]
-    hosts = [k for k, (t, text, _, _) in enumerate(ipus) if not t.barge_host and _can_host(lang, text)]
+    hosts = [k for k, (t, text, _, _) in enumerate(ipus) if not t.barge_host and _can_host(lang, text, bc=True)]
     bcs = {k for k in hosts if ipus[k][0].bc_host or rng.random() < rates[_other(ipus[k][0].speaker)]}
-    user_hosts = [k for k in hosts if ipus[k][0].speaker == "system"]
-    if user_hosts and not any(ipus[k][0].speaker == "system" for k in bcs):
-        bcs.add(rng.choice(user_hosts))
+    if not any(ipus[k][0].speaker == "system" for k in bcs):
+        # Every dialogue gets a user backchannel when any system turn is long enough: in the longest one.
+        long_ = [k for k, (t, text, _, _) in enumerate(ipus)
+                 if t.speaker == "system" and not t.barge_host and lang.size(text) >= lang.host_min]
+        if long_:
+            bcs.add(max(long_, key=lambda k: (lang.size(ipus[k][1]), -k)))
     while len(bcs) > shape.max_bcs:
         bcs.discard(rng.choice(sorted(k for k in bcs if ipus[k][0].speaker == "user") or sorted(bcs)))
 
@@ -590,10 +648,14 @@ def _realise(turns: list[_Turn], bank: LanguageBank, lang: Language, domain: str
     return tuple(out)
 
 
-def _can_host(lang: Language, text: str) -> bool:
-    """Whether a listener may backchannel in a turn, or cut into it: it is long, and it does not end on a
-    question (people answer a question rather than backchannel through it or talk over it)."""
-    return lang.size(text) >= lang.host_min and not text.rstrip().endswith(("?", "？"))
+def _can_host(lang: Language, text: str, *, bc: bool = False) -> bool:
+    """Whether a listener may cut into a turn (or, `bc`, backchannel in it): it is long, and it does not end on
+    a question, since people answer a question rather than talk over it. A backchannel may still come in a long
+    turn that says something before it asks."""
+    size = lang.size(text)
+    if not text.rstrip().endswith(("?", "？")):
+        return size >= lang.host_min
+    return bc and size >= 2 * lang.host_min
 
 
 def _other(speaker: str) -> str:

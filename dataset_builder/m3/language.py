@@ -126,7 +126,7 @@ def decapitalise(text: str) -> str:
 # syllables) or six morae; a TURN of four words / eight morae lasts well over 0.8 s.
 LANGUAGES: dict[str, Language] = {
     "en": Language("en", "words", bc_max=3, bc_max_syllables=4, turn_min=4, half_min=3, turn_max=55,
-                   host_min=9, tail_min=5, joiner=" "),
+                   host_min=7, tail_min=5, joiner=" "),
     "ja": Language("ja", "morae", bc_max=7, bc_max_syllables=0, turn_min=8, half_min=6, turn_max=150,
-                   host_min=20, tail_min=12, joiner=""),
+                   host_min=18, tail_min=12, joiner=""),
 }
