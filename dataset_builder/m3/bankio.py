@@ -35,6 +35,13 @@ def _construct_str(loader: _Loader, node: yaml.ScalarNode) -> LineStr:
 _Loader.add_constructor("tag:yaml.org,2002:str", _construct_str)
 
 
+def stripped(value: str) -> LineStr:
+    """`value.strip()`, keeping the line it came from."""
+    out = LineStr(value.strip())
+    out.line = line_of(value)
+    return out
+
+
 def line_of(value: object) -> int:
     return value.line if isinstance(value, LineStr) else 0
 

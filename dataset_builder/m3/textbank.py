@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dataset_builder.m3.bankio import TEXTS_DIR, Problems, check_keys, read_yaml, rel, where
+from dataset_builder.m3.bankio import TEXTS_DIR, Problems, check_keys, read_yaml, rel, stripped, where
 from dataset_builder.m3.knowledge import Knowledge, load_knowledge, said
 from dataset_builder.m3.language import LANGUAGES, Language
 
@@ -174,7 +174,7 @@ def _strings(value: object, at: str, problems: Problems, what: str) -> list[str]
         if not isinstance(item, str) or not item.strip():
             problems.fail(at, f"{what}: empty alternative or not text", item)
             continue
-        out.append(item.strip())
+        out.append(stripped(item))
     return out
 
 
@@ -500,13 +500,18 @@ def load_bank_unchecked(languages: list[str] | None = None, root: Path = TEXTS_D
     return TextBank(knowledge, langs), problems
 
 
-@functools.cache
-def load_bank(languages: tuple[str, ...] | None = None) -> TextBank:
-    """The shipped banks, read once per process; raises TextBankError on any error (warnings pass)."""
-    bank, problems = load_bank_unchecked(list(languages) if languages is not None else None)
+def checked_bank(languages: list[str] | None = None, root: Path = TEXTS_DIR) -> TextBank:
+    """The banks under `root`; raises TextBankError listing every error (warnings pass)."""
+    bank, problems = load_bank_unchecked(languages, root)
     if problems.errors:
         raise TextBankError([str(p) for p in problems.errors])
     return bank
+
+
+@functools.cache
+def load_bank(languages: tuple[str, ...] | None = None) -> TextBank:
+    """The shipped banks (all languages with a folder, or `languages`), read once per process."""
+    return checked_bank(list(languages) if languages is not None else None)
 
 
 def size_report(bank: LanguageBank) -> list[str]:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
+from dataset_builder.m3.bankio import TEXTS_DIR
 from dataset_builder.m3.textbank import bank_languages, load_bank_unchecked, missing_files, size_report
 
 
@@ -14,13 +16,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", choices=["check"])
     parser.add_argument("--lang", action="append", choices=["en", "ja"],
                         help="check only this language (repeatable); default: every language with a folder")
+    parser.add_argument("--root", type=Path, default=TEXTS_DIR, help="a texts/ folder (default: the shipped one)")
     args = parser.parse_args(argv)
-    langs = args.lang or bank_languages()
-    bank, problems = load_bank_unchecked(langs)
+    langs = args.lang or bank_languages(args.root)
+    bank, problems = load_bank_unchecked(langs, args.root)
     for p in problems.items:
         print(p)
     for code in langs:
-        missing = missing_files(code)
+        missing = missing_files(code, args.root)
         print(f"== {code}" + (f" (incomplete: missing {', '.join(missing)})" if missing else ""))
         print("\n".join(size_report(bank.languages[code])))
     print(f"{len(bank.knowledge.entities)} entities, {len(bank.knowledge.relations)} relations; "
