@@ -220,13 +220,15 @@ class Ledger:
         return allowed[0]
 
     def pick_said(self, key: str, templates: Sequence[str], realise: Callable[[str], str], rng: random.Random,
-                  ok: Callable[[int], bool] | None = None) -> int:
-        """A template whose realised text has been said least in the config (then the least-used template):
-        one template with a name or a noun in it says something new each time, one without it does not."""
+                  ok: Callable[[int], bool] | None = None, prefer: Callable[[int], bool] | None = None) -> int:
+        """A template (among those `ok` accepts) whose realised text has been said least in the config, then
+        one `prefer` likes, then the least-used template: one template with a name or a noun in it says
+        something new each time, one without it does not."""
         jitter = [rng.random() for _ in templates]
         said_as = [_said_key(realise(t)) for t in templates]
         allowed = [i for i in range(len(templates)) if ok is None or ok(i)] or list(range(len(templates)))
-        best = min(allowed, key=lambda i: (self.counts["said", said_as[i]], self.counts[key, i], jitter[i]))
+        best = min(allowed, key=lambda i: (self.counts["said", said_as[i]], prefer is not None and not prefer(i),
+                                           self.counts[key, i], jitter[i]))
         self.take(key, best)
         self.take("said", said_as[best])  # type: ignore[arg-type]
         return best
@@ -313,8 +315,9 @@ def _chat_turns(bank: LanguageBank, lang: Language, ledger: Ledger, rng: random.
         last = lines[-1][0] if lines else None
         # A topic is an opening and at least two middles; a tight budget (four topics) prefers short exchanges.
         short = budget < 8
+        parallel = topic.alternatives == "parallel"
         chosen = [topic.opening[_pick_exchange(ledger, f"{name}/opening", topic.opening, rng, last, short=short,
-                                               values=values)]]
+                                               values=values, parallel=parallel)]]
         n_lines = len(chosen[0].lines)
         mean_middle = sum(len(m.lines) for m in topic.middle) / len(topic.middle)
         used: set[int] = set()
@@ -322,17 +325,21 @@ def _chat_turns(bank: LanguageBank, lang: Language, ledger: Ledger, rng: random.
             if len(used) >= 2 and n_lines + mean_middle > budget:
                 break
             i = _pick_exchange(ledger, f"{name}/middle", topic.middle, rng, chosen[-1].last_speaker, used,
-                               short=short, values=values)
+                               short=short, values=values, parallel=parallel)
             used.add(i)
             chosen.append(topic.middle[i])
             n_lines += len(topic.middle[i].lines)
         if topic.closing and n_lines + 2 <= budget and rng.random() < shape.closing_p:
             chosen.append(topic.closing[_pick_exchange(ledger, f"{name}/closing", topic.closing, rng,
-                                                       chosen[-1].last_speaker, values=values)])
+                                                       chosen[-1].last_speaker, values=values, parallel=parallel)])
         first = True
-        for ex in _fit(chosen, budget):
-            for ln in ex:
-                template = ln.texts[ledger.pick_said(ln.key, ln.texts, lambda t, v=values: _fill(t, v), rng)]
+        for ex, kept in zip(chosen, _fit(chosen, budget), strict=True):
+            if parallel:
+                templates = _version(ex, kept, values, ledger, rng)
+            else:
+                templates = [ln.texts[ledger.pick_said(ln.key, ln.texts, lambda t, v=values: _fill(t, v), rng)]
+                             for ln in kept]
+            for template, ln in zip(templates, kept, strict=True):
                 lead = ""
                 if first and ti > 0 and bank.transitions["chat"] and rng.random() < shape.transition_p["chat"]:
                     lead = ledger.choose("chat/transition", bank.transitions["chat"], rng)
@@ -349,6 +356,22 @@ def _chat_turns(bank: LanguageBank, lang: Language, ledger: Ledger, rng: random.
             turns.append(_Turn(speaker, pieces, topic=name, topic_start=topic_start, bare=_pieces(bare)))
     _pick_chat_barge_ins(turns, lang, rng, shape)
     return turns, topics
+
+
+def _version(ex: Exchange, kept: Sequence[BankLine], values: dict[str, str], ledger: Ledger,
+             rng: random.Random) -> list[str]:
+    """One version of an exchange: phrasing i of every line (i modulo a line's count), so that alternatives
+    written in parallel stay together (the i-th reply answers the i-th question), and alternatives written to
+    be interchangeable work just the same. The version that says the least already said is drawn."""
+    n = max(len(ln.texts) for ln in kept)
+    texts = [[_fill(ln.texts[i % len(ln.texts)], values) for ln in kept] for i in range(n)]
+    jitter = [rng.random() for _ in range(n)]
+    best = min(range(n), key=lambda i: (max(ledger.counts["said", _said_key(t)] for t in texts[i]),
+                                        ledger.counts[ex.key, i], jitter[i]))
+    ledger.take(ex.key, best)
+    for t in texts[best]:
+        ledger.take("said", _said_key(t))
+    return [ln.texts[best % len(ln.texts)] for ln in kept]
 
 
 def _fit(chosen: list[Exchange], budget: float) -> list[tuple[BankLine, ...]]:
@@ -376,16 +399,24 @@ def _fit(chosen: list[Exchange], budget: float) -> list[tuple[BankLine, ...]]:
 
 def _pick_exchange(ledger: Ledger, key: str, exchanges: Sequence[Exchange], rng: random.Random, prev: str | None,
                    exclude: set[int] | None = None, *, short: bool = False,
-                   values: dict[str, str] | None = None) -> int:
-    """An exchange not in `exclude` that says the least already said (for each line its freshest phrasing, with
-    the topic's slot `values`; the stalest line counts), then the least used; preferring one that starts with
-    the other speaker than `prev` (and, when `short`, one of at most two lines)."""
+                   values: dict[str, str] | None = None, parallel: bool = False) -> int:
+    """An exchange not in `exclude` that says the least already said (with the topic's slot `values`: the
+    stalest line of its freshest version, or of its freshest phrasings when they are interchangeable), then the
+    least used; preferring one that starts with the other speaker than `prev` (and, when `short`, one of at
+    most two lines)."""
+    def said(text: str) -> int:
+        return ledger.counts["said", _said_key(_fill(text, values or {}))]
+
     def stale(i: int) -> int:
-        return max(min(ledger.counts["said", _said_key(_fill(t, values or {}))] for t in ln.texts)
-                   for ln in exchanges[i].lines)
+        lines = exchanges[i].lines
+        if parallel:
+            n = max(len(ln.texts) for ln in lines)
+            return min(max(said(ln.texts[v % len(ln.texts)]) for ln in lines) for v in range(n))
+        return max(min(said(t) for t in ln.texts) for ln in lines)
 
     order = [i for i in ledger.order(key, len(exchanges), rng) if not exclude or i not in exclude]
-    order.sort(key=stale)  # stable: least used first among equally fresh ones
+    freshest = min(map(stale, order))
+    order = [i for i in order if stale(i) == freshest]  # freshness first: a repeat is worse than a joined turn
     fits = [i for i in order if exchanges[i].first_speaker != prev]
     if short:
         fits = [i for i in fits if len(exchanges[i].lines) <= 2] or fits
@@ -497,7 +528,9 @@ def _task_turns(bank: LanguageBank, knowledge: Knowledge, lang: Language, ledger
                 template = texts.ask_follow[ledger.pick_said(f"task/{r}/ask_follow", texts.ask_follow,
                                                              lambda t, v=values: _fill(t, v), rng)]
                 lead = ""
-                if bank.reactions and rng.random() < shape.reaction_p:
+                # A reaction leads in now and then, and always when the question alone has been asked twice.
+                stale = ledger.counts["said", _said_key(_fill(template, values))] >= 2
+                if bank.reactions and (stale or rng.random() < shape.reaction_p):
                     lead = _fill(ledger.choose("task/reaction", bank.reactions, rng), {"value": last_value})
             turns.append(_Turn("user", _lead_pieces(lang, lead, template, values), topic=e.id,
                                topic_start=q == 0, fact=r, bare=_pieces(_compose(lang, "", template, values))))
@@ -508,7 +541,7 @@ def _task_turns(bank: LanguageBank, knowledge: Knowledge, lang: Language, ledger
             want_long = bool(runs_on) and rng.random() < shape.long_answer_p
             filled = {**values, "value": last_value}
             answer = texts.answer[ledger.pick_said(f"task/{r}/answer", texts.answer, lambda t, v=filled: _fill(t, v),
-                                                   rng, lambda j, lo=runs_on, w=want_long: (j in lo) == w)]
+                                                   rng, prefer=lambda j, lo=runs_on, w=want_long: (j in lo) == w)]
             text = _compose(lang, "", answer, filled)
             at = text.lower().find(last_value.lower())
             turns.append(_Turn("system", [text], topic=e.id, fact=r, gold=knowledge.gold(e, r, code),

@@ -21,6 +21,7 @@ PAUSE = "|"
 PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 _LINE = re.compile(r"^\s*([US])\s*[:：]\s*(.*)$", re.DOTALL)
 SECTIONS = ("opening", "middle", "closing")
+ALTERNATIVES = ("interchangeable", "parallel")
 MIN_MIDDLES = 2  # 2-4 middles are drawn without repeats
 LANG_FILES = ("backchannels.yaml", "barge_in.yaml", "transitions.yaml", "task/relations.yaml")
 RELATION_PARTS = ("ask_first", "ask_follow", "answer")
@@ -66,6 +67,9 @@ class ChatTopic:
     middle: tuple[Exchange, ...]
     closing: tuple[Exchange, ...]
     where: str
+    # "interchangeable" (the default): any phrasing of a line fits any phrasing of the next; "parallel": the i-th
+    # phrasings of an exchange's lines belong together (the i-th reply answers the i-th question).
+    alternatives: str = "interchangeable"
 
 
 @dataclass(frozen=True)
@@ -246,8 +250,12 @@ def load_topic(path: Path, lang: Language, problems: Problems) -> ChatTopic | No
     if not isinstance(data, dict):
         problems.fail(rel(path), "expected a mapping at the top", type(data).__name__)
         return None
-    check_keys(data, path, "top", {"topic", "slots", *SECTIONS, "register", "notes"}, {"topic", "opening", "middle"},
-               problems)
+    check_keys(data, path, "top", {"topic", "slots", *SECTIONS, "register", "notes", "alternatives"},
+               {"topic", "opening", "middle"}, problems)
+    alternatives = data.get("alternatives", ALTERNATIVES[0])
+    if alternatives not in ALTERNATIVES:
+        problems.fail(where(path, alternatives, "alternatives"), f"alternatives is one of {ALTERNATIVES}", alternatives)
+        alternatives = ALTERNATIVES[0]
     topic = data.get("topic")
     if topic != path.stem:
         problems.fail(where(path, topic, "topic"), f"topic id differs from the file name {path.stem!r}", topic)
@@ -291,7 +299,7 @@ def load_topic(path: Path, lang: Language, problems: Problems) -> ChatTopic | No
     _repeats([t for s in sections.values() for ex in s for ln in ex.lines for t in ln.texts], path, problems,
              [ln.where for s in sections.values() for ex in s for ln in ex.lines for _ in ln.texts])
     return ChatTopic(str(topic), slots, sections["opening"], sections["middle"], sections["closing"],
-                     where(path, topic, "topic"))
+                     where(path, topic, "topic"), str(alternatives))
 
 
 def _repeats(items: list[str], path: Path, problems: Problems, places: list[str] | None = None) -> None:
