@@ -11,6 +11,8 @@ from pathlib import Path
 
 from dataset_builder.benchmarks import Benchmark, benchmark_names, get_benchmark
 from dataset_builder.errors import UsageError
+from dataset_builder.m3.schema import DOMAINS as M3_DOMAINS
+from dataset_builder.m3.schema import LANGUAGES as M3_LANGUAGES
 from dataset_builder.schema import SchemaError
 from dataset_builder.speech_gate import SpeechGate
 from eval.run import add_run_arguments, config_from_args, finish, parse_kv, run
@@ -18,7 +20,7 @@ from eval.run import add_run_arguments, config_from_args, finish, parse_kv, run
 DEFAULT_OUT = Path("out")
 # Benchmarks whose `build --diagnostics` is their own ("module:function(folder) -> text") instead of the shared
 # script audit of metrics.build_audit.
-OWN_DIAGNOSTICS = {"ifeval": "dataset_builder.ifeval.diagnostics:audit"}
+OWN_DIAGNOSTICS = {"ifeval": "dataset_builder.ifeval.diagnostics:audit", "m3": "metrics.m3.diagnostics:audit"}
 
 
 def buildable_names() -> list[str]:
@@ -52,13 +54,15 @@ def cmd_build(a: argparse.Namespace) -> int:
                                tts_args=parse_kv(a.tts_arg, "--tts-arg"), n=a.n, cache_dir=cache_dir,
                                speech_gate=None if a.no_speech_gate or a.scripts_only else speech_gate(cache_dir),
                                progress=a.progress, scripts_only=a.scripts_only, workers=a.workers,
-                               writer=a.writer, writer_args=parse_kv(a.writer_arg, "--writer-arg"))
+                               writer=a.writer, writer_args=parse_kv(a.writer_arg, "--writer-arg"),
+                               stats=Path(a.stats) if a.stats else None,
+                               configs=tuple(c for c in a.configs.split(",") if c) if a.configs else None)
         info = bench.function("build")(out, options)
         print(json.dumps(info, indent=2))
         if a.scripts_only:
             print(f"scripts written to {out / 'scripts.jsonl'} (no audio)")
         else:
-            for config in bench.configs:
+            for config in options.configs or bench.configs:
                 print(f"dataset written to {out} (load with datasets.load_dataset({str(out.resolve())!r}, "
                       f"{config!r}, split='test'))")
     if (a.diagnostics or a.diagnostics_only) and bench.name in OWN_DIAGNOSTICS:
@@ -144,6 +148,23 @@ def cmd_export(a: argparse.Namespace) -> int:
         print(f"LEFT OUT {f['case_id']} ({f['status']}): {f['reason']}")
     for lang, why in summary["untranscribed"].items():
         print(f"NO TEXT {lang}: {why}")
+    return 0
+
+
+def cmd_import(a: argparse.Namespace) -> int:
+    from dataset_builder.m3.authors import import_m3
+
+    s = import_m3(Path(a.data_dir), Path(a.out), user_channel=a.user_channel, split=a.split, language=a.language,
+                  domain=a.domain)
+    events = ", ".join(f"{n} {t}" for t, n in s["events"].items())
+    print(f"imported {s['rows']} event(s) ({events}) from {s['dialogues']} dialogue(s) of {s['source']} "
+          f"({s['split']}, user on channel {s['user_channel']}) as {s['config']} in {a.out}")
+    for what, n in [*(("skipped: " + k, v) for k, v in s["skipped"].items()),
+                    *(("ignored: " + k, v) for k, v in s["ignored"].items())]:
+        print(f"  {what}: {n}")
+    if s["untranscribed_rows"]:
+        print(f"  rows without a full transcript (no txt_align words): {s['untranscribed_rows']}")
+    print(f"run it: duplex-eval run --dataset {a.out} --config {s['config']} --adapter ADAPTER --out RUN_DIR")
     return 0
 
 
@@ -236,6 +257,12 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--workers", type=int, default=None, metavar="N",
                    help="synthesis processes (default: one per core); the output is "
                         "byte-identical whatever N")
+    b.add_argument("--stats", default=None, metavar="FILE",
+                   help="m3: sample PAUSE/SHIFT/BC/barge-in timings from this TimingStats JSON (`duplex-eval events "
+                        "... --stats-out`; what it did not measure comes from the shipped defaults)")
+    b.add_argument("--configs", default=None, metavar="A,B",
+                   help="build only these of the benchmark's configs (m3: m3_chat_en,m3_task_en,m3_chat_ja,"
+                        "m3_task_ja)")
     b.add_argument("--out", default=None, help="dataset folder (default out/datasets/duplex-<benchmark>)")
     b.add_argument("--cache-dir", default=None,
                    help="TTS clip cache (default $DUPLEX_EVAL_CACHE/tts or ~/.cache/duplex-eval/tts)")
@@ -274,6 +301,18 @@ def parser() -> argparse.ArgumentParser:
     ex.add_argument("--asr", default="whisper-tiny-en", help="ASR of the model's utterances (their ASR JSON's text)")
     ex.add_argument("--asr-arg", action="append", default=[], metavar="K=V")
     ex.set_defaults(func=cmd_export)
+    im = sub.add_parser("import", help="import a peer benchmark's released data as a dataset config (m3: the "
+                                       "M3-DuplexBench authors' layout, {split}.jsonl + audio/ + txt_align/)")
+    im.add_argument("benchmark", choices=("m3",))
+    im.add_argument("data_dir", metavar="DATA_DIR")
+    im.add_argument("--out", required=True, help="dataset folder to write data/m3_<domain>_<lang>/ and the card into")
+    im.add_argument("--user-channel", type=int, default=0, choices=(0, 1),
+                    help="the channel of the party the harness plays (the other is the model's)")
+    im.add_argument("--split", default="test", help="reads DATA_DIR/<split>.jsonl")
+    im.add_argument("--language", default=None, choices=M3_LANGUAGES,
+                    help="default: from a path .../data/<lang>/<domain>/...")
+    im.add_argument("--domain", default=None, choices=M3_DOMAINS, help="default: from the path, as --language")
+    im.set_defaults(func=cmd_import)
     tr = sub.add_parser("text-reference", help="transcript-conditioned reference: respond/silent from text")
     tr.add_argument("--dataset", required=True)
     tr.add_argument("--config", default="mpe")
