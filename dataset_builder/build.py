@@ -38,6 +38,8 @@ class BuildOptions:
     speech_gate: SpeechGate | None = None
     writer: str = "template"  # who writes the scene text (`--writer`; MPE: dataset_builder/mpe/writer.py)
     writer_args: dict[str, Any] = field(default_factory=dict)  # writer constructor args (`--writer-arg K=V`)
+    stats: Path | None = None  # M3: timing statistics to sample from (`--stats`, `duplex-eval events --stats-out`)
+    configs: tuple[str, ...] | None = None  # build only these of the benchmark's configs (`--configs`); None: all
 
     def __post_init__(self) -> None:
         if self.workers is not None and self.workers < 1:
