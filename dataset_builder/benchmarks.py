@@ -100,3 +100,16 @@ IFEVAL = Benchmark(
     case_audio="dataset_builder.ifeval.rows:iter_items",
 )
 register_benchmark(IFEVAL)
+
+register_benchmark(Benchmark(
+    name="m3", title="M3-DuplexBench", configs=("m3_chat_en", "m3_task_en", "m3_chat_ja", "m3_task_ja"),
+    presets=("mini", "full"),
+    protocol="dataset_builder.protocols:M3Protocol",
+    build="dataset_builder.m3.build:build",
+    plan="eval.plans.m3:plan",
+    score="metrics.m3.score:score_run",
+    tables="metrics.m3.tables:tables",
+    windows="metrics.m3.tables:plot_windows",
+    cases="dataset_builder.m3.rows:list_items",
+    case_audio="dataset_builder.m3.rows:iter_items",
+))

@@ -1,0 +1,110 @@
+"""`duplex-eval build m3 --diagnostics`: per config the text's diversity (`diversity.py`: distinct TURN lines, the
+most repeated sentences with their counts, the 1 % rule), the events per type and the cases per condition, and,
+on a folder with audio, how well an ASR understands each voice — printed and written to
+`<folder>/diagnostics.json` (no paths, no timings: two builds' files compare with `diff`).
+
+The ASR part is injected (`intelligibility`): dataset_builder may not import metrics, so the CLI's entry point is
+`metrics/m3/diagnostics.py:audit`, which passes its per-voice measurement in.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from dataset_builder.atomic import atomic_write_json
+from dataset_builder.build import SCRIPTS_FILE
+from dataset_builder.errors import UsageError
+from dataset_builder.m3.build import condition_counts, read_scripts
+from dataset_builder.m3.diversity import DiversityTargets, format_text_diversity, text_diversity
+from dataset_builder.m3.schema import CONFIGS, EVENT_TYPES
+
+DIAGNOSTICS_FILE = "diagnostics.json"
+# (folder, config) -> {"measured": bool, "note": str, "voices": {voice: {...}}, ...}
+Intelligibility = Callable[[Path, str], dict[str, Any]]
+
+
+def has_rows(folder: Path, config: str) -> bool:
+    return any((Path(folder) / "data" / config).glob("*.parquet"))
+
+
+def row_event_types(folder: Path, config: str) -> Counter[str]:
+    """Rows (events) per event type of a built config."""
+    counts: Counter[str] = Counter()
+    for shard in sorted((Path(folder) / "data" / config).glob("*.parquet")):
+        counts.update(pq.read_table(shard, columns=["event_type"]).column("event_type").to_pylist())
+    return counts
+
+
+def audit_result(folder: Path | str, intelligibility: Intelligibility | None = None,
+                 targets: DiversityTargets | None = None) -> dict[str, Any]:
+    """The diagnostics of a folder built by `build m3` (its `scripts.jsonl`, and its rows where it has them);
+    written to `folder/diagnostics.json` and returned."""
+    folder, targets = Path(folder), targets or DiversityTargets()
+    if not (folder / SCRIPTS_FILE).is_file():
+        raise UsageError(f"{folder} has no {SCRIPTS_FILE}: build it first (`duplex-eval build m3 --out DIR`, or "
+                         "with --scripts-only)")
+    scripts = read_scripts(folder / SCRIPTS_FILE)
+    diversity = text_diversity([d for _, _, d in scripts], targets)
+    configs: dict[str, Any] = {}
+    for config in [c for c in CONFIGS if c in diversity]:
+        block: dict[str, Any] = {"text": diversity[config]}
+        if has_rows(folder, config):
+            types = row_event_types(folder, config)
+            events = {t: types[t] for t in EVENT_TYPES}
+            block["events"] = {"source": f"data/{config}", "per_type": events, "cases": condition_counts(events),
+                               "missing": [t for t in EVENT_TYPES if not events[t]]}
+            block["audio"] = intelligibility(folder, config) if intelligibility else {
+                "measured": False, "note": "no ASR given"}
+        else:
+            block["events"] = {"source": SCRIPTS_FILE, "note": "no rows (scripts only): events are known once "
+                                                                 "the dialogues are placed"}
+            block["audio"] = {"measured": False, "note": "no audio (scripts only)"}
+        configs[config] = block
+    result = {"configs": configs, "targets": {"max_sentence_share": targets.max_sentence_share},
+              "ok": all(b["text"]["ok"] or b["text"]["dialogues"] * targets.max_sentence_share < 1
+                        for b in configs.values())
+              and all(not b["events"].get("missing") for b in configs.values())}
+    atomic_write_json(folder / DIAGNOSTICS_FILE, result)
+    return result
+
+
+def _voices_lines(audio: dict[str, Any]) -> list[str]:
+    if not audio.get("measured"):
+        return [f"  ASR per voice: not measured ({audio.get('note', '')})"]
+    lines = [f"  ASR per voice ({audio['asr']}, {audio['metric']} of each voice's TURN utterances):"]
+    for voice, v in audio["voices"].items():
+        lines.append(f"    {voice:<24} {v['speaker']:<6} {v['turns']:>4} turns  {audio['metric']} "
+                     f"{100 * v['rate']:.1f} % ({v['errors']}/{v['units']})")
+    return lines
+
+
+def format_audit(result: dict[str, Any], targets: DiversityTargets | None = None) -> str:
+    targets = targets or DiversityTargets()
+    lines = []
+    for config, block in result["configs"].items():
+        lines.append(format_text_diversity({config: block["text"]}, targets))
+        if block["text"]["dialogues"] * targets.max_sentence_share < 1:
+            lines.append(f"  (the 1 % rule needs at least {round(1 / targets.max_sentence_share)} dialogues: with "
+                         f"{block['text']['dialogues']}, any sentence is in more than 1 % of them)")
+        ev = block["events"]
+        if "per_type" in ev:
+            lines.append(f"  events per type ({ev['source']}): "
+                         + ", ".join(f"{t} {n}" for t, n in ev["per_type"].items())
+                         + "; cases per condition: " + ", ".join(f"{c} {n}" for c, n in ev["cases"].items())
+                         + (f"; MISSING {', '.join(ev['missing'])}" if ev["missing"] else ""))
+        else:
+            lines.append(f"  events: {ev['note']}")
+        lines += _voices_lines(block["audio"])
+    lines.append(f"{'PASS' if result['ok'] else 'FAIL'}: 1 % rule and every event type per config")
+    return "\n".join(lines)
+
+
+def audit(folder: Path | str, intelligibility: Intelligibility | None = None) -> str:
+    """The diagnostics as printable text (also written to `folder/diagnostics.json`)."""
+    result = audit_result(folder, intelligibility)
+    return format_audit(result) + f"\ndiagnostics written to {Path(folder) / DIAGNOSTICS_FILE}"
