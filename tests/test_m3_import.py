@@ -315,9 +315,11 @@ def test_summary_card_and_loading(toy: Toy, imported: tuple[Path, str], tmp_path
                             "system SHIFT (the model plays the system)": 2}
     assert s["skipped"] == {} and s["extractor_check"] == {"same": 2}
     assert s["cases"] == {"SHIFT": 15, "PAUSE": 3, "BC": 2, "BARGE_IN": 2} and s["rows"] == 8
+    assert s["untranscribed_events"] == {"SHIFT": 2, "PAUSE": 0, "BC": 0, "BARGE_IN": 0}
     assert [c.case_id for c in list_items(out, CONFIG)][:3] == ["d1-e00-none", "d1-e00-user", "d1-e00-full"]
     card = (out / "README.md").read_text()
     assert str(toy.folder.resolve()) in card and "license: other" in card and "$" not in card
+    assert f"| `{CONFIG}` | SHIFT | 5 | 15 | 2 |" in card and f"| `{CONFIG}` | ignored: SHORTPAUSE | 1 |" in card
     from datasets import load_dataset
 
     ds = load_dataset(str(out), CONFIG, split="test", cache_dir=str(tmp_path / "hf"))

@@ -509,6 +509,7 @@ def _summary(data_dir: Path, split: str, config: str, lang: str, dom: str, user_
         "rows": len(rows), "events": {t: events.get(t, 0) for t in EVENT_TYPES},
         "cases": {t: events.get(t, 0) * len(EVENT_CONDITIONS[t]) for t in EVENT_TYPES},
         "untranscribed_rows": sum(not e.transcribed for e in rows),
+        "untranscribed_events": {t: sum(not e.transcribed for e in rows if e.event_type == t) for t in EVENT_TYPES},
         "row_audio_s": round(audio_s, 3),
         "skipped": dict(sorted(skipped.items())), "ignored": dict(sorted(ignored.items())),
         "extractor_check": dict(Counter(extractor_check(m) for m in mapped)),
@@ -536,9 +537,8 @@ def write_import_card(out: Path) -> None:
                      [[f"`{s['config']}`", f"`{s['source']}`", s["split"], s["user_channel"], s["dialogues"],
                        f"{s['dialogue_s'] / 3600:.2f}", s["with_txt_align"]] for s in summaries])
     counts = _table(["config", "event", "rows", "cases", "rows without a full transcript"],
-                    [[f"`{s['config']}`", t, s["events"][t], s["cases"][t],
-                      s["untranscribed_rows"] if t == EVENT_TYPES[0] else ""] for s in summaries
-                     for t in EVENT_TYPES])
+                    [[f"`{s['config']}`", t, s["events"][t], s["cases"][t], s["untranscribed_events"][t]]
+                     for s in summaries for t in EVENT_TYPES])
     left = _table(["config", "what", "labels"],
                   [[f"`{s['config']}`", f"skipped: {k}", v] for s in summaries for k, v in s["skipped"].items()]
                   + [[f"`{s['config']}`", f"ignored: {k}", v] for s in summaries for k, v in s["ignored"].items()])
