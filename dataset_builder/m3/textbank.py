@@ -233,6 +233,8 @@ def _exchange(node: object, path: Path, entry: str, key: str, slots: dict[str, s
         if lines and lines[-1].speaker == speaker:
             problems.fail(at, "speaker alternation broken (same speaker twice in a row)", parsed[0][1])
         lines.append(BankLine(speaker, tuple(t for _, t in parsed), f"{key}.{j}", at))
+    if lines and any(t.rstrip().endswith(("?", "？")) for t in lines[-1].texts):
+        problems.warn(lines[-1].where, "an exchange ends on a question nobody answers", lines[-1].texts[0])
     return Exchange(tuple(lines), key, at0) if lines else None
 
 
