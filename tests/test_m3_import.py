@@ -384,6 +384,14 @@ def test_adapters_run_on_the_imported_folder(adapter: str, imported: tuple[Path,
             assert _speech(model, s - 0.2, s) > 0.05, ep.case_id
         seen.add((ev.event_type, g["condition"]))
     assert len(seen) == (10 if forcing else 6)
+    # and it scores like a built folder: the paper's timing rules on the imported events
+    from metrics.m3.score import score_run
+
+    scores = score_run(tmp_path)["scores"]
+    for cond in ("none", "user", "full") if forcing else ("none", "user"):
+        got = scores[f"en_chat_{cond}"]
+        assert got["shift_tor"]["n"] == 5 and got["pause_tor"]["n"] == 1, got
+        assert (got["shift_tor"]["value"], got["pause_tor"]["value"]) == ((1.0, 0.0) if forcing else (0.0, 0.0))
 
 
 # ------------------------------------------------------------------------------------------------ bad input
