@@ -22,7 +22,7 @@ import pytest
 
 from dataset_builder.audio import SESSION_SR
 from dataset_builder.errors import UsageError
-from metrics.m3.content import NOT_COMPUTED, parse_score
+from metrics.m3.content import NO_TRANSCRIPT, NOT_COMPUTED, parse_score
 from metrics.m3.score import score_run
 from metrics.m3.tables import plot_windows, tables
 from tests import m3_handmade as H
@@ -243,6 +243,19 @@ def test_content_through_a_served_judge(tmp_path: Path) -> None:
     assert "User: Tell me about the old bridge." in consistency_prompt and "nineteen oh five" in consistency_prompt
     assert res["judge"] == {"name": "stub-llm", "heuristic": False, "llm": True,
                             "content": "relevance, consistency and QA accuracy by stub-llm"}
+
+
+def test_untranscribed_import_is_not_judged(tmp_path: Path) -> None:
+    """A row imported without txt_align has no question: a served judge is never asked to grade against nothing."""
+    g = H.gold("SHIFT", s=S, t=S + 0.3, event_n=1) | {"question": "", "reply": "", "transcribed": False}
+    H.write(tmp_path, f"{g['event_id']}-user", g, H.bursts(D, [(S + 0.5, S + 2.0)]))
+    judge = ChatStub(relevance='{"score": 2, "reason": "x"}', consistency='{"score": 2, "reason": "x"}', qa="")
+    res = score_run(tmp_path, asr=_Fixed("it opened in nineteen oh five"), judge=judge, vad_factory=H.planted)
+    grp = _group(res)
+    assert not judge.prompts
+    assert grp["relevance"]["value"] is None and grp["consistency"]["value"] is None
+    m = json.loads((tmp_path / "measurements.jsonl").read_text())
+    assert m["content"]["relevance"]["reason"] == NO_TRANSCRIPT
 
 
 def test_parse_score_is_strict() -> None:

@@ -140,6 +140,7 @@ def gold(case: M3Case, offset_s: float, lead_s: float, s_stream: float, w_stream
         "forced_end_s": round_ms(s_stream) if case.condition == "full" else 0.0, "lead_silence_s": round_ms(lead_s),
         "question": ev.question, "reply": ev.reply, "gold_answer": ev.gold_answer,
         "gold_aliases": list(ev.gold_aliases), "context_dependent": ev.context_dependent,
+        "transcribed": ev.transcribed,
         "context": [[u.speaker, u.text, at(u.start_s), at(u.end_s)] for u in ev.utterances
                     if u.start_s < ev.event_start_s],
     }

@@ -43,6 +43,7 @@ MAX_ATTEMPTS = 3
 SCALE = (0, 1, 2)
 KEYS = ("relevance", "consistency", "qa_accuracy")
 NOT_COMPUTED = "not computed (needs an LLM judge)"
+NO_TRANSCRIPT = "not computed (the row was imported without a transcript: no question or context to judge against)"
 HEURISTIC_EN_ONLY = "not computed (the offline heuristic judge reads English answers only; needs an LLM judge)"
 NO_RESPONSE = "(no response: the model did not take the turn)"
 LANGUAGE_NAMES = {"en": "English", "ja": "Japanese"}
@@ -202,6 +203,9 @@ def judge_content(gold: dict[str, Any], response: str, language: str, llm: Any |
     "score" (0–2), "judge", "heuristic", ...}}; qa_accuracy is absent where there is no gold answer."""
     has_gold = bool(gold.get("gold_answer"))
     out: dict[str, dict[str, Any]] = {}
+    if gold.get("transcribed") is False:  # imported without txt_align: an empty question is not a question
+        return {key: {"status": "not computed", "score": None, "reason": NO_TRANSCRIPT}
+                for key in KEYS if key != "qa_accuracy" or has_gold}
     if not response.strip():
         keys = [k for k in KEYS if k != "qa_accuracy" or has_gold]
         for key in keys:

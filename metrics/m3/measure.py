@@ -39,7 +39,7 @@ REQUIRED_GOLD = ("event_id", "event_type", "language", "domain", "condition", "p
 IDENTITY = ("event_id", "dialogue_id", "event_type", "language", "domain", "condition")
 TIMES = ("context_start_s", "prompt_start_s", "event_start_s", "event_end_s", "window_end_s", "forced_end_s",
          "lead_silence_s")
-GOLD_TEXT = ("question", "reply", "gold_answer", "gold_aliases", "context_dependent", "context")
+GOLD_TEXT = ("question", "reply", "gold_answer", "gold_aliases", "context_dependent", "context", "transcribed")
 LENGTH_TOLERANCE_S = 0.001
 _CASE_ID = re.compile(r"^(?P<language>[a-z]+)-(?P<domain>[a-z]+)-d\d+-e\d+-(?P<condition>[a-z]+)$")
 
