@@ -48,7 +48,7 @@ PRESETS = {"mini": 1, "full": 200}  # dialogues per (language, domain)
 class Shape:
     """How a dialogue is put together: counts and rates, one place for every knob."""
 
-    chat_topics: tuple[tuple[int, float], ...] = ((2, 0.50), (3, 0.40), (4, 0.10))
+    chat_topics: tuple[tuple[int, float], ...] = ((2, 0.55), (3, 0.37), (4, 0.08))
     chat_lines: tuple[int, int] = (16, 24)  # bank lines per chat dialogue (before joins and splits)
     task_entities: tuple[tuple[int, float], ...] = ((3, 0.35), (4, 0.65))  # the most; 2 when they suffice
     task_questions: tuple[int, int] = (10, 13)  # user questions per task dialogue
@@ -263,6 +263,7 @@ class _Turn:
     bc_host: bool = False  # a system turn the user backchannels in, whatever the draw
     barge_opener: str = ""  # the user's turn: the lead-in it cuts in with
     bare: list[str] | None = None  # the pieces without the turn's own lead-in (a barge-in opener replaces it)
+    opens: bool = False  # chat: the turn opens an exchange (brings up something new)
     cut_after_chars: int = 0
     value_end: int = 0  # a task answer: where the value it says ends in the text (0: not found)
 
@@ -306,54 +307,65 @@ def _chat_turns(bank: LanguageBank, lang: Language, ledger: Ledger, rng: random.
     topics = [names[i] for i in order]
     rng.shuffle(topics)
     target = rng.randint(*shape.chat_lines)
-    lines: list[tuple[str, list[str], str, bool, str]] = []  # (speaker, pieces, topic, opens a topic, sans lead-in)
+    # (speaker, pieces, topic, opens a topic, text without its lead-in, opens an exchange)
+    lines: list[tuple[str, list[str], str, bool, str, bool]] = []
 
     for ti, name in enumerate(topics):
         topic = bank.chat[name]
         budget = (target - len(lines)) / (n_topics - ti)
         values = {s: ledger.choose(f"{name}/slot/{s}", vals, rng) for s, vals in topic.slots.items()}
         last = lines[-1][0] if lines else None
-        # A topic is an opening and at least two middles; a tight budget (four topics) prefers short exchanges.
-        short = budget < 8
+        # A topic is an opening and at least two middles, each cut to its share of the budget (after a line that
+        # asks nothing); each next exchange is chosen to start with the other speaker than the last kept line.
         parallel = topic.alternatives == "parallel"
-        chosen = [topic.opening[_pick_exchange(ledger, f"{name}/opening", topic.opening, rng, last, short=short,
-                                               values=values, parallel=parallel)]]
-        n_lines = len(chosen[0].lines)
+        short = budget < 8
+        chosen: list[tuple[Exchange, list[BankLine]]] = []
+
+        def take(ex: Exchange, allowance: float, chosen: list[tuple[Exchange, list[BankLine]]] = chosen) -> None:
+            chosen.append((ex, _cut(list(ex.lines), allowance)))
+
+        def used_lines(chosen: list[tuple[Exchange, list[BankLine]]] = chosen) -> int:
+            return sum(len(kept) for _, kept in chosen)
+
+        take(topic.opening[_pick_exchange(ledger, f"{name}/opening", topic.opening, rng, last, short=short,
+                                          values=values, parallel=parallel)], budget / 3)
         mean_middle = sum(len(m.lines) for m in topic.middle) / len(topic.middle)
         used: set[int] = set()
         while len(used) < min(4, len(topic.middle)):
-            if len(used) >= 2 and n_lines + mean_middle > budget:
+            left = budget - used_lines()
+            if len(used) >= 2 and left < mean_middle:
                 break
-            i = _pick_exchange(ledger, f"{name}/middle", topic.middle, rng, chosen[-1].last_speaker, used,
+            i = _pick_exchange(ledger, f"{name}/middle", topic.middle, rng, chosen[-1][1][-1].speaker, used,
                                short=short, values=values, parallel=parallel)
             used.add(i)
-            chosen.append(topic.middle[i])
-            n_lines += len(topic.middle[i].lines)
-        if topic.closing and n_lines + 2 <= budget and rng.random() < shape.closing_p:
-            chosen.append(topic.closing[_pick_exchange(ledger, f"{name}/closing", topic.closing, rng,
-                                                       chosen[-1].last_speaker, values=values, parallel=parallel)])
+            take(topic.middle[i], left / max(1, 2 - len(used) + 1) if len(used) <= 2 else left)
+        if topic.closing and used_lines() + 2 <= budget and rng.random() < shape.closing_p:
+            take(topic.closing[_pick_exchange(ledger, f"{name}/closing", topic.closing, rng,
+                                              chosen[-1][1][-1].speaker, values=values, parallel=parallel)],
+                 budget - used_lines())
         first = True
-        for ex, kept in zip(chosen, _fit(chosen, budget), strict=True):
+        for ex, kept in chosen:
             if parallel:
                 templates = _version(ex, kept, values, ledger, rng)
             else:
                 templates = [ln.texts[ledger.pick_said(ln.key, ln.texts, lambda t, v=values: _fill(t, v), rng)]
                              for ln in kept]
-            for template, ln in zip(templates, kept, strict=True):
+            for k, (template, ln) in enumerate(zip(templates, kept, strict=True)):
                 lead = ""
                 if first and ti > 0 and bank.transitions["chat"] and rng.random() < shape.transition_p["chat"]:
                     lead = ledger.choose("chat/transition", bank.transitions["chat"], rng)
                 lines.append((ln.speaker, _lead_pieces(lang, lead, template, values), name, first,
-                              _compose(lang, "", template, values)))
+                              _compose(lang, "", template, values), k == 0))
                 first = False
 
     turns: list[_Turn] = []
-    for speaker, pieces, name, topic_start, bare in lines:
+    for speaker, pieces, name, topic_start, bare, opens in lines:
         if turns and turns[-1].speaker == speaker:
             turns[-1].pieces += pieces  # two lines of one speaker: one turn, a candidate pause between
             turns[-1].bare = None
         else:
-            turns.append(_Turn(speaker, pieces, topic=name, topic_start=topic_start, bare=_pieces(bare)))
+            turns.append(_Turn(speaker, pieces, topic=name, topic_start=topic_start, bare=_pieces(bare),
+                               opens=opens))
     _pick_chat_barge_ins(turns, lang, rng, shape)
     return turns, topics
 
@@ -374,27 +386,14 @@ def _version(ex: Exchange, kept: Sequence[BankLine], values: dict[str, str], led
     return [ln.texts[best % len(ln.texts)] for ln in kept]
 
 
-def _fit(chosen: list[Exchange], budget: float) -> list[tuple[BankLine, ...]]:
-    """The exchanges' lines, cut to fit a topic's budget: an exchange may stop early after a line that asks
-    nothing (all its phrasings end without a '?'), keeping at least two lines, so no question goes unanswered.
-    Later exchanges are cut first, the longest first."""
-    kept = [list(ex.lines) for ex in chosen]
-
-    def shorter(lines: list[BankLine]) -> list[BankLine] | None:
-        for n in range(len(lines) - 1, 1, -1):
-            if not any(t.rstrip().endswith(("?", "？")) for t in lines[n - 1].texts):
-                return lines[:n]
-        return None
-
-    while sum(map(len, kept)) > budget:
-        for i in sorted(range(len(kept)), key=lambda i: (-len(kept[i]), -i)):
-            cut = shorter(kept[i])
-            if cut is not None:
-                kept[i] = cut
-                break
-        else:
-            break
-    return [tuple(lines) for lines in kept]
+def _cut(lines: list[BankLine], allowance: float) -> list[BankLine]:
+    """An exchange's lines cut to about `allowance`: it may stop early after a line that asks nothing (all its
+    phrasings end without a '?'), keeping at least two lines, so no question goes unanswered."""
+    ok = [n for n in range(2, len(lines)) if not any(t.rstrip().endswith(("?", "？")) for t in lines[n - 1].texts)]
+    fitting = [n for n in ok if n <= allowance]
+    if len(lines) <= allowance or not ok:
+        return lines
+    return lines[:max(fitting) if fitting else min(ok)]
 
 
 def _pick_exchange(ledger: Ledger, key: str, exchanges: Sequence[Exchange], rng: random.Random, prev: str | None,
@@ -415,8 +414,9 @@ def _pick_exchange(ledger: Ledger, key: str, exchanges: Sequence[Exchange], rng:
         return max(min(said(t) for t in ln.texts) for ln in lines)
 
     order = [i for i in ledger.order(key, len(exchanges), rng) if not exclude or i not in exclude]
-    freshest = min(map(stale, order))
-    order = [i for i in order if stale(i) == freshest]  # freshness first: a repeat is worse than a joined turn
+    # Freshness first (a repeat is worse than a joined turn), but anything said at most once is fresh enough.
+    fresh_enough = max(min(map(stale, order)), 1)
+    order = [i for i in order if stale(i) <= fresh_enough]
     fits = [i for i in order if exchanges[i].first_speaker != prev]
     if short:
         fits = [i for i in fits if len(exchanges[i].lines) <= 2] or fits
@@ -426,17 +426,23 @@ def _pick_exchange(ledger: Ledger, key: str, exchanges: Sequence[Exchange], rng:
 
 
 def _pick_chat_barge_ins(turns: list[_Turn], lang: Language, rng: random.Random, shape: Shape) -> None:
-    """1-3 system turns long enough to be cut, each followed by a user turn (not one opening a topic, when
-    there are enough others)."""
+    """1-3 system turns long enough to be cut, each followed by a user turn: preferably one that brings up
+    something new or asks, inside the topic."""
     follows = [i for i in range(len(turns) - 1) if turns[i].speaker == "system" and turns[i + 1].speaker == "user"]
     hosts = [i for i in follows if _can_host(lang, _text(lang, turns[i].pieces))]
     if not hosts:  # every dialogue gets one: then the longest system turn the user speaks after
         long_ = [i for i in follows if lang.size(_text(lang, turns[i].pieces)) >= lang.turn_min]
         hosts = [max(long_, key=lambda i: lang.size(_text(lang, turns[i].pieces)))] if long_ else []
-    calm = [i for i in hosts if not turns[i + 1].topic_start]
+    # Best: the user cuts in to bring up something new or to ask, inside the topic; a reply cut in with
+    # "sorry, can I jump in" reads oddly.
+    def fit(i: int) -> int:
+        nxt = turns[i + 1]
+        new = nxt.opens or _text(lang, nxt.pieces).rstrip().endswith(("?", "？"))
+        return (0 if new else 2) + (1 if nxt.topic_start else 0)
+
     want = _weighted(shape.barge_ins, rng)
-    pool = calm if len(calm) >= want else hosts
-    for i in rng.sample(pool, min(want, len(pool))):
+    rng.shuffle(hosts)
+    for i in sorted(hosts, key=fit)[:want]:
         turns[i].barge_host = True
 
 
