@@ -156,8 +156,9 @@ class KokoroTTS:
         # (by hash), the package (voices, romaniser), the reading dictionary, this module's text handling.
         suffix = "" if self.speed == 1.0 else f"@speed={self.speed:g}"
         suffix += "" if self.threads == WORKER_THREADS else f"@threads={self.threads}"
-        self.name = (f"kokoro-ja:kokoro-v1.0-int8-{model_sha256()[:12]}+pkg={_version(PACKAGE)}"
-                     f"+openjtalk={_version('pyopenjtalk-plus')}+fe={FRONTEND_VERSION}{suffix}")
+        package, openjtalk = _version(PACKAGE), _version("pyopenjtalk-plus")  # a missing one, said by name first
+        self.name = (f"kokoro-ja:kokoro-v1.0-int8-{model_sha256()[:12]}+pkg={package}"
+                     f"+openjtalk={openjtalk}+fe={FRONTEND_VERSION}{suffix}")
         self.assistant_voice = ASSISTANT_VOICE
 
     def voices(self) -> list[str]:
