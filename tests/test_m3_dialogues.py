@@ -69,8 +69,8 @@ def test_shape_of_a_dialogue(dialogues: dict, lang: str, domain: str) -> None:
     for d in dialogues[lang, domain]:
         assert 2 <= len(d.topics) <= 4 and len(set(d.topics)) == len(d.topics)
         assert 12 <= len(d.utterances) <= 40, (d.dialogue_id, len(d.utterances))
-        assert 1 <= d.count("barge_in") <= 3 or domain == "task", d.dialogue_id
-        assert d.count("barge_in") <= 3
+        assert 1 <= d.count("barge_in") <= 3, d.dialogue_id
+        assert _user_events(d)["pause"] >= 1 and _user_events(d)["bc"] >= 1, d.dialogue_id
         for u in d.utterances:
             if u.kind == "bc":
                 assert u.text in bcs and language.bc_problem(u.text) is None

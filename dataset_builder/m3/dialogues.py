@@ -262,7 +262,9 @@ class _Turn:
     barge_host: bool = False  # a system turn the user's next turn cuts into
     bc_host: bool = False  # a system turn the user backchannels in, whatever the draw
     barge_opener: str = ""  # the user's turn: the lead-in it cuts in with
-    bare: list[str] | None = None  # the pieces without the turn's own lead-in (a barge-in opener replaces it)
+    # The turn's template and slot values without its own lead-in: a barge-in opener replaces the lead-in and
+    # is composed with the template, so a name keeps its capital after the opener (None: a joined turn).
+    bare: tuple[str, dict[str, str]] | None = None
     opens: bool = False  # chat: the turn opens an exchange (brings up something new)
     cut_after_chars: int = 0
     value_end: int = 0  # a task answer: where the value it says ends in the text (0: not found)
@@ -307,8 +309,8 @@ def _chat_turns(bank: LanguageBank, lang: Language, ledger: Ledger, rng: random.
     topics = [names[i] for i in order]
     rng.shuffle(topics)
     target = rng.randint(*shape.chat_lines)
-    # (speaker, pieces, topic, opens a topic, text without its lead-in, opens an exchange)
-    lines: list[tuple[str, list[str], str, bool, str, bool]] = []
+    # (speaker, pieces, topic, opens a topic, (template, slot values) without its lead-in, opens an exchange)
+    lines: list[tuple[str, list[str], str, bool, tuple[str, dict[str, str]], bool]] = []
 
     for ti, name in enumerate(topics):
         topic = bank.chat[name]
@@ -355,7 +357,7 @@ def _chat_turns(bank: LanguageBank, lang: Language, ledger: Ledger, rng: random.
                 if first and ti > 0 and bank.transitions["chat"] and rng.random() < shape.transition_p["chat"]:
                     lead = ledger.choose("chat/transition", bank.transitions["chat"], rng)
                 lines.append((ln.speaker, _lead_pieces(lang, lead, template, values), name, first,
-                              _compose(lang, "", template, values), k == 0))
+                              (template, values), k == 0))
                 first = False
 
     turns: list[_Turn] = []
@@ -364,7 +366,7 @@ def _chat_turns(bank: LanguageBank, lang: Language, ledger: Ledger, rng: random.
             turns[-1].pieces += pieces  # two lines of one speaker: one turn, a candidate pause between
             turns[-1].bare = None
         else:
-            turns.append(_Turn(speaker, pieces, topic=name, topic_start=topic_start, bare=_pieces(bare),
+            turns.append(_Turn(speaker, pieces, topic=name, topic_start=topic_start, bare=bare,
                                opens=opens))
     _pick_chat_barge_ins(turns, lang, rng, shape)
     return turns, topics
@@ -539,7 +541,7 @@ def _task_turns(bank: LanguageBank, knowledge: Knowledge, lang: Language, ledger
                 if bank.reactions and (stale or rng.random() < shape.reaction_p):
                     lead = _fill(ledger.choose("task/reaction", bank.reactions, rng), {"value": last_value})
             turns.append(_Turn("user", _lead_pieces(lang, lead, template, values), topic=e.id,
-                               topic_start=q == 0, fact=r, bare=_pieces(_compose(lang, "", template, values))))
+                               topic_start=q == 0, fact=r, bare=(template, dict(values))))
             fact = e.facts[r]
             last_value = said(fact, code)
             # Some answers run on after the value (hosts for a backchannel or a barge-in).
@@ -603,6 +605,25 @@ def _task_asides(turns: list[_Turn], entities: list[Entity], spare: dict[str, li
         else:
             n_bc -= 1
             turn.bc_host = True
+    if not any(t.barge_host for t in turns):
+        # Every dialogue gets a barge-in: an answer says its value early and runs on, and the user cuts in there.
+        for i in hosts:
+            turn, e = turns[i], by_id[turns[i].topic]
+            answers = bank.relations[turn.fact].answer
+            runs_on = [j for j, t in enumerate(answers) if lang.size(t.partition("{value}")[2]) >= lang.tail_min]
+            if i == len(turns) - 1 or not runs_on:
+                continue
+            value = said(e.facts[turn.fact], code)
+            filled = {"entity": e.name[code], "noun": _noun(e, code, ledger, rng), "value": value}
+            j = ledger.pick_said(f"task/{turn.fact}/answer", answers, lambda t, v=filled: _fill(t, v), rng,
+                                 ok=lambda j, lo=runs_on: j in lo)
+            text = _compose(lang, "", answers[j], filled)
+            at = text.lower().find(value.lower())
+            if at < 0:
+                continue
+            turn.pieces, turn.value_end = [text], at + len(value)
+            turn.barge_host, turn.cut_after_chars = True, turn.value_end
+            break
 
 
 def _tail_ok(lang: Language, turn: _Turn) -> bool:
@@ -627,7 +648,11 @@ def _realise(turns: list[_Turn], bank: LanguageBank, lang: Language, domain: str
         if t.barge_host and bank.barge_in:
             nxt = turns[i + 1]
             nxt.barge_opener = ledger.choose("barge_in", bank.barge_in, rng)
-            nxt.pieces = [lang.join(nxt.barge_opener, _text(lang, nxt.bare or nxt.pieces))]
+            if nxt.bare is not None:
+                template, values = nxt.bare
+                nxt.pieces = [_compose(lang, nxt.barge_opener, _text(lang, _pieces(template)), values)]
+            else:
+                nxt.pieces = [lang.join(nxt.barge_opener, _text(lang, nxt.pieces))]
             if lang.code == "en":
                 nxt.pieces[0] = capitalise(nxt.pieces[0])
         elif t.barge_host:
@@ -642,6 +667,15 @@ def _realise(turns: list[_Turn], bank: LanguageBank, lang: Language, domain: str
               and lang.size(_text(lang, t.pieces[b:])) >= lang.half_min]
         if ok:
             candidates.append((i, rng.choice(ok)))
+    if not candidates:
+        # No marked pause in this dialogue: hold the floor at a comma of the longest user turn that has one.
+        for i in sorted(range(len(turns)), key=lambda i: -lang.size(_text(lang, turns[i].pieces))):
+            t = turns[i]
+            cut = _comma_cut(lang, t.pieces[0]) if t.speaker == "user" and len(t.pieces) == 1 else None
+            if cut and not t.barge_opener:
+                t.pieces = list(cut)
+                candidates.append((i, 1))
+                break
     chosen = dict(rng.sample(candidates, min(_weighted(shape.pauses, rng), len(candidates))))
 
     ipus: list[tuple[_Turn, str, str, int]] = []  # (turn, text, relation, cut_after_chars)
@@ -695,6 +729,18 @@ def _can_host(lang: Language, text: str, *, bc: bool = False) -> bool:
     if not text.rstrip().endswith(("?", "？")):
         return size >= lang.host_min
     return bc and size >= 2 * lang.host_min
+
+
+def _comma_cut(lang: Language, text: str) -> tuple[str, str] | None:
+    """The text split after the comma nearest its middle where both sides are TURN-long halves, or None."""
+    best = None
+    for m in re.finditer(r"[,、]\s*", text):
+        a, b = text[:m.start() + 1].strip(), text[m.end():].strip()
+        if lang.size(a) >= lang.half_min and lang.size(b) >= lang.half_min:
+            d = abs(lang.size(a) - lang.size(b))
+            if best is None or d < best[0]:
+                best = (d, a, b)
+    return (best[1], best[2]) if best else None
 
 
 def _other(speaker: str) -> str:
