@@ -92,6 +92,10 @@ def test_chat_topics_hang_together(dialogues: dict, lang: str) -> None:
         assert [t for t in dict.fromkeys(u.topic for u in turns)] == list(d.topics)  # topics in order, once each
         assert all(t in bank.chat for t in d.topics)
         assert not any(u.gold_answer for u in d.utterances)
+        assert len({bank.chat[t].register for t in d.topics}) == 1, d.dialogue_id  # one register per dialogue
+    registers = {t.register for t in bank.chat.values()}
+    if len(registers) > 1:  # both registers are used across the config
+        assert {bank.chat[d.topics[0]].register for d in dialogues[lang, "chat"]} == registers
 
 
 @pytest.mark.parametrize("lang", LANGS)

@@ -302,8 +302,12 @@ def _lead_pieces(lang: Language, lead: str, template: str, values: dict[str, str
 def _chat_turns(bank: LanguageBank, lang: Language, ledger: Ledger, rng: random.Random,
                 shape: Shape) -> tuple[list[_Turn], list[str]]:
     names = sorted(bank.chat)
-    n_topics = min(_weighted(shape.chat_topics, rng), len(names))
-    order = ledger.order("chat/topic", len(names), rng)[:n_topics]
+    n_topics = _weighted(shape.chat_topics, rng)
+    order = ledger.order("chat/topic", len(names), rng)
+    # One register per dialogue (the banks that mark one: Japanese casual / polite): the least-used topic sets it.
+    register = bank.chat[names[order[0]]].register
+    order = [i for i in order if bank.chat[names[i]].register == register][:n_topics]
+    n_topics = len(order)
     for i in order:
         ledger.take("chat/topic", i)
     topics = [names[i] for i in order]

@@ -70,6 +70,9 @@ class ChatTopic:
     # "interchangeable" (the default): any phrasing of a line fits any phrasing of the next; "parallel": the i-th
     # phrasings of an exchange's lines belong together (the i-th reply answers the i-th question).
     alternatives: str = "interchangeable"
+    # The speech style of the whole topic ("casual", "polite"; "" when a language's banks do not mark one): one
+    # dialogue keeps to one register, as two people talking do.
+    register: str = ""
 
 
 @dataclass(frozen=True)
@@ -300,8 +303,12 @@ def load_topic(path: Path, lang: Language, problems: Problems) -> ChatTopic | No
         problems.warn(where(path, name, f"slots.{name}"), "slot never used", name)
     _repeats([t for s in sections.values() for ex in s for ln in ex.lines for t in ln.texts], path, problems,
              [ln.where for s in sections.values() for ex in s for ln in ex.lines for _ in ln.texts])
+    register = data.get("register", "")
+    if not isinstance(register, str):
+        problems.fail(where(path, register, "register"), "register is a word (casual, polite)", register)
+        register = ""
     return ChatTopic(str(topic), slots, sections["opening"], sections["middle"], sections["closing"],
-                     where(path, topic, "topic"), str(alternatives))
+                     where(path, topic, "topic"), str(alternatives), register)
 
 
 def _repeats(items: list[str], path: Path, problems: Problems, places: list[str] | None = None) -> None:
