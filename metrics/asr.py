@@ -83,6 +83,11 @@ class FasterWhisperASR(_MemoisedASR):
         self._model: Any = None
         self._memo: dict[str, str] = {}  # sha256 of the 16 kHz float32 samples -> text
 
+    @property
+    def languages(self) -> tuple[str, ...]:
+        """The languages it transcribes (a scorer reports content in any other as not computed)."""
+        return (self.language,)
+
     def _load(self) -> Any:
         if self._model is None:
             from faster_whisper import WhisperModel
@@ -168,6 +173,7 @@ class QwenASR(_MemoisedASR):
         self.device = device
         self.language = language
         self.name = f"qwen3-asr:{model}" + ("" if language == "en" else f":{language}")
+        self.languages = (language,)
         self._model: Any = None
         self._memo: dict[str, str] = {}
 

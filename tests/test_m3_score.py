@@ -291,6 +291,16 @@ def test_japanese_content_not_computed_with_an_english_asr(tmp_path: Path) -> No
     assert any("ja:" in note for note in res["content_notes"])
 
 
+def test_the_offline_asrs_declare_their_languages() -> None:
+    """The scorer reads an ASR's `languages`: tiny.en is English only, whisper base told Japanese hears Japanese."""
+    from metrics.asr import asr_for_language, get_asr
+    from metrics.m3.content import language_problem
+
+    assert language_problem(get_asr(), "en") is None and language_problem(get_asr(), "ja")
+    assert language_problem(asr_for_language("ja"), "ja") is None
+    assert language_problem(get_asr("whisper-base", language="ja"), "en")
+
+
 # --- skipped and failed, tables, plot windows --------------------------------------------------------------------
 
 
