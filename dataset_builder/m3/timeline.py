@@ -63,14 +63,14 @@ _MARGIN_MS = round(DEFAULT_MARGIN_S * 1000)
 # Silero hears some onsets late: measured up to 0.33 s on Japanese interjections ("あ、それで", "イギリスか"),
 # under 0.07 s on most clips; it hears ends within 0.05 s. Where a late onset shrinks what a rule measures, the
 # margin covers it: a barge-in's overlap, a BC's distance from its host's start, a cut's distance into a voiced
-# stretch. A TURN's length gets the samplers' margin twice (a short TURN with a weak onset is the rare case left;
-# the extract-back test over the mini set would show it).
+# stretch. A TURN's length gets the samplers' margin only (longer would slow every short phrase down; a short TURN
+# with a weak onset is the rare case left, and the extract-back test over the mini set would show it).
 LATE_ONSET_MS = 350
 OWN_GAP_MS = round(_PARAMS.ipu_gap_s * 1000) + _MARGIN_MS  # a party's IPUs stay this far apart (never merge)
 # A BC clip at most this long (extracts as a BC): the VAD never starts a clip early and ends it under 0.05 s late.
 BC_MAX_MS = round(_PARAMS.bc_max_s * 1000) - 60
 BC_MIN_MS = 250  # a BC clip at least this long (Silero misses shorter sounds: a 135 ms "huh" went unheard)
-TURN_MIN_MS = round(_PARAMS.bc_max_s * 1000) + 2 * _MARGIN_MS  # a TURN clip at least this long
+TURN_MIN_MS = round(_PARAMS.bc_max_s * 1000) + _MARGIN_MS  # a TURN clip at least this long
 BARGE_MARGIN_S = LATE_ONSET_MS / 1000  # the barge-in overlap sampler's margin: overlaps > 0.75 s
 BC_START_EDGE_MS = LATE_ONSET_MS + 50  # a BC starts this far after its host TURN's start...
 BC_END_EDGE_MS = 2 * _MARGIN_MS  # ...and ends this far before its end (it must start inside it when extracted)
