@@ -178,3 +178,21 @@ def test_cli_build_scripts_only_and_diagnostics(tmp_path: Path, capsys: pytest.C
     diag = json.loads((out / "diagnostics.json").read_text())
     assert sorted(diag["configs"]) == sorted(CONFIGS)
     assert all(b["audio"]["measured"] is False for b in diag["configs"].values())
+
+
+def test_diagnostics_measure_every_voice_of_the_mini_set(mini) -> None:
+    """With audio, every config's voices are transcribed by their language's offline ASR (English WER, Japanese
+    reading CER), and the events per type come from the rows."""
+    from metrics.m3.diagnostics import audit
+
+    folder, info = mini
+    text = audit(folder)
+    diag = json.loads((folder / "diagnostics.json").read_text())
+    assert "ASR per voice" in text and diag["ok"]
+    for config, block in diag["configs"].items():
+        assert block["events"]["per_type"] == info["configs"][config]["events"]
+        audio = block["audio"]
+        assert audio["measured"] and audio["metric"] == ("WER" if config.endswith("_en") else "CER (reading)")
+        assert {v["speaker"] for v in audio["voices"].values()} == {"user", "system"}, config
+        assert all(v["turns"] >= 1 and v["rate"] < 0.5 for v in audio["voices"].values()), audio
+

@@ -78,8 +78,9 @@ def _voices_lines(audio: dict[str, Any]) -> list[str]:
         return [f"  ASR per voice: not measured ({audio.get('note', '')})"]
     lines = [f"  ASR per voice ({audio['asr']}, {audio['metric']} of each voice's TURN utterances):"]
     for voice, v in audio["voices"].items():
+        written = f"; written CER {100 * v['written_cer']:.1f} %" if "written_cer" in v else ""
         lines.append(f"    {voice:<24} {v['speaker']:<6} {v['turns']:>4} turns  {audio['metric']} "
-                     f"{100 * v['rate']:.1f} % ({v['errors']}/{v['units']})")
+                     f"{100 * v['rate']:.1f} % ({v['errors']}/{v['units']}){written}")
     return lines
 
 
