@@ -65,6 +65,24 @@ def test_options_are_checked(tmp_path: Path) -> None:
         build(tmp_path, BuildOptions(scripts_only=True, stats=tmp_path / "missing.json"))
 
 
+def test_stats_file_is_sampled_from_and_filled_from_the_defaults(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from dataset_builder.m3.build import config_stats
+    from dataset_builder.m3.events import EventParams
+    from dataset_builder.m3.stats import default_stats, save_stats
+
+    mine = replace(default_stats("en", "chat"), shift_gap_s=None, source="my corpus")
+    save_stats(mine, tmp_path / "stats.json")
+    got = config_stats("ja", "task", BuildOptions(stats=tmp_path / "stats.json"))
+    assert got.source == "my corpus" and got.pause_s == mine.pause_s
+    assert got.shift_gap_s == default_stats("ja", "task").shift_gap_s and "not measured" in got.notes["shift_gap_s"]
+    other = replace(mine, params=EventParams(ipu_gap_s=0.6), pause_s=None)
+    save_stats(other, tmp_path / "other.json")
+    with pytest.raises(UsageError, match="--stats"):
+        config_stats("en", "chat", BuildOptions(stats=tmp_path / "other.json"))
+
+
 def test_mini_has_every_event_type_in_every_config(mini) -> None:
     folder, info = mini
     assert sorted(info["configs"]) == sorted(CONFIGS)
