@@ -30,6 +30,12 @@ class Benchmark:
     windows: str  # windows(measurements of one episode, result) -> [(start_s, end_s, ok, spans)] for its plot
     cases: str  # cases(folder, config) -> [case], every validated case of a config, no audio read
     case_audio: str  # case_audio(folder, config, wanted=ids) -> iterator of (case, float32 24 kHz audio)
+    # The configs a whole evaluation runs, each its own run; empty: the first config only (the others are subsets
+    # of it that its scorer reports from the same run, like IFEval's matched-audio cases).
+    run_configs: tuple[str, ...] = ()
+
+    def evaluated_configs(self) -> tuple[str, ...]:
+        return self.run_configs or self.configs[:1]
 
     def load(self, part: str) -> Any:
         """The object behind one of the "module:function" fields, imported now."""
@@ -112,4 +118,5 @@ register_benchmark(Benchmark(
     windows="metrics.m3.tables:plot_windows",
     cases="dataset_builder.m3.rows:list_items",
     case_audio="dataset_builder.m3.rows:iter_items",
+    run_configs=("m3_chat_en", "m3_task_en", "m3_chat_ja", "m3_task_ja"),  # four languages x domains, four runs
 ))

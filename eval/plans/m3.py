@@ -34,6 +34,9 @@ from eval.schedule import EpisodePlan, Play, Silence, Step
 from metrics.vad import VADParams
 
 VAD_PRESET = "m3"
+# M3 gives the model no text instructions (the paper prompts none), but the session is one to one: the empty prompt
+# (as DSB-IFEval's L0) rather than None, which marks a multi-party session whose duty is spoken (Duplex-MPE).
+NO_INSTRUCTIONS = ""
 CLIPS = {"context": "C", "prompt": "P", "window": "W"}
 
 
@@ -122,7 +125,7 @@ def plan(case: M3Case, audio: np.ndarray, protocol: M3Protocol, sr: int) -> Epis
                        condition=cond, group_id=ev.event_id, gold=gold(case, offset / sr, lead / sr,
                                                                        (offset + a_s) / sr, (offset + a_w) / sr),
                        forced=forced, requires=frozenset({"teacher_forcing"}) if cond == "full" else frozenset(),
-                       bound_case=bound)
+                       bound_case=bound, system_prompt=NO_INSTRUCTIONS)
 
 
 def gold(case: M3Case, offset_s: float, lead_s: float, s_stream: float, w_stream: float) -> dict[str, Any]:
