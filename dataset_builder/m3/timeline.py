@@ -80,6 +80,7 @@ TAIL_MS = 500  # silence after the last one
 FADE_MS = 20  # a cut system clip fades out over this
 CUT_REMAINDER_MS = 200  # a cut leaves at least this much of the system clip unsaid (else it is no cut)
 CUT_AFTER_PAD_MS = 200  # the user barges in this long after the estimated end of `cut_after_chars`
+SPEAKING_AT_S_MS = 150  # a barge-in starts at least this far inside a voiced stretch of the system clip
 MIN_HEARD_MS = 500  # at least this much of a system TURN is heard before a barge-in
 BARGE_TAIL_MS = 300  # the user's barge-in TURN outlasts the cut system clip by at least this
 # Trimming: a sample below SILENCE_DB of the clip's peak is silence at the edges; a 10 ms frame whose RMS is
@@ -320,7 +321,8 @@ def _barge_in(h: Placed, d: int, user_busy: int, offset: int, overlap: int, runs
     cut comes `overlap` later, inside a voiced stretch (`CUT_VOICED_MS` into it, so the VAD hears the system up
     to the cut), at least `CUT_REMAINDER_MS` before the clip's end, and the user outlasts it by `BARGE_TAIL_MS`.
     Where that cannot be had, the user starts earlier (never before `MIN_HEARD_MS` nor near the user's own last
-    speech) and the overlap moves to the nearest voiced point; the `cut_after_chars` floor is given up last.
+    speech) and the overlap moves to the nearest voiced point; the `cut_after_chars` floor is given up first, then
+    the wish that the user starts `SPEAKING_AT_S_MS` inside a voiced stretch.
     """
     o_min = round(_PARAMS.shift_overlap_max_s * 1000) + LATE_ONSET_MS + 1
     o_max = d - BARGE_TAIL_MS
@@ -328,9 +330,16 @@ def _barge_in(h: Placed, d: int, user_busy: int, offset: int, overlap: int, runs
     floor = max(h.start_ms + MIN_HEARD_MS, user_busy + OWN_GAP_MS)
     allowed = [(h.start_ms + a + CUT_VOICED_MS, h.start_ms + b) for a, b in runs if b - a > CUT_VOICED_MS]
     said = h.start_ms + _chars_ms(h.utt, h.clip_ms) + CUT_AFTER_PAD_MS if h.utt.cut_after_chars else floor
-    for x_lo in (max(floor, said), floor):
+    # The user should start while the system is audibly speaking (not in a breath between its words): stop latency
+    # is defined only for a model speaking at s, so a barge-in into a micro-pause would measure nothing.
+    def speaking(x: int) -> bool:
+        return any(h.start_ms + a + SPEAKING_AT_S_MS <= x <= h.start_ms + b - SPEAKING_AT_S_MS for a, b in runs)
+
+    for x_lo, need_voice in ((max(floor, said), True), (floor, True), (max(floor, said), False), (floor, False)):
         want = max(h.start_ms + offset, x_lo)
         for x in range(min(want, c_hi - o_min), x_lo - 1, -50):
+            if need_voice and not speaking(x):
+                continue
             lo_c, hi_c = x + o_min, min(c_hi, x + o_max)
             target = min(max(x + overlap, lo_c), hi_c)
             spans = [(max(a, lo_c), min(b, hi_c)) for a, b in allowed]
