@@ -1,6 +1,6 @@
 """M3-DuplexBench's text tables (paper Tables IV–V): per run and per language and domain, the conditions as rows
-and the nine metrics as columns (value ±half-width of the 95 % CI, n), the "None&Full" representative row, and
-the skipped and failed episodes; plus the per-episode plot windows for the report."""
+and the nine metrics as columns (value with its 95 % CI: ± for means, [lo,hi] for rates; n), the "None&Full"
+representative row, and the skipped and failed episodes; plus the per-episode plot windows for the report."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ REPRESENTATIVE = "None&Full"
 
 
 def metric_cell(block: dict[str, Any] | None) -> str:
-    """`0.675±0.025 n=40` (a Wilson interval is shown as its larger half-width), `n/a` without a value, `-`
-    where the metric is not computed."""
+    """`0.675±0.025 n=40` for a mean with its t interval, `0.950 [0.83,0.99] n=40` for a rate with its Wilson
+    interval (never a ± that would reach below 0 or above 1), `n/a` without a value, `-` where not computed."""
     if block is None:
         return "-"
     if block.get("computed") is False:
@@ -27,8 +27,12 @@ def metric_cell(block: dict[str, Any] | None) -> str:
     if block["value"] is None:
         return f"n/a n={block['n']}"
     ci = block.get("ci")
-    half = f"±{max(block['value'] - ci[0], ci[1] - block['value']):.3f}" if ci else ""
-    return f"{block['value']:.3f}{half} n={block['n']}"
+    if not ci:
+        return f"{block['value']:.3f} n={block['n']}"
+    below, above = block["value"] - ci[0], ci[1] - block["value"]
+    if abs(below - above) < 5e-4:  # a t interval: the paper's "mean ± 95 % CI"
+        return f"{block['value']:.3f}±{above:.3f} n={block['n']}"
+    return f"{block['value']:.3f} [{ci[0]:.2f},{ci[1]:.2f}] n={block['n']}"  # Wilson: not symmetric
 
 
 def _grid(rows: list[list[str]]) -> str:
