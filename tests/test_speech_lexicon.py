@@ -28,10 +28,14 @@ def test_lexicon_file_is_valid_and_says_aria() -> None:
 
 
 @pytest.mark.parametrize(("text", "ipa", "espeak"), [
-    ("Aria, what time is it?", "[[ˈɑːɹiːʌ,]] what time is it?", "[['A:ri:V]], what time is it?"),
-    ("What time is it, Aria?", "What time is it, [[ˈɑːɹiːʌ?]]", "What time is it, [['A:ri:V]]?"),
-    ("Hey aria how are you", "Hey [[ˈɑːɹiːʌ]] how are you", "Hey [['A:ri:V]] how are you"),
-    ("Aria's timer.", "[[ˈɑːɹiːʌz]] timer.", "[['A:ri:Vz]] timer."),
+    ("Aria, what time is it?", "[[ˈɑːɹiʲə,]] what time is it?", "[['A:ri;@]], what time is it?"),
+    ("What time is it, Aria?", "What time is it, [[ˈɑːɹiʲə?]]", "What time is it, [['A:ri;@]]?"),
+    ("Hey aria how are you", "Hey [[ˈɑːɹiʲə]] how are you", "Hey [['A:ri;@]] how are you"),
+    ("Aria's timer.", "[[ˈɑːɹiʲəz]] timer.", "[['A:ri;@z]] timer."),
+    # A full stop right after the name is spoken as its end_mark ("!"); other marks stay as written.
+    ("No need, Aria. Thanks.", "No need, [[ˈɑːɹiʲə!]] Thanks.", "No need, [['A:ri;@]]! Thanks."),
+    ("Better than Aria's.", "Better than [[ˈɑːɹiʲəz!]]", "Better than [['A:ri;@z]]!"),
+    ("Aria... no.", "[[ˈɑːɹiʲə...]] no.", "[['A:ri;@]]... no."),
     # Whole words only: other names and hyphenated words keep the engine's own reading.
     ("Maria, Ariana and aria-like Arias", "Maria, Ariana and aria-like Arias", "Maria, Ariana and aria-like Arias"),
 ])
@@ -45,10 +49,18 @@ def test_apply_puts_punctuation_where_each_engine_keeps_it(text: str, ipa: str, 
     ({"word": "two words", "ipa": "x", "espeak": "x"}, "one word"),
     ({"word": "Aria", "ipa": "ˈɑː]]ɹiːə", "espeak": "x"}, "'ipa'"),
     ({"word": "Aria", "ipa": "ˈɑːɹiːʌ", "espeak": "A ri"}, "'espeak'"),
+    ({"word": "Aria", "ipa": "ˈɑːɹiːʌ", "espeak": "'A:ri:V", "end_mark": ","}, "'end_mark'"),
 ])
 def test_bad_entries_are_named(entry: dict[str, object], message: str) -> None:
     with pytest.raises(LexiconError, match=message):
         parse_lexicon({"entries": [entry]}, source="t.json")
+
+
+def test_end_mark_is_part_of_the_digest() -> None:
+    # It changes the audio, so it must change the cache key; a plain "." is the default and hashes as before.
+    e = {"word": "Aria", "ipa": "a", "espeak": "a"}
+    plain, dot, bang = (parse_lexicon({"entries": [x]}) for x in (e, {**e, "end_mark": "."}, {**e, "end_mark": "!"}))
+    assert plain.digest == dot.digest != bang.digest
 
 
 def test_duplicate_word_rejected_case_insensitively() -> None:
@@ -62,7 +74,10 @@ def test_piper_speaks_the_override_and_keeps_the_pause() -> None:
     (default,) = voice.phonemize("Hey Aria, what time is it?")
     (override,) = voice.phonemize(LEX.apply("Hey Aria, what time is it?", "ipa"))
     assert "".join(default).startswith("hˈeɪ ˈɛɹ")  # espeak-ng's own reading: the vowel of "area"
-    assert "".join(override) == "hˈeɪ ˈɑːɹiːʌ, wˌʌt tˈaɪm ɪz ɪt?"
+    assert "".join(override) == "hˈeɪ ˈɑːɹiʲə, wˌʌt tˈaɪm ɪz ɪt?"
+    # The IPA is what espeak-ng itself makes of the respelling "Ahria", so piper hears phonemes it was trained on.
+    (respelt,) = voice.phonemize("Hey Ahria, what time is it?")
+    assert "".join(respelt) == "".join(override)
 
 
 def test_backend_names_carry_the_lexicon_digest() -> None:
@@ -88,8 +103,8 @@ def test_espeak_reads_the_override() -> None:
         run = subprocess.run(["espeak-ng", "-q", "-x", "-v", "en-us", text], capture_output=True, check=True)
         return run.stdout.decode()
 
-    assert "'A:ri:" not in mnemonics("Hey Aria, what time is it?")
-    assert "'A:ri:" in mnemonics(LEX.apply("Hey Aria, what time is it?", "espeak"))
+    assert "'A:ri;@" not in mnemonics("Hey Aria, what time is it?")
+    assert "'A:ri;@" in mnemonics(LEX.apply("Hey Aria, what time is it?", "espeak"))
     tts = EspeakTTS()
     plain = EspeakTTS().synthesize("Hey there, what time is it?", tts.voices()[0])
     assert plain.size > 0 and tts.synthesize("Hey Aria, what time is it?", tts.voices()[0]).size > 0

@@ -4,7 +4,10 @@ espeak-ng, which also phonemises for piper, reads some words the way people do n
 "area"). Both engines accept phonemes inline in `[[ ]]`; the entry's word is replaced by its phonemes before
 synthesis. Piper drops punctuation that directly follows a `[[ ]]` block, so for piper the punctuation moves
 inside the block (piper reads ",", "?" etc. as phonemes); espeak-ng keeps it outside, where it still pauses.
-The http backend sends plain text to a server that takes no phonemes: it cannot apply the lexicon.
+An entry may also give `end_mark`: when the word ends a sentence with a full stop, the engine is handed that mark
+instead (e.g. "!"), so the sentence's last word keeps its energy instead of the fall of a statement; the written
+text is unchanged. The http backend sends plain text to a server that takes no phonemes: it cannot apply the
+lexicon.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ _WORD = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?")
 _IPA_BAD = re.compile(r"[\[\]\sA-Z]")  # brackets would end the block early; capitals are not IPA here
 _ESPEAK_OK = re.compile(r"[!-~]+")  # printable ASCII, no spaces: espeak-ng's mnemonics
 _TRAILING_PUNCT = "[,.?!;:]*"
+_END_MARKS = (".", "!", "?")
 
 
 class LexiconError(ValueError):
@@ -34,6 +38,7 @@ class Pronunciation:
     word: str
     ipa: str  # piper (espeak-ng IPA as piper's phoneme map takes it)
     espeak: str  # espeak-ng phoneme mnemonics
+    end_mark: str = "."  # the mark spoken for a full stop right after the word
 
     def phonemes(self, alphabet: Alphabet) -> str:
         return self.ipa if alphabet == "ipa" else self.espeak
@@ -54,6 +59,8 @@ class Lexicon:
         said = m.group(1).lower()
         entry = next(e for e in self.entries if e.word.lower() == said)
         punct = m.group(2)
+        if punct == ".":
+            punct = entry.end_mark
         if alphabet == "ipa":
             return f"[[{entry.phonemes(alphabet)}{punct}]]"
         return f"[[{entry.phonemes(alphabet)}]]{punct}"
@@ -75,7 +82,7 @@ def parse_lexicon(data: object, source: str = "lexicon") -> Lexicon:
         where = f"{source}: entries[{i}]"
         if not isinstance(raw, dict):
             raise LexiconError(f"{where}: expected an object")
-        unknown = set(raw) - {"word", "ipa", "espeak", "why"}
+        unknown = set(raw) - {"word", "ipa", "espeak", "end_mark", "why"}
         if unknown:
             raise LexiconError(f"{where}: unknown field(s) {sorted(unknown)}")
         word, ipa, espeak = raw.get("word"), raw.get("ipa"), raw.get("espeak")
@@ -87,11 +94,16 @@ def parse_lexicon(data: object, source: str = "lexicon") -> Lexicon:
             raise LexiconError(f"{where}: 'ipa' must be non-empty IPA without spaces, brackets or capitals")
         if not isinstance(espeak, str) or not _ESPEAK_OK.fullmatch(espeak) or "[" in espeak or "]" in espeak:
             raise LexiconError(f"{where}: 'espeak' must be espeak-ng mnemonics (ASCII, no spaces or brackets)")
+        end_mark = raw.get("end_mark", ".")
+        if end_mark not in _END_MARKS:
+            raise LexiconError(f"{where}: 'end_mark' must be one of {list(_END_MARKS)}, got {end_mark!r}")
         if not isinstance(raw.get("why", ""), str):
             raise LexiconError(f"{where}: 'why' must be text")
         seen.add(word.lower())
-        entries.append(Pronunciation(word, ipa, espeak))
-    canon = json.dumps([[e.word, e.ipa, e.espeak] for e in entries], ensure_ascii=False)
+        entries.append(Pronunciation(word, ipa, espeak, end_mark))
+    # An entry without end_mark hashes as before: its audio did not change.
+    canon = json.dumps([[e.word, e.ipa, e.espeak, *([e.end_mark] if e.end_mark != "." else [])] for e in entries],
+                       ensure_ascii=False)
     return Lexicon(tuple(entries), hashlib.sha256(canon.encode("utf-8")).hexdigest()[:8])
 
 
