@@ -52,6 +52,31 @@ class DuplexAgent(Protocol):
     def close(self) -> None: ...
 
 
+@runtime_checkable
+class BatchedDuplexAgent(DuplexAgent, Protocol):
+    """An agent that steps `batch_size` independent episodes ("slots") at once on one clock (SPEC §12).
+
+    It is also a plain DuplexAgent: `reset`/`step` act as a batch of one, so every single-episode path works.
+    The lockstep runner (eval/) keeps B episodes in flight: it resets a slot when a new case enters it, and on
+    every tick passes each slot's user frame; a slot without an episode gets silence and its output is ignored.
+    A slot's results must not depend on what the other slots hear: the same case and seed give the same samples
+    in any slot, at any batch size, as one at a time.
+    """
+
+    batch_size: int
+
+    def reset_slot(self, slot: int, system_prompt: str | None, seed: int) -> None:
+        """Fresh state for one slot (a new case enters it); the other slots are untouched."""
+        ...
+
+    def step_batch(self, user_frames: np.ndarray, forced: np.ndarray | None = None,
+                   forced_mask: np.ndarray | None = None) -> list[Frame]:
+        """One tick for every slot: `user_frames` is float32 [batch_size, frame_size]; `forced`, when given, is
+        [batch_size, frame_size] teacher-forced model audio, applied only to the slots where the bool
+        `forced_mask` [batch_size] is True (all slots when it is None). Returns batch_size Frames."""
+        ...
+
+
 class GoldAware(Protocol):
     """Optional hooks of agents with the "gold_cues" capability."""
 
