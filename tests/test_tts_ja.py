@@ -18,7 +18,9 @@ from dataset_builder.tts.kokoro_backend import (
     MAX_PAUSE_S,
     VOICES,
     KokoroTTS,
+    apply_readings,
     cap_pauses,
+    readings,
 )
 from dataset_builder.tts.piper_backend import PiperTTS
 from dataset_builder.tts.voices import SILENCE_DB
@@ -75,6 +77,26 @@ def test_settings_that_change_audio_are_in_the_name(kokoro: KokoroTTS) -> None:
     assert KokoroTTS(threads=2).name == kokoro.name + "@threads=2"
     with pytest.raises(ValueError):
         KokoroTTS(speed=0)
+
+
+@pytest.mark.parametrize(("sentence", "heard", "not_heard"), [
+    ("東京タワーは内藤多仲が設計しました。", "taʨɨː", "ta naka"),
+    ("豊田市にある会社です。", "tojota ɕi", "tojoda"),
+    ("天王星は遠い。", "tennoːseː", "teɴoːseː"),
+    ("アイリッシュ海に面した街。", "aiɾʲiʔɕɨkai", "ɯmʲi"),
+    ("J・R・R・トールキンの本。", "ʥei", None),
+])
+def test_readings_fix_what_the_front_end_misreads(kokoro: KokoroTTS, sentence: str, heard: str,
+                                                   not_heard: str | None) -> None:
+    said = " ".join(kokoro.phonemes(sentence))
+    assert heard in said and (not_heard is None or not_heard not in said), said
+    # Only the spoken form changes: a sentence without a listed name passes through untouched.
+    assert apply_readings("東京タワーは高い。") == "東京タワーは高い。"
+
+
+def test_readings_are_part_of_the_name(kokoro: KokoroTTS) -> None:
+    table, digest = readings()
+    assert "内藤多仲" in table and f"+readings={digest}" in kokoro.name
 
 
 def test_every_voice_speaks_at_24k_peak_normalised(voice_audio: dict[str, np.ndarray]) -> None:

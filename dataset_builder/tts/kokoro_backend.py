@@ -9,6 +9,9 @@ of the name when it is not the default.
 
 The model is assembled from its parts in memory (SHA-256 checked) rather than in the package's disk cache, whose
 fixed temporary file two pool workers starting together would both write.
+
+Names the front end reads wrong (a city read with a family name's reading, Latin initials it drops) are respelt
+before phonemisation from `readings_ja.json`, a data file; the text itself keeps the written form.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ MAX_PHONEMES = 510  # the model takes 512 tokens, two of them the pads
 MAX_PAUSE_S = 0.2
 # Bump when this module's text handling changes the audio for the same text, so caches do not serve old clips.
 FRONTEND_VERSION = 1
+READINGS_PATH = importlib.resources.files("dataset_builder.tts") / "readings_ja.json"
+_KANA_OR_KANJI = re.compile(r"^[\u3040-\u30ff\u4e00-\u9fff・ー]+$")
 
 # Project voice id -> the package's voice name. Changing an entry changes audio under the same id: add an id.
 VOICES: dict[str, str] = {
@@ -104,6 +109,33 @@ def _frontend() -> tuple[Any, dict[str, int], dict[str, np.ndarray]]:
     return JAG2P(), vocab, styles
 
 
+@functools.cache
+def readings() -> tuple[dict[str, str], str]:
+    """`readings_ja.json`: written form -> what the front end is given instead, and the entries' digest (8 hex).
+
+    A reading must be kana/kanji only (the front end would drop anything else, which is what a reading fixes).
+    """
+    raw = json.loads(READINGS_PATH.read_text(encoding="utf-8"))
+    table: dict[str, str] = {}
+    for i, entry in enumerate(raw["entries"]):
+        written, say = entry.get("written"), entry.get("say")
+        if not written or not isinstance(say, str) or not _KANA_OR_KANJI.match(say) or written in table:
+            raise ValueError(f"{READINGS_PATH.name} entry {i} ({written!r}): needs a unique 'written' and a "
+                             f"kana/kanji 'say', got {say!r}")
+        table[written] = say
+    digest = hashlib.sha256(json.dumps(sorted(table.items()), ensure_ascii=False).encode()).hexdigest()[:8]
+    return table, digest
+
+
+def apply_readings(text: str) -> str:
+    """`text` with each written form of `readings_ja.json` replaced by its reading, longest forms first."""
+    table, _ = readings()
+    if not table:
+        return text
+    pattern = re.compile("|".join(re.escape(w) for w in sorted(table, key=len, reverse=True)))
+    return pattern.sub(lambda m: table[m.group(0)], text)
+
+
 def _chunks(phonemes: str) -> list[str]:
     """Pieces of at most MAX_PHONEMES, split after punctuation where possible (a rare, very long sentence)."""
     if len(phonemes) <= MAX_PHONEMES:
@@ -158,7 +190,7 @@ class KokoroTTS:
         suffix += "" if self.threads == WORKER_THREADS else f"@threads={self.threads}"
         package, openjtalk = _version(PACKAGE), _version("pyopenjtalk-plus")  # a missing one, said by name first
         self.name = (f"kokoro-ja:kokoro-v1.0-int8-{model_sha256()[:12]}+pkg={package}"
-                     f"+openjtalk={openjtalk}+fe={FRONTEND_VERSION}{suffix}")
+                     f"+openjtalk={openjtalk}+fe={FRONTEND_VERSION}+readings={readings()[1]}{suffix}")
         self.assistant_voice = ASSISTANT_VOICE
 
     def voices(self) -> list[str]:
@@ -171,7 +203,8 @@ class KokoroTTS:
     def phonemes(self, text: str) -> list[str]:
         """The phoneme strings the model speaks for `text`, one per sentence (empty ones dropped)."""
         g2p, _vocab, _styles = _frontend()
-        return [p for s in _SENTENCE_END.split(text) if s.strip() for p in [str(g2p(s.strip())).strip()] if p]
+        said = apply_readings(text)
+        return [p for s in _SENTENCE_END.split(said) if s.strip() for p in [str(g2p(s.strip())).strip()] if p]
 
     def _infer(self, phonemes: str, style: np.ndarray) -> np.ndarray:
         _g2p, vocab, _styles = _frontend()
