@@ -212,6 +212,18 @@ def cmd_demo(a: argparse.Namespace) -> int:
                 benchmarks=a.benchmarks.split(",") if a.benchmarks else None)
 
 
+def cmd_check_adapter(a: argparse.Namespace) -> int:
+    from eval.conformance import check_adapter, failed, format_results, results_json
+
+    results = check_adapter(a.adapter, parse_kv(a.adapter_arg, "--adapter-arg"), seed=a.seed, atol=a.atol,
+                            out_dir=Path(a.out) if a.out else None)
+    print(f"== check-adapter {a.adapter}")
+    print(format_results(results))
+    if a.json:
+        Path(a.json).write_text(json.dumps(results_json(results), indent=2) + "\n")
+    return 1 if failed(results) else 0
+
+
 def add_score_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--asr", default="whisper-tiny-en", help="ASR backend (whisper-tiny-en, qwen3-asr)")
     p.add_argument("--asr-arg", action="append", default=[], metavar="K=V",
@@ -345,6 +357,16 @@ def parser() -> argparse.ArgumentParser:
                    help=f"comma-separated benchmarks (default: all, Duplex-MPE first: {', '.join(benchmark_names())})")
     d.add_argument("--adapters", default="silent,oracle,cascade")
     d.set_defaults(func=cmd_demo)
+    ca = sub.add_parser("check-adapter", help="protocol conformance checks of an adapter (your own model too); "
+                                              "exit status 1 if any check fails")
+    ca.add_argument("adapter", metavar="NAME_OR_PATH", help="registered adapter name or module:Class")
+    ca.add_argument("--adapter-arg", action="append", default=[], metavar="K=V", help="adapter constructor arg")
+    ca.add_argument("--seed", type=int, default=0, help="the seed every reset gets")
+    ca.add_argument("--atol", type=float, default=0.0,
+                    help="largest sample difference two runs that must match may show (default 0: identical)")
+    ca.add_argument("--out", default=None, help="keep the episode check's recording in this folder")
+    ca.add_argument("--json", default=None, metavar="FILE", help="also write the results as JSON")
+    ca.set_defaults(func=cmd_check_adapter)
     return p
 
 
