@@ -5,7 +5,11 @@ acknowledgement rather than taking the floor?
 its rules do, so scores made under old rules are told apart: v1 accepted an alias found anywhere in the response,
 v2 (issue 6) requires the gold and no other answer of its kind.
 `openai` asks any OpenAI-compatible chat endpoint (vLLM, llama.cpp, a provider), caching every call on disk by
-content hash so an interrupted scoring run resumes without paying twice.
+content hash so an interrupted scoring run resumes without paying twice. Its requests go through
+`dataset_builder.http_client` (retries with backoff on 429/5xx/timeouts/dropped connections, Retry-After honoured,
+at most `max_concurrency` in flight from any number of threads). A reply that holds no verdict is the label
+"unparseable" with the reply kept as evidence: each benchmark counts it (MPE as a wrong answer, SPEC §5) and
+reports how many there were; it is never dropped.
 """
 
 from __future__ import annotations
@@ -14,13 +18,13 @@ import hashlib
 import json
 import os
 import re
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from dataset_builder.atomic import atomic_write_json
-from dataset_builder.openai_compat import chat_url, check_endpoint
+from dataset_builder.http_client import RetryingClient, RetryPolicy
+from dataset_builder.openai_compat import EndpointError, chat_url, check_endpoint
 from dataset_builder.registry import LazyRegistry
 from metrics.answer_match import match
 from metrics.textnorm import normalize
@@ -119,8 +123,9 @@ floor, or does it say something of its own (an answer, a question, a comment)?
 Reply with JSON only: {{"verdict": "acknowledgement"}} or {{"verdict": "intrusion"}}."""
 
 
-class JudgeError(RuntimeError):
-    """The judge endpoint could not be reached or answered with an HTTP error (nothing is cached)."""
+class JudgeError(EndpointError):
+    """The judge endpoint could not be reached, or kept failing past the retries, or answered with an HTTP error
+    a retry cannot cure, or with a body that is not JSON (nothing is cached)."""
 
 
 def _parse_verdict(content: str, allowed: tuple[str, ...]) -> str:
@@ -137,7 +142,8 @@ def _parse_verdict(content: str, allowed: tuple[str, ...]) -> str:
 
 
 class OpenAIJudge:
-    """LLM judge over `POST {base_url}/v1/chat/completions`, temperature 0, our own prompts."""
+    """LLM judge over `POST {base_url}/v1/chat/completions`, temperature 0, our own prompts. Safe to call from
+    several threads: the cache writes are atomic and `max_concurrency` bounds the requests in flight."""
 
     heuristic = False
 
@@ -148,22 +154,34 @@ class OpenAIJudge:
         api_key_env: str = "OPENAI_API_KEY",
         cache_dir: Path | None = None,
         timeout_s: float = 60,
+        max_attempts: int = 5,
+        max_concurrency: int = 4,
+        backoff_s: float = 1.0,
+        max_backoff_s: float = 60.0,
     ) -> None:
         base_url, model = check_endpoint(base_url, model, "--judge openai", "--judge-arg", api_key_env)
         self.url = chat_url(base_url)
         self.model = model
         self.api_key_env = api_key_env  # the name only; the key itself is read per request, never stored
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
-        self.timeout_s = timeout_s
+        self.timeout_s = float(timeout_s)
+        self.http = RetryingClient(self.url, timeout_s=timeout_s, max_concurrency=int(max_concurrency),
+                                   policy=RetryPolicy(int(max_attempts), float(backoff_s), float(max_backoff_s)),
+                                   arg_option="--judge-arg")
         self.name = f"openai:{model}"
-        self.requests_made = 0
 
     def __repr__(self) -> str:
         return f"OpenAIJudge(url={self.url!r}, model={self.model!r}, api_key_env={self.api_key_env!r})"
 
+    @property
+    def requests_made(self) -> int:
+        """Requests the endpoint answered (cache hits and failed tries not counted)."""
+        return self.http.requests_made
+
     def _cache_path(self, prompt: str) -> Path | None:
         if self.cache_dir is None:
             return None
+        # The request is the model and the prompt (temperature is always 0): both are in the key, nothing else.
         key = hashlib.sha256(json.dumps([self.model, prompt]).encode("utf-8")).hexdigest()
         return self.cache_dir / f"{key}.json"
 
@@ -177,13 +195,15 @@ class OpenAIJudge:
         key = os.environ.get(self.api_key_env)
         if key:
             headers["Authorization"] = f"Bearer {key}"
-        req = urllib.request.Request(self.url, data=json.dumps(body).encode(), headers=headers, method="POST")
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-                payload = json.loads(resp.read().decode("utf-8"))
-        except (OSError, ValueError) as e:  # URLError/HTTPError/timeouts are OSErrors; bad JSON a ValueError
-            raise JudgeError(f"judge request to {self.url} failed: {type(e).__name__}: {e}") from None
-        self.requests_made += 1
+            raw = self.http.post(json.dumps(body).encode("utf-8"), headers, f"judge request (model {self.model})")
+        except EndpointError as e:
+            raise JudgeError(str(e)) from None
+        try:
+            payload = json.loads(raw.decode("utf-8"))
+        except ValueError:
+            raise JudgeError(f"judge at {self.url} (model {self.model}) answered with a body that is not JSON: "
+                             f"{raw[:200]!r}") from None
         try:
             return str(payload["choices"][0]["message"]["content"] or "")
         except (KeyError, IndexError, TypeError):
@@ -192,8 +212,15 @@ class OpenAIJudge:
     def ask(self, prompt: str) -> str:
         """One cached chat completion for a prompt of ours (also used by the transcript reference)."""
         path = self._cache_path(prompt)
-        if path is not None and path.exists():
-            return str(json.loads(path.read_text(encoding="utf-8"))["content"])
+        if path is not None and path.is_file():
+            try:
+                cached = json.loads(path.read_text(encoding="utf-8"))
+                same = [cached.get("model"), cached.get("prompt")] == [self.model, prompt]
+                content = cached["content"] if same else None
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                content = None  # a damaged entry is asked again and overwritten
+            if isinstance(content, str):
+                return content
         content = self._post(prompt)
         if path is not None:
             atomic_write_json(path, {"model": self.model, "prompt": prompt, "content": content})

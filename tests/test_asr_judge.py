@@ -253,7 +253,7 @@ def test_openai_judge_garbage_is_unparseable(server: _FakeServer, reply: str) ->
 
 def test_openai_judge_http_error_is_loud_and_not_cached(server: _FakeServer, tmp_path: Path) -> None:
     server.status = 500
-    judge = OpenAIJudge(server.url, "m", cache_dir=tmp_path)
+    judge = OpenAIJudge(server.url, "m", cache_dir=tmp_path, max_attempts=1)  # retries: tests/test_judge_http.py
     with pytest.raises(JudgeError):
         judge.judge_answer("q", "Paris", [], "Paris")
     assert list(tmp_path.glob("*.json")) == []
