@@ -44,6 +44,9 @@ class Episode:
     failure: str | None = None
     model_text: list[list[Any]] = field(default_factory=list)
     wall_s: float = 0.0
+    # Wall time of the agent's steps, apart from audio time (SPEC §12 live feasibility): None when it never
+    # stepped, or in a record written before steps were timed. Built and read by metrics/feasibility.py.
+    compute: dict[str, Any] | None = None
     format: int = EPISODE_FORMAT
 
     def event(self, turn_id: str) -> TimelineEvent | None:

@@ -8,6 +8,7 @@ run as fast as they step; only `realtime=True` agents are paced in wall-clock ti
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as StepTimeout
 from dataclasses import asdict, dataclass
@@ -21,6 +22,7 @@ from dataset_builder.atomic import round_ms
 from dataset_builder.audio import SESSION_SR, resample, write_wav
 from dataset_builder.episode import Episode, TimelineEvent
 from eval.schedule import Ctx, EpisodePlan, StepScheduler
+from metrics.feasibility import step_time_record
 from metrics.vad import StreamingVAD
 
 HARNESS_VERSION = "0.1.0"
@@ -50,34 +52,46 @@ def adapter_info(agent: DuplexAgent) -> dict[str, Any]:
             "capabilities": sorted(agent.capabilities)}
 
 
-class _Stepper:
-    """Calls agent.step, in a worker thread when a per-step timeout is set, and checks what comes back."""
+def check_frame(frame: Any, frame_size: int, t_s: float) -> tuple[np.ndarray, str | None]:
+    """A model frame's audio (float32) and text, or EpisodeFailure when the audio is not one finite frame."""
+    audio, text = (frame[0], frame[1]) if isinstance(frame, tuple) else (frame, None)
+    audio = np.asarray(audio)
+    if audio.shape != (frame_size,):
+        raise EpisodeFailure(f"wrong frame shape {audio.shape}, expected ({frame_size},) at t={t_s:.3f}s")
+    if not np.all(np.isfinite(audio)):
+        raise EpisodeFailure(f"non-finite samples (NaN/inf) in model frame at t={t_s:.3f}s")
+    return audio.astype(np.float32, copy=False), text
 
-    def __init__(self, agent: DuplexAgent, timeout_s: float | None) -> None:
-        self.agent = agent
+
+def _timed(fn: Callable[..., Any], *args: Any) -> tuple[Any, float]:
+    """fn(*args) and the wall seconds it took: the compute time of one step, without any harness around it."""
+    t0 = time.perf_counter()
+    out = fn(*args)
+    return out, time.perf_counter() - t0
+
+
+class TimedCall:
+    """Calls an agent's step function, in a worker thread when a per-step timeout is set, and times it.
+
+    A stall or an exception of the agent becomes EpisodeFailure; the caller decides which episodes it fails.
+    After a stall the worker thread may still be blocked: `close` abandons it (the runner then replaces the agent).
+    """
+
+    def __init__(self, timeout_s: float | None) -> None:
         self.timeout_s = timeout_s
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="agent-step") if timeout_s else None
 
-    def __call__(self, user: np.ndarray, forced: np.ndarray | None, t_s: float) -> tuple[np.ndarray, str | None]:
+    def __call__(self, fn: Callable[..., Any], *args: Any, t_s: float, what: str = "step") -> tuple[Any, float]:
         try:
             if self.pool is None:
-                frame = self.agent.step(user, forced)
-            else:
-                frame = self.pool.submit(self.agent.step, user, forced).result(timeout=self.timeout_s)
+                return _timed(fn, *args)
+            return self.pool.submit(_timed, fn, *args).result(timeout=self.timeout_s)
         except StepTimeout:
             raise EpisodeFailure(f"{STALL_PREFIX}: no frame within {self.timeout_s}s at t={t_s:.3f}s") from None
         except EpisodeFailure:
             raise
         except Exception as err:  # the agent's own error: recorded as data, the run goes on
-            raise EpisodeFailure(f"step raised {type(err).__name__}: {err} at t={t_s:.3f}s") from err
-        audio, text = (frame[0], frame[1]) if isinstance(frame, tuple) else (frame, None)
-        audio = np.asarray(audio)
-        if audio.shape != (self.agent.frame_size,):
-            raise EpisodeFailure(
-                f"wrong frame shape {audio.shape}, expected ({self.agent.frame_size},) at t={t_s:.3f}s")
-        if not np.all(np.isfinite(audio)):
-            raise EpisodeFailure(f"non-finite samples (NaN/inf) in model frame at t={t_s:.3f}s")
-        return audio.astype(np.float32, copy=False), text
+            raise EpisodeFailure(f"{what} raised {type(err).__name__}: {err} at t={t_s:.3f}s") from err
 
     def close(self) -> None:
         if self.pool is not None:
@@ -90,6 +104,122 @@ class CaseLike(Protocol):
     tts_backend: str
 
 
+def skip_reason(agent: DuplexAgent, case: CaseLike, plan: EpisodePlan) -> str | None:
+    """Why the agent cannot run this case as specified (a capability the plan needs), or None when it can."""
+    missing = plan.missing(frozenset(agent.capabilities))
+    if not missing:
+        return None
+    return (f"adapter {agent.name} lacks {', '.join(missing)}, which this case ({plan.condition or case.case_id}) "
+            "needs")
+
+
+class EpisodeRun:
+    """One episode's per-frame logic, stepped by a driver that owns the agent (SPEC §4, §12).
+
+    The driver — `run_episode` for one agent and one case, `eval.lockstep` for B cases in one batched agent —
+    resets the agent, then repeats: `next_input()` for the user frame (and the teacher-forced model frame while
+    the plan's `forced` audio lasts), one agent step, `accept(frame, step_s)`; until `done`. `finish()` writes the
+    recording and rec.json. Everything a recording depends on happens here, so every driver writes the same
+    episode for the same case and model output; a failure (`fail`, or a bad frame in `accept`) ends the episode
+    with its reason and keeps what was recorded before it.
+    """
+
+    def __init__(self, adapter: dict[str, Any], case: CaseLike, plan: EpisodePlan, out_dir: Path, *, seed: int,
+                 options: RunOptions, batch_size: int = 1) -> None:
+        self.adapter, self.case, self.plan, self.out_dir = adapter, case, plan, out_dir
+        self.seed, self.options, self.batch_size = seed, options, batch_size
+        self.sr, self.n = int(adapter["sample_rate"]), int(adapter["frame_size"])
+        self.vad = StreamingVAD(plan.vad, sr=self.sr)
+        self.sched = StepScheduler(plan.steps)
+        self.ctx = Ctx(sample=0, sr=self.sr, model=self.vad)
+        self.labels = plan.labels()
+        self.starts: dict[str, int] = {}
+        self.timeline: list[TimelineEvent] = []
+        self.user_frames: list[np.ndarray] = []
+        self.model_frames: list[np.ndarray] = []
+        self.model_text: list[list[Any]] = []
+        self.step_s: list[float] = []
+        self.failure: str | None = None
+        self.pos = 0  # stream sample of the frame being stepped
+        self.cues_due: list[TimelineCue] = []  # for a "gold_cues" agent, before this step: one frame late
+        self._pending: list[TimelineCue] = []
+        self._user = np.zeros(0, np.float32)
+        self.max_samples = int(options.max_episode_s * self.sr)
+        self.wall0 = time.perf_counter()
+        forced = plan.forced
+        if forced is not None and len(forced) % self.n:
+            self.fail(f"the plan's forced audio ({len(forced)} samples) is not a whole number of {self.n}-sample "
+                      "frames")
+
+    @property
+    def done(self) -> bool:
+        return self.failure is not None or self.sched.done
+
+    @property
+    def t_s(self) -> float:
+        return self.pos / self.sr
+
+    def fail(self, reason: str) -> None:
+        if self.failure is None:
+            self.failure = reason
+
+    def next_input(self) -> tuple[np.ndarray, np.ndarray | None] | None:
+        """The next user frame and forced model frame (or None), or None when the episode ends on the clock."""
+        pos = self.pos = self.ctx.sample
+        if pos >= self.max_samples:
+            self.fail(f"episode exceeded max_episode_s={self.options.max_episode_s}")
+            return None
+        user = self._user = self.sched.fill(self.n, self.ctx)
+        self.cues_due, self._pending = self._pending, self.ctx.cues
+        for cue in self.ctx.cues:
+            if cue.kind == "clip_start":
+                self.starts[cue.turn_id] = cue.sample
+            else:
+                self.timeline.append(TimelineEvent(cue.turn_id, self.labels[cue.turn_id],
+                                                   round_ms(self.starts[cue.turn_id] / self.sr),
+                                                   round_ms(cue.sample / self.sr)))
+        self.ctx.cues = []
+        forced = self.plan.forced
+        return user, forced[pos:pos + self.n] if forced is not None and pos < len(forced) else None
+
+    def accept(self, frame: Any, step_s: float) -> None:
+        """The agent's frame for the user frame last handed out, and the seconds its step took."""
+        try:
+            model, text = check_frame(frame, self.n, self.t_s)
+        except EpisodeFailure as err:
+            self.fail(str(err))
+            return
+        self.step_s.append(step_s)
+        if text:
+            self.model_text.append([round_ms(self.t_s), text])
+        self.user_frames.append(self._user)
+        self.model_frames.append(model)
+        self.vad.push(model)
+
+    def finish(self) -> Episode:
+        """Write `{case_id}.wav` and then `{case_id}.rec.json` (its presence marks the episode complete)."""
+        sr = self.sr
+        user_ch = np.concatenate(self.user_frames) if self.user_frames else np.zeros(0, np.float32)
+        model_ch = np.concatenate(self.model_frames) if self.model_frames else np.zeros(0, np.float32)
+        if sr != SESSION_SR:
+            user_ch, model_ch = resample(user_ch, sr, SESSION_SR), resample(model_ch, sr, SESSION_SR)
+        wav_path, rec_path = episode_paths(self.out_dir, self.case.case_id)
+        write_wav(wav_path, np.stack([user_ch, model_ch], axis=1))
+        plan, case = self.plan, self.case
+        episode = Episode(
+            case_id=case.case_id, benchmark=case.benchmark, condition=plan.condition, pair_id=plan.group_id,
+            status="failed" if self.failure else "ok", failure=self.failure, adapter=self.adapter,
+            params={"protocol": plan.protocol, "vad": asdict(plan.vad) | {"preset": plan.vad_preset},
+                    "run": self.options.to_dict(), "harness_version": HARNESS_VERSION,
+                    "tts_backend": case.tts_backend},
+            seed=self.seed, timeline=self.timeline, duration_s=round_ms(len(user_ch) / SESSION_SR), gold=plan.gold,
+            model_text=self.model_text, wall_s=round_ms(time.perf_counter() - self.wall0),
+            compute=step_time_record(self.step_s, self.batch_size, self.n / sr),
+        )
+        episode.save(rec_path)
+        return episode
+
+
 def run_episode(agent: DuplexAgent, case: CaseLike, plan: EpisodePlan, out_dir: Path, *, seed: int = 0,
                 options: RunOptions = RunOptions()) -> Episode:
     """Run one case's plan and write `{case_id}.wav` (ch0 user, ch1 model, 24 kHz) and `{case_id}.rec.json`.
@@ -100,89 +230,42 @@ def run_episode(agent: DuplexAgent, case: CaseLike, plan: EpisodePlan, out_dir: 
     audio lasts, each frame of it is passed as `forced_model_frame`. An agent lacking a capability the plan needs
     gets the case recorded as skipped (`record_skipped_episode`) without stepping it.
     """
-    missing = plan.missing(frozenset(agent.capabilities))
-    if missing:
-        return record_skipped_episode(
-            agent, case, plan, out_dir, f"adapter {agent.name} lacks {', '.join(missing)}, which this case "
-            f"({plan.condition or case.case_id}) needs", seed=seed, options=options)
-    sr, n = agent.sample_rate, agent.frame_size
-    forced = plan.forced
-    vad = StreamingVAD(plan.vad, sr=sr)
-    sched = StepScheduler(plan.steps)
-    ctx = Ctx(sample=0, sr=sr, model=vad)
-    labels = plan.labels()
-    starts: dict[str, int] = {}
-    timeline: list[TimelineEvent] = []
-    user_frames: list[np.ndarray] = []
-    model_frames: list[np.ndarray] = []
-    model_text: list[list[Any]] = []
-    failure: str | None = None
+    reason = skip_reason(agent, case, plan)
+    if reason:
+        return record_skipped_episode(agent, case, plan, out_dir, reason, seed=seed, options=options)
     gold_aware = "gold_cues" in agent.capabilities
-    stepper = _Stepper(agent, options.step_timeout_s)
-    wall0 = time.perf_counter()
-    max_samples = int(options.max_episode_s * sr)
+    step = TimedCall(options.step_timeout_s)
+    run = EpisodeRun(adapter_info(agent), case, plan, out_dir, seed=seed, options=options)
     try:
-        if forced is not None and len(forced) % n:
-            raise EpisodeFailure(f"the plan's forced audio ({len(forced)} samples) is not a whole number of "
-                                 f"{n}-sample frames")
-        try:
-            agent.reset(plan.system_prompt, seed)
-            if gold_aware:
-                agent.bind_case(case if plan.bound_case is None else plan.bound_case)  # type: ignore[attr-defined]
-        except Exception as err:
-            raise EpisodeFailure(f"reset raised {type(err).__name__}: {err}") from err
-        pending: list[TimelineCue] = []
-        while not sched.done:
-            pos = ctx.sample
-            if pos >= max_samples:
-                raise EpisodeFailure(f"episode exceeded max_episode_s={options.max_episode_s}")
-            user = sched.fill(n, ctx)
+        if not run.done:
+            try:
+                agent.reset(plan.system_prompt, seed)
+                if gold_aware:
+                    agent.bind_case(case if plan.bound_case is None else plan.bound_case)  # type: ignore[attr-defined]
+            except Exception as err:
+                raise EpisodeFailure(f"reset raised {type(err).__name__}: {err}") from err
+        while not run.done:
+            frames = run.next_input()
+            if frames is None:
+                break
             if gold_aware:
                 # Cues arrive one frame late: the oracle learns of an event only after hearing it.
                 try:
-                    for cue in pending:
+                    for cue in run.cues_due:
                         agent.cue(cue)  # type: ignore[attr-defined]
                 except Exception as err:
-                    raise EpisodeFailure(f"cue raised {type(err).__name__}: {err} at t={pos / sr:.3f}s") from err
-            pending = ctx.cues
-            for cue in ctx.cues:
-                if cue.kind == "clip_start":
-                    starts[cue.turn_id] = cue.sample
-                else:
-                    timeline.append(TimelineEvent(cue.turn_id, labels[cue.turn_id],
-                                                  round_ms(starts[cue.turn_id] / sr), round_ms(cue.sample / sr)))
-            ctx.cues = []
-            model, text = stepper(user, forced[pos:pos + n] if forced is not None and pos < len(forced) else None,
-                                  pos / sr)
-            if text:
-                model_text.append([round_ms(pos / sr), text])
-            user_frames.append(user)
-            model_frames.append(model)
-            vad.push(model)
+                    raise EpisodeFailure(f"cue raised {type(err).__name__}: {err} at t={run.t_s:.3f}s") from err
+            frame, step_s = step(agent.step, *frames, t_s=run.t_s)
+            run.accept(frame, step_s)
             if agent.realtime:
-                lag = pos / sr + n / sr - (time.perf_counter() - wall0)
+                lag = run.t_s + run.n / run.sr - (time.perf_counter() - run.wall0)
                 if lag > 0:
                     time.sleep(lag)
     except EpisodeFailure as err:
-        failure = str(err)
+        run.fail(str(err))
     finally:
-        stepper.close()
-    user_ch = np.concatenate(user_frames) if user_frames else np.zeros(0, np.float32)
-    model_ch = np.concatenate(model_frames) if model_frames else np.zeros(0, np.float32)
-    if sr != SESSION_SR:
-        user_ch, model_ch = resample(user_ch, sr, SESSION_SR), resample(model_ch, sr, SESSION_SR)
-    wav_path, rec_path = episode_paths(out_dir, case.case_id)
-    write_wav(wav_path, np.stack([user_ch, model_ch], axis=1))
-    episode = Episode(
-        case_id=case.case_id, benchmark=case.benchmark, condition=plan.condition, pair_id=plan.group_id,
-        status="failed" if failure else "ok", failure=failure, adapter=adapter_info(agent),
-        params={"protocol": plan.protocol, "vad": asdict(plan.vad) | {"preset": plan.vad_preset},
-                "run": options.to_dict(), "harness_version": HARNESS_VERSION, "tts_backend": case.tts_backend},
-        seed=seed, timeline=timeline, duration_s=round_ms(len(user_ch) / SESSION_SR), gold=plan.gold,
-        model_text=model_text, wall_s=round_ms(time.perf_counter() - wall0),
-    )
-    episode.save(rec_path)  # written last: its presence marks the episode complete
-    return episode
+        step.close()
+    return run.finish()
 
 
 def record_failed_episode(agent: DuplexAgent, case: CaseLike, out_dir: Path, reason: str, *, seed: int = 0,
