@@ -1,0 +1,451 @@
+"""`duplex-eval check-adapter`: passes on every registered adapter (each built as its tests build it), fails with
+a clear reason on deliberately broken ones, and the README's one-file model passes it and runs an MPE episode.
+
+The broken agents below are importable as "tests.test_check_adapter:<Class>" for the command-line tests. Each is
+a small, correct echo with exactly one realistic bug.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from adapters.protocol import Frame
+from adapters.registry import adapter_names, load_adapter
+from dataset_builder.episode import Episode
+from dataset_builder.errors import UsageError
+from eval.cli import main
+from eval.conformance import FAIL, INFO, PASS, SKIP, CheckResult, check_agent, format_results
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLE = REPO / "adapters" / "examples" / "echo_model.py"
+TTS_CACHE = REPO / ".cache" / "tts"  # the suite's shared clip cache (conftest)
+
+
+# -- how each registered adapter is built in tests -------------------------------------------------------------------
+@dataclass(frozen=True)
+class Setup:
+    """Constructor arguments for the check; `server`, a "module:function" context manager yielding more of them
+    (the local fake server the adapter talks to), started only for that adapter."""
+
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    server: str | None = None
+
+
+SETUPS: dict[str, Setup] = {
+    "silent": Setup(),
+    "oracle": Setup({"cache_dir": str(TTS_CACHE)}),
+    "cascade": Setup({"cache_dir": str(TTS_CACHE)}),
+}
+
+
+@contextlib.contextmanager
+def built(name: str) -> Iterator[Any]:
+    setup = SETUPS.get(name, Setup())
+    with contextlib.ExitStack() as stack:
+        kwargs = dict(setup.kwargs)
+        if setup.server:
+            module, _, fn = setup.server.partition(":")
+            kwargs |= stack.enter_context(getattr(importlib.import_module(module), fn)())
+        try:
+            agent = load_adapter(name, **kwargs)
+        except UsageError as err:
+            if "which is not installed" in str(err):
+                pytest.skip(f"{name}: an optional dependency is missing ({err})")
+            if name not in SETUPS:
+                pytest.fail(f"{name} cannot be built without arguments ({err}): add its test construction to "
+                            "SETUPS in tests/test_check_adapter.py")
+            raise
+        yield agent
+
+
+def by_name(results: list[CheckResult]) -> dict[str, CheckResult]:
+    return {r.name: r for r in results}
+
+
+def assert_all_pass(results: list[CheckResult]) -> None:
+    assert not [r for r in results if r.status == FAIL], format_results(results)
+
+
+@pytest.mark.parametrize("name", adapter_names())
+def test_every_registered_adapter_passes(name: str, tmp_path: Path) -> None:
+    with built(name) as agent:
+        results = check_agent(agent, out_dir=tmp_path)
+    assert_all_pass(results)
+    checks = by_name(results)
+    assert checks["step-time"].status == INFO and "p50" in checks["step-time"].reason
+    assert checks["frames"].status == PASS and checks["close"].status == PASS
+    if name != "oracle":  # gold_cues agents are bound to a real case, so no synthetic episode
+        assert checks["episode"].status == PASS, format_results(results)
+
+
+# -- a correct echo and its broken variants ----------------------------------------------------------------------------
+class Echo:
+    """Says back what it hears 5 frames (100 ms) later. Correct: every check passes."""
+
+    name = "echo-fake"
+    version = "1"
+    sample_rate = 24_000
+    frame_size = 480
+    realtime = False
+    capabilities: frozenset[str] = frozenset()
+    DELAY = 5
+
+    def __init__(self) -> None:
+        self.reset(None, 0)
+
+    def reset(self, system_prompt: str | None, seed: int) -> None:
+        self.line = [np.zeros(self.frame_size, np.float32) for _ in range(self.DELAY)]
+
+    def step(self, user_frame: np.ndarray, forced_model_frame: np.ndarray | None = None) -> Frame:
+        self.line.append(np.asarray(user_frame, np.float32).copy())
+        return Frame(self.line.pop(0))
+
+    def close(self) -> None:
+        pass
+
+
+class WrongFrameSize(Echo):
+    """Declares 480-sample frames but returns 20 ms at 16 kHz (320 samples): a resampling slip."""
+
+    def step(self, user_frame: np.ndarray, forced_model_frame: np.ndarray | None = None) -> Frame:
+        return Frame(super().step(user_frame).audio[:320])
+
+
+class LeakyReset(Echo):
+    """reset() only reseeds: the delay line (its "cache") is built once, so one case's audio spills into the next."""
+
+    def __init__(self) -> None:
+        super().__init__()
+
+    def reset(self, system_prompt: str | None, seed: int) -> None:
+        if not hasattr(self, "line"):
+            super().reset(system_prompt, seed)
+
+
+class BuffersAhead(Echo):
+    """Looks time-aligned with no latency: it hands out a frame, then, having heard the next user frame, writes
+    that into the frame it already returned (its output buffer), so the recording holds audio from the future."""
+
+    def reset(self, system_prompt: str | None, seed: int) -> None:
+        self.last: np.ndarray | None = None
+
+    def step(self, user_frame: np.ndarray, forced_model_frame: np.ndarray | None = None) -> Frame:
+        if self.last is not None:
+            self.last[:] = user_frame
+        self.last = np.zeros(self.frame_size, np.float32)
+        return Frame(self.last)
+
+
+class ReadsAhead(Echo):
+    """Reads the next frame from the buffer its user frame is a view of: zero latency by peeking."""
+
+    def step(self, user_frame: np.ndarray, forced_model_frame: np.ndarray | None = None) -> Frame:
+        whole = user_frame.base if isinstance(user_frame.base, np.ndarray) else user_frame
+        start = (user_frame.__array_interface__["data"][0] - whole.__array_interface__["data"][0]) // 4
+        ahead = np.zeros(self.frame_size, np.float32)
+        nxt = whole[start + self.frame_size:start + 2 * self.frame_size]
+        ahead[:len(nxt)] = nxt
+        return Frame(ahead)
+
+
+class NaNOutput(Echo):
+    """log(0) on digital silence: NaN samples."""
+
+    def step(self, user_frame: np.ndarray, forced_model_frame: np.ndarray | None = None) -> Frame:
+        with np.errstate(divide="ignore"):
+            level = np.log10(np.mean(user_frame**2))
+        return Frame(np.full(self.frame_size, 1e-3 * level, np.float32))
+
+
+class ForcingRaises(Echo):
+    capabilities = frozenset({"teacher_forcing"})
+
+    def step(self, user_frame: np.ndarray, forced_model_frame: np.ndarray | None = None) -> Frame:
+        if forced_model_frame is not None:
+            raise NotImplementedError("teacher forcing is not wired up yet")
+        return super().step(user_frame)
+
+
+class ClaimsGold(Echo):
+    capabilities = frozenset({"gold_cues"})
+
+    def bind_case(self, case: Any) -> None:
+        pass
+
+    def cue(self, event: Any) -> None:
+        pass
+
+
+class UndeclaredText(Echo):
+    def step(self, user_frame: np.ndarray, forced_model_frame: np.ndarray | None = None) -> Frame:
+        return Frame(super().step(user_frame).audio, "hello")
+
+
+class StickyPrompt(Echo):
+    """reset(None) keeps the previous case's prompt, which halves its volume."""
+
+    capabilities = frozenset({"system_prompt"})
+    prompt: str | None = None
+
+    def reset(self, system_prompt: str | None, seed: int) -> None:
+        super().reset(system_prompt, seed)
+        self.prompt = system_prompt or self.prompt
+
+    def step(self, user_frame: np.ndarray, forced_model_frame: np.ndarray | None = None) -> Frame:
+        out = super().step(user_frame).audio
+        return Frame(out * 0.5 if self.prompt else out)
+
+
+class Unseeded(Echo):
+    """Adds dither from an unseeded generator: no two runs agree."""
+
+    def step(self, user_frame: np.ndarray, forced_model_frame: np.ndarray | None = None) -> Frame:
+        noise = np.random.default_rng().normal(0, 1e-4, self.frame_size).astype(np.float32)
+        return Frame(super().step(user_frame).audio + noise)
+
+
+class RealtimeUnseeded(Unseeded):
+    realtime = True
+    frame_size = 2400  # 100 ms, so the paced runs are few steps
+
+
+@pytest.fixture(scope="module")
+def tts() -> Any:
+    from dataset_builder.tts import get_tts
+    from dataset_builder.tts.cache import CachedTTS
+
+    return CachedTTS(get_tts("piper"), TTS_CACHE)
+
+
+def test_a_correct_echo_passes_every_check(tts: Any) -> None:
+    results = check_agent(Echo(), tts=tts)
+    assert_all_pass(results)
+    checks = by_name(results)
+    for name in ("declared", "frames", "reset-determinism", "reset-isolation", "causality", "episode"):
+        assert checks[name].status == PASS, format_results(results)
+        assert "trivially" not in checks[name].reason  # it spoke, so the comparisons compared something
+    for name in ("system-prompt", "teacher-forcing", "text-output"):
+        assert checks[name].status == SKIP and "not declared" in checks[name].reason
+
+
+BROKEN: list[tuple[Callable[[], Any], str, str]] = [
+    (WrongFrameSize, "frames", r"step 0 \(t=0\.00s\) returned audio of shape \(320,\), expected \(480,\)"),
+    (LeakyReset, "reset-isolation", r"state leaks across reset: input A .*first at frame 0,"),
+    (BuffersAhead, "frames", r"frame \d+ \(t=\d\.\d\ds\) changed after step returned it \(\d+ frames did\)"),
+    (BuffersAhead, "causality", r"output before t=\d\.\d\ds changed when only the user audio after t changed"),
+    (ReadsAhead, "causality", r"output before t=.* the agent uses audio it has not yet been given"),
+    (NaNOutput, "frames", r"non-finite samples \(NaN/inf\)"),
+    (ForcingRaises, "teacher-forcing", r"step 0 \(t=0\.00s, forced\) raised NotImplementedError: teacher forcing"),
+    (ClaimsGold, "declared", r"declares gold_cues, .* only the harness's reference agents"),
+    (UndeclaredText, "text-output", r"emits text .*'hello'.* but does not declare text_output"),
+    (StickyPrompt, "system-prompt", r"the prompt outlived reset"),
+    (Unseeded, "reset-determinism", r"the same input after reset\(seed=0\) gave different output"),
+]
+
+
+@pytest.mark.parametrize(("cls", "check", "reason"), BROKEN, ids=[f"{c.__name__}-{k}" for c, k, _ in BROKEN])
+def test_broken_agents_fail_the_check_that_names_their_bug(cls: Callable[[], Any], check: str, reason: str,
+                                                           tts: Any) -> None:
+    results = check_agent(cls(), tts=tts)
+    result = by_name(results)[check]
+    assert result.status == FAIL, format_results(results)
+    assert re.search(reason, result.reason), result.reason
+
+
+def test_a_broken_frame_stops_the_checks_that_would_repeat_it(tts: Any) -> None:
+    checks = by_name(check_agent(WrongFrameSize(), tts=tts))
+    assert [n for n, r in checks.items() if r.status == FAIL] == ["frames"]
+    for name in ("reset-determinism", "reset-isolation", "causality", "episode"):
+        assert checks[name].status == SKIP and "failed" in checks[name].reason
+
+
+def test_unreproducible_agent_is_not_judged_on_isolation_or_causality(tts: Any) -> None:
+    checks = by_name(check_agent(Unseeded(), tts=tts))
+    for name in ("reset-isolation", "causality"):
+        assert checks[name].status == SKIP and "not reproducible" in checks[name].reason
+
+
+def test_realtime_agents_are_paced_and_need_not_be_reproducible(tts: Any) -> None:
+    agent = RealtimeUnseeded()
+    started: list[float] = []
+    step = agent.step
+
+    def timed(user_frame: np.ndarray, forced_model_frame: np.ndarray | None = None) -> Frame:
+        import time
+
+        started.append(time.perf_counter())
+        return step(user_frame, forced_model_frame)
+
+    agent.step = timed  # type: ignore[method-assign]
+    results = check_agent(agent, tts=tts)
+    assert_all_pass(results)
+    checks = by_name(results)
+    assert checks["reset-determinism"].status == SKIP and "realtime agent not sample-reproducible" in checks[
+        "reset-determinism"].reason
+    assert "realtime: paced one frame per frame duration" in checks["step-time"].reason
+    # Pacing is a lower bound: step k of a run starts no earlier than k frame durations after step 0.
+    n_steps = int(re.search(r"2 x (\d+) steps", checks["frames"].reason).group(1))  # type: ignore[union-attr]
+    first_run = started[:n_steps]
+    assert first_run[-1] - first_run[0] >= (n_steps - 2) * agent.frame_size / agent.sample_rate
+
+
+# -- batched agents ----------------------------------------------------------------------------------------------
+class BatchEcho(Echo):
+    """Echo with `batch_size` independent slots; `reset`/`step` are slot 0 (a batch of one). Teacher forcing
+    returns the forced frame and puts it in the delay line's place."""
+
+    capabilities = frozenset({"teacher_forcing"})
+    batch_size = 3
+
+    def reset(self, system_prompt: str | None, seed: int) -> None:
+        self.lines = [self.fresh() for _ in range(self.batch_size)]
+
+    def fresh(self) -> list[np.ndarray]:
+        return [np.zeros(self.frame_size, np.float32) for _ in range(self.DELAY)]
+
+    def reset_slot(self, slot: int, system_prompt: str | None, seed: int) -> None:
+        self.lines[slot] = self.fresh()
+
+    def tick(self, slot: int, user: np.ndarray, forced: np.ndarray | None) -> Frame:
+        self.lines[slot].append(np.asarray(user, np.float32).copy())
+        out = self.lines[slot].pop(0)
+        return Frame(out if forced is None else np.asarray(forced, np.float32).copy())
+
+    def step(self, user_frame: np.ndarray, forced_model_frame: np.ndarray | None = None) -> Frame:
+        return self.tick(0, user_frame, forced_model_frame)
+
+    def step_batch(self, user_frames: np.ndarray, forced: np.ndarray | None = None,
+                   forced_mask: np.ndarray | None = None) -> list[Frame]:
+        mask = np.ones(self.batch_size, bool) if forced_mask is None else forced_mask
+        return [self.tick(i, user_frames[i], forced[i] if forced is not None and mask[i] else None)
+                for i in range(self.batch_size)]
+
+
+class BatchPeakNormalised(BatchEcho):
+    """Normalises loudness over the whole batch instead of per slot: each slot hears its neighbours."""
+
+    def step_batch(self, user_frames: np.ndarray, forced: np.ndarray | None = None,
+                   forced_mask: np.ndarray | None = None) -> list[Frame]:
+        frames = super().step_batch(user_frames / max(1.0, 4 * float(np.max(np.abs(user_frames)))), forced,
+                                    forced_mask)
+        return frames
+
+
+class BatchResetsAll(BatchEcho):
+    def reset_slot(self, slot: int, system_prompt: str | None, seed: int) -> None:
+        self.reset(system_prompt, seed)
+
+
+class BatchIgnoresMask(BatchEcho):
+    def step_batch(self, user_frames: np.ndarray, forced: np.ndarray | None = None,
+                   forced_mask: np.ndarray | None = None) -> list[Frame]:
+        return super().step_batch(user_frames, forced, None)
+
+
+def test_a_correct_batched_agent_passes_the_batch_checks(tts: Any) -> None:
+    results = check_agent(BatchEcho(), tts=tts)
+    assert_all_pass(results)
+    checks = by_name(results)
+    for name in ("batch-frames", "batch-equals-single", "batch-slot-isolation", "batch-reset-slot",
+                 "batch-forced-mask"):
+        assert checks[name].status == PASS, format_results(results)
+    assert "step_batch p50" in checks["step-time"].reason and "(3 slots)" in checks["step-time"].reason
+
+
+BATCH_BROKEN: list[tuple[Callable[[], Any], str, str]] = [
+    (BatchPeakNormalised, "batch-slot-isolation", r"its output changed with what the other slots heard"),
+    (BatchPeakNormalised, "batch-equals-single", r"slot 0 .* differs from the same input and seed stepped one at"),
+    (BatchResetsAll, "batch-reset-slot", r"reset_slot\(2\) changed slot 0's output"),
+    (BatchIgnoresMask, "batch-forced-mask", r"slot 0 was masked off from forcing but its output changed"),
+]
+
+
+@pytest.mark.parametrize(("cls", "check", "reason"), BATCH_BROKEN,
+                         ids=[f"{c.__name__}-{k}" for c, k, _ in BATCH_BROKEN])
+def test_broken_batched_agents_fail_with_their_reason(cls: Callable[[], Any], check: str, reason: str,
+                                                      tts: Any) -> None:
+    results = check_agent(cls(), tts=tts)
+    result = by_name(results)[check]
+    assert result.status == FAIL, format_results(results)
+    assert re.search(reason, result.reason), result.reason
+
+
+# -- the command -------------------------------------------------------------------------------------------------
+def test_command_exits_non_zero_and_prints_the_table(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    out = tmp_path / "results.json"
+    assert main(["check-adapter", "tests.test_check_adapter:LeakyReset", "--json", str(out)]) == 1
+    printed = capsys.readouterr().out
+    assert re.search(r"^reset-isolation\s+FAIL\s+state leaks across reset", printed, re.M), printed
+    assert re.search(r"^\d+ passed, [1-9]\d* failed, \d+ skipped$", printed, re.M), printed
+    stored = {r["name"]: r for r in json.loads(out.read_text())}
+    assert stored["reset-isolation"]["status"] == FAIL
+
+
+def test_command_passes_adapter_args_and_keeps_the_episode(capsys: pytest.CaptureFixture[str],
+                                                           tmp_path: Path) -> None:
+    code = main(["check-adapter", "adapters.examples.echo_model:EchoModel", "--adapter-arg", "end_of_turn_s=0.4",
+                 "--out", str(tmp_path)])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    assert re.search(r"^0 failed|, 0 failed,", printed, re.M)
+    assert Episode.load(tmp_path / "check-adapter.rec.json").status == "ok"
+    assert main(["check-adapter", "adapters.examples.echo_model:EchoModel", "--adapter-arg", "nope=1"]) == 2
+
+
+# -- the README's one-file model ---------------------------------------------------------------------------------------
+def readme_section() -> str:
+    text = (REPO / "README.md").read_text()
+    start = text.index("### Add your model in one file")
+    end = text.find("\n#", start + 10)
+    return text[start:end if end > 0 else None]
+
+
+def test_the_worked_example_is_one_file_under_50_lines_shown_verbatim_in_the_readme() -> None:
+    source = EXAMPLE.read_text()
+    assert len(source.splitlines()) < 50
+    section = readme_section()
+    block = re.search(r"<!-- readme-test: file echo_model\.py -->\n```python\n(.*?)```\n", section, re.S)
+    assert block is not None, "the README shows the file with a `readme-test: file echo_model.py` mark"
+    assert block.group(1) == source, "the README's copy of the example has drifted from adapters/examples/"
+
+
+def test_the_worked_example_runs_as_the_readme_shows_from_an_empty_folder(tmp_path: Path,
+                                                                          mini_dataset: Path) -> None:
+    """Every block of the README subsection, in order, from an empty folder holding only data/mpe-mini."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "mpe-mini").symlink_to(mini_dataset)
+    bindir = Path(sys.executable).parent
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {
+        "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}", "HF_HUB_OFFLINE": "1"}
+    section = readme_section()
+    ran = []
+    for m in re.finditer(r"(?:<!-- readme-test: (\w+):? ?(.*?) -->\n)?```(bash|python)\n(.*?)```\n", section, re.S):
+        mark, arg, lang, code = m.groups()
+        if mark == "file":
+            (tmp_path / arg).write_text(code)
+            continue
+        assert mark is None and lang == "bash", f"unexpected block in the subsection: {m.group(0)[:80]}"
+        proc = subprocess.run(["bash", "-euo", "pipefail", "-c", code], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=900)
+        assert proc.returncode == 0, f"{code}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        ran.append(proc.stdout)
+    assert any(re.search(r"^\d+ passed, 0 failed", out, re.M) for out in ran), ran
+    episodes = [Episode.load(p) for p in (tmp_path / "echo-run").glob("*.rec.json")]
+    assert len(episodes) == 1 and episodes[0].status == "ok" and episodes[0].adapter["name"] == "echo-model"
+    from dataset_builder.audio import read_wav
+
+    stereo, _ = read_wav(tmp_path / "echo-run" / f"{episodes[0].case_id}.wav")
+    assert np.max(np.abs(stereo[:, 1])) > 0.05, "the echo model answered in the episode"
