@@ -409,8 +409,8 @@ def test_command_passes_adapter_args_and_keeps_the_episode(capsys: pytest.Captur
 def readme_section() -> str:
     text = (REPO / "README.md").read_text()
     start = text.index("### Add your model in one file")
-    end = text.find("\n#", start + 10)
-    return text[start:end if end > 0 else None]
+    end = re.compile(r"^#{2,3} ", re.M).search(text, start + 10)
+    return text[start:end.start() if end else None]
 
 
 def test_the_worked_example_is_one_file_under_50_lines_shown_verbatim_in_the_readme() -> None:
