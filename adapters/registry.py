@@ -12,6 +12,7 @@ _REGISTRY = LazyRegistry("adapter", {
     "silent": "adapters.silent:SilentAgent",
     "oracle": "adapters.oracle:OracleAgent",
     "cascade": "adapters.cascade:CascadeAgent",
+    "openai-realtime": "adapters.openai_realtime:OpenAIRealtimeAgent",
 }, option="--adapter", arg_option="--adapter-arg")
 # What an agent must have: the protocol's attributes and its methods.
 _MEMBERS = sorted({*DuplexAgent.__annotations__, *(n for n in vars(DuplexAgent) if not n.startswith("_"))})
