@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import logging
 import os
@@ -437,7 +438,8 @@ class OpenAIRealtimeAgent:
             self._run(session.open(self.url, headers, secret, self.config.session_update(system_prompt),
                                    self.connect_timeout_s), self.connect_timeout_s * 2 + 5)
         except BaseException:
-            self._run(session.aclose(), 10)
+            with contextlib.suppress(Exception):  # the reason the session did not open is the one to report
+                self._run(session.aclose(), 10)
             raise
         self._session = session
 
