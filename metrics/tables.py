@@ -48,4 +48,7 @@ def side_by_side(results: dict[str, dict[str, Any]], metrics: Sequence[str], rep
 def provenance(result: dict[str, Any]) -> str:
     judge = result["judge"]
     kind = "heuristic" if judge["heuristic"] else "model"
+    unparseable = sum(result.get("unparseable_verdicts", {}).values())
+    if unparseable:
+        kind += f", {unparseable} unparseable verdict{'s' if unparseable != 1 else ''} counted as failures"
     return f"ASR: {result['asr']}  judge: {judge['name']} ({kind})  thresholds: {result['thresholds']}"

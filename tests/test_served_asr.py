@@ -219,3 +219,53 @@ def test_qwen3_asr_loads_and_decodes_a_tiny_checkpoint(tmp_path: Path) -> None:
     # Greedy: a fresh load of the same checkpoint hears the same; Japanese goes through the same path.
     assert QwenASR(model=str(folder), max_new_tokens=6).transcribe(audio, SESSION_SR) == text
     assert isinstance(QwenASR(model=str(folder), language="ja", max_new_tokens=6).transcribe(audio, SESSION_SR), str)
+
+
+# --- a scoring run through both served backends --------------------------------------------------------------
+
+
+def test_score_cli_through_a_served_asr_and_judge(tmp_path: Path, speak, capsys: pytest.CaptureFixture[str]) -> None:
+    """`duplex-eval score --asr openai ... --judge openai ...` on a hand-built MPE episode: the model answers after
+    T and speaks up inside the N1 silence. One local server transcribes and judges; its judge has no verdict for
+    the acknowledgement question, which the scores count as a broken silence and say so."""
+    import json
+
+    from eval.cli import main
+    from tests import handmade as H
+
+    def serve(seen: Seen) -> Reply:
+        if seen.path == "/v1/audio/transcriptions":
+            return _transcribe_ok(seen)
+        prompt = seen.json()["messages"][0]["content"]
+        if "Gold answer: 21" in prompt and TEXT in prompt:
+            return json_reply({"choices": [{"message": {"content": '{"verdict": "correct"}'}}]})
+        return json_reply({"choices": [{"message": {"content": "Hard to say, honestly."}}]})
+
+    server = FakeServer(serve)
+    try:
+        model = H.silence()
+        H.place(model, speak("It is twenty one dollars each."), 9.5)
+        H.place(model, speak("By the way, the train is late again."), 15.0)
+        out = tmp_path / "run"
+        H.write_episode(out, "c0", model=model)
+        args = ["score", str(out), "--no-progress",
+                "--asr", "openai", "--asr-arg", f"base_url={server.url}", "--asr-arg", "model=qwen3-asr",
+                "--asr-arg", "max_concurrency=2",
+                "--judge", "openai", "--judge-arg", f"base_url={server.url}/v1", "--judge-arg", "model=judge"]
+        assert main(args) == 0
+        printed = capsys.readouterr().out
+        scores = json.loads((out / "scores.json").read_text())
+        assert scores["asr"] == "openai-transcribe:qwen3-asr" and scores["judge"]["name"] == "openai:judge"
+        assert scores["scores"]["answer_accuracy"]["k"] == 1
+        assert scores["unparseable_verdicts"] == {"answer": 0, "ack": 1}
+        assert scores["scores"]["silence_preservation"]["k"] == 2  # N3 and N2 silent, N1 not: unparseable = broken
+        assert "1 unparseable verdict counted as failures" in printed
+        paths = [s.path for s in server.requests]
+        assert paths.count("/v1/audio/transcriptions") == 2 and paths.count("/v1/chat/completions") == 2
+        # A rescore asks the judge nothing (its cache is in the run folder); the ASR is asked again.
+        assert main(args) == 0
+        paths = [s.path for s in server.requests]
+        assert paths.count("/v1/chat/completions") == 2 and paths.count("/v1/audio/transcriptions") == 4
+        assert json.loads((out / "scores.json").read_text())["unparseable_verdicts"] == {"answer": 0, "ack": 1}
+    finally:
+        server.close()

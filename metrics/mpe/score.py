@@ -150,6 +150,13 @@ def failed_window_counts(measurements: list[dict[str, Any]]) -> dict[str, int]:
     return counts
 
 
+def unparseable_verdicts(measurements: list[dict[str, Any]]) -> dict[str, int]:
+    """Windows whose judge gave no verdict (a served judge's reply without one; the heuristic's empty transcript),
+    per kind. They count as a wrong answer or a broken silence (SPEC §5); this says how many did."""
+    return {"answer": sum(1 for m in measurements if m.get("answer_verdict") == "unparseable"),
+            "ack": sum(1 for m in measurements if m.get("ack_verdict") == "unparseable")}
+
+
 def score_run(run_dir: Path, *, asr: Any = None, judge: Any = None, overrides: dict[str, Any] | None = None,
               reuse_measurements: bool = False, progress: bool = False) -> dict[str, Any]:
     """Score a run folder; with `reuse_measurements`, only re-apply thresholds to measurements.jsonl.
@@ -204,6 +211,7 @@ def score_run(run_dir: Path, *, asr: Any = None, judge: Any = None, overrides: d
             "failed_episodes": base["failed_episodes"],
             "failed_uncounted": base["failed_uncounted"],
             "failed_windows": failed_window_counts(measurements),
+            "unparseable_verdicts": unparseable_verdicts(measurements),
             "health": with_flags(run_health(stats, measurements),
                                  accounting_flags(base["failed_uncounted"], folder.n_episodes, n_dataset)),
             **aggregate(measurements, t),
