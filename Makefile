@@ -20,6 +20,9 @@ $(STAMP): pyproject.toml .system-deps
 	# torch is pinned to the CPU range first, so nothing can pull a CUDA build.
 	@$(PY) -m pip install -q "torch>=2.8,<2.14"
 	@$(PY) -m pip install -q -e ".[dev]"
+	# moshi declares torch<2.10 but runs on ours: installed without its declared dependencies (the [moshi] extra
+	# above holds what it needs).
+	@$(PY) -m pip install -q --no-deps moshi==0.2.13
 	@touch $@
 
 setup: $(STAMP)
