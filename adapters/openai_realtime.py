@@ -34,6 +34,8 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import numpy as np
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
 
 from adapters.protocol import Frame
 from dataset_builder.audio import to_pcm16
@@ -173,13 +175,10 @@ class _Session:
         self.text_ready: list[str] = []
         self.active: set[str] = set()  # responses created and not yet done
         self.cancelled: set[str] = set()  # responses and items whose late deltas are ignored
-        self.truncations: list[dict[str, Any]] = []
 
     # -- run on the loop --------------------------------------------------------------------------------------
     async def open(self, url: str, headers: dict[str, str], secret: str, update: dict[str, Any],
                    timeout_s: float) -> None:
-        from websockets.asyncio.client import connect
-
         logger = _RedactingLogger(logging.getLogger("websockets.client"), secret)
         self.ws = await connect(url, additional_headers=headers, open_timeout=timeout_s, close_timeout=2.0,
                                 max_size=2**24, logger=logger)
@@ -206,8 +205,6 @@ class _Session:
         await asyncio.gather(*self.tasks, return_exceptions=True)
 
     async def _read(self) -> None:
-        from websockets.exceptions import ConnectionClosed
-
         try:
             async for raw in self.ws:
                 self._on_event(self._parse(raw))
@@ -226,8 +223,6 @@ class _Session:
                        "mid-episode")
 
     async def _write(self) -> None:
-        from websockets.exceptions import ConnectionClosed
-
         while (message := await self.outbox.get()) is not None:
             try:
                 await self.ws.send(message)
@@ -315,7 +310,6 @@ class _Session:
                     # Tell the server what the user actually heard, so its context matches the recording.
                     truncate = {"type": "conversation.item.truncate", "item_id": head, "content_index": 0,
                                 "audio_end_ms": heard * 1000 // SAMPLE_RATE}
-                    self.truncations.append(truncate)
                     self.outbox.put_nowait(json.dumps(truncate))
             dropped = {c.response_id for c in self.chunks} | {c.item_id for c in self.chunks} | self.active
             self.cancelled |= {x for x in dropped if x}
