@@ -150,3 +150,10 @@ class RetryingClient:
                         wait, attempt + 1, attempts)
             _sleep(wait)
         raise AssertionError("unreachable")  # the loop returns or raises
+
+
+def served_concurrency(*backends: object) -> int:
+    """How many items a scorer should work on at once: 1 for local backends (the CPU is the limit there), else the
+    largest `max_concurrency` among the served ones (the server is the limit, and each client holds its own)."""
+    limits = [getattr(b, "max_concurrency", None) for b in backends]
+    return max([1, *(int(n) for n in limits if isinstance(n, int) and n > 0)])

@@ -287,6 +287,11 @@ class OpenAITranscribeASR(_MemoisedASR):
                                    arg_option="--asr-arg")
         self._memo: dict[str, str] = {}
 
+    @property
+    def max_concurrency(self) -> int:
+        """Requests this client keeps in flight at most; a scorer measures that many items at once."""
+        return self.http.max_concurrency
+
     def __repr__(self) -> str:
         return f"OpenAITranscribeASR(url={self.url!r}, model={self.model!r}, api_key_env={self.api_key_env!r})"
 

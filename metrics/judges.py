@@ -174,6 +174,11 @@ class OpenAIJudge:
         return f"OpenAIJudge(url={self.url!r}, model={self.model!r}, api_key_env={self.api_key_env!r})"
 
     @property
+    def max_concurrency(self) -> int:
+        """Requests this client keeps in flight at most; a scorer measures that many items at once."""
+        return self.http.max_concurrency
+
+    @property
     def requests_made(self) -> int:
         """Requests the endpoint answered (cache hits and failed tries not counted)."""
         return self.http.requests_made

@@ -269,3 +269,55 @@ def test_score_cli_through_a_served_asr_and_judge(tmp_path: Path, speak, capsys:
         assert json.loads((out / "scores.json").read_text())["unparseable_verdicts"] == {"answer": 0, "ack": 1}
     finally:
         server.close()
+
+
+def test_scoring_measures_episodes_concurrently_with_served_backends(tmp_path: Path, speak) -> None:
+    """With max_concurrency=2 the scorer measures two episodes at once: the server holds each transcription until
+    two are in flight (a one-at-a-time scorer would never get there). Its measurements equal a one-at-a-time
+    scoring of the same folder."""
+    import shutil
+    import threading
+
+    from metrics.judges import OpenAIJudge
+    from metrics.mpe.score import score_run
+    from tests import handmade as H
+
+    state = {"in": 0, "max": 0, "hold": True}
+    cond = threading.Condition()
+
+    def serve(seen: Seen) -> Reply:
+        if seen.path != "/v1/audio/transcriptions":
+            return json_reply({"choices": [{"message": {"content": '{"verdict": "correct"}'}}]})
+        with cond:
+            state["in"] += 1
+            state["max"] = max(state["max"], state["in"])
+            cond.notify_all()
+            if state["hold"]:
+                cond.wait_for(lambda: state["in"] >= 2, timeout=20)
+                state["hold"] = False  # the point is made; the rest need not wait
+            state["in"] -= 1
+        return _transcribe_ok(seen)
+
+    server = FakeServer(serve)
+    try:
+        out = tmp_path / "run"
+        for i, text in enumerate(["Twenty one dollars.", "It is twenty one.", "Twenty two, I think.", "No idea."]):
+            model = H.silence()
+            H.place(model, speak(text), 9.5)
+            H.write_episode(out, f"c{i}", pair=f"p{i}", model=model)
+        shutil.copytree(out, tmp_path / "again")
+
+        def backends(n: int) -> tuple[OpenAITranscribeASR, OpenAIJudge]:
+            return (OpenAITranscribeASR(server.url, "asr", max_concurrency=n),
+                    OpenAIJudge(server.url, "judge", max_concurrency=n))
+
+        asr, judge = backends(2)
+        together = score_run(out, asr=asr, judge=judge)
+        assert state["max"] == 2 and asr.http.max_in_flight == 2
+        asr1, judge1 = backends(1)
+        alone = score_run(tmp_path / "again", asr=asr1, judge=judge1)
+        assert asr1.http.max_in_flight == 1
+        assert (out / "measurements.jsonl").read_bytes() == (tmp_path / "again" / "measurements.jsonl").read_bytes()
+        assert together["scores"] == alone["scores"] and together["scores"]["answer_accuracy"]["n"] == 4
+    finally:
+        server.close()

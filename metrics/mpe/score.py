@@ -15,12 +15,14 @@ health line, never dropped silently.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Any
 
 from dataset_builder.atomic import atomic_write_json
 from dataset_builder.episode import Episode
+from dataset_builder.http_client import served_concurrency
 from dataset_builder.progress import Progress
 from dataset_builder.protocols import MPEProtocol
 from metrics.episodes import (
@@ -71,36 +73,45 @@ def gold_problem(ep: Episode) -> str | None:
 def measure_run(folder: RunFolder, asr: Any, judge: Any, vad_factory: Any, progress: bool = False
                 ) -> tuple[list[dict[str, Any]], dict[str, dict[str, float]]]:
     """Measurements and health numbers of every usable episode; one that turns out unusable moves to
-    `folder.failures` with its reason and the rest go on."""
+    `folder.failures` with its reason and the rest go on. With a served ASR or judge, as many episodes as the
+    client keeps requests in flight are measured at once (threads); results are taken in episode order, so they
+    do not depend on how many ran together."""
     measurements: list[dict[str, Any]] = []
     stats: dict[str, dict[str, float]] = {}
     bar = Progress(f"score {folder.run_dir.name}", len(folder.ok), enabled=progress)
 
-    def measure_one(ep: Episode) -> None:
+    def measure_one(ep: Episode) -> tuple[list[dict[str, Any]], dict[str, float]] | str:
+        """The episode's measurements and health numbers, or why it cannot be measured."""
         problem = gold_problem(ep)
         if problem:
-            folder.fail(ep, problem)
-            return
+            return problem
         try:
             audio = read_recording(folder.run_dir, ep)
         except RecordingError as err:
-            folder.fail(ep, str(err))
-            return
+            return str(err)
         model = audio[:, 1]
         spans = vad_factory(ep.params.get("vad", {})).spans(model, SR)
         profile = SoundProfile(model, SR)
-        stats[ep.case_id] = episode_stats(model, SR, spans, profile)
 
         def transcribe(sp: list[Span]) -> str:
             return asr.transcribe(span_audio(model, SR, sp), SR)
 
-        for m in measure_episode(ep, spans, transcribe, judge):
-            measurements.append(m | {"model_spans_n": len(spans),
-                                     "sound": window_sound(profile, spans, *sound_window(m))})
+        ms = [m | {"model_spans_n": len(spans), "sound": window_sound(profile, spans, *sound_window(m))}
+              for m in measure_episode(ep, spans, transcribe, judge)]
+        return ms, episode_stats(model, SR, spans, profile)
 
-    for ep in list(folder.ok):
-        measure_one(ep)
-        bar.advance(note=ep.case_id)
+    episodes = list(folder.ok)
+    pool = ThreadPoolExecutor(served_concurrency(asr, judge), thread_name_prefix="score")
+    try:
+        for ep, got in zip(episodes, pool.map(measure_one, episodes), strict=True):
+            if isinstance(got, str):
+                folder.fail(ep, got)
+            else:
+                measurements += got[0]
+                stats[ep.case_id] = got[1]
+            bar.advance(note=ep.case_id)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)  # an error stops the queued episodes, not only this loop
     return measurements, stats
 
 
