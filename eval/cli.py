@@ -201,6 +201,19 @@ def cmd_push(a: argparse.Namespace) -> int:
 def cmd_events(a: argparse.Namespace) -> int:
     from metrics.m3.extract import events_command
 
+def cmd_push_metric(a: argparse.Namespace) -> int:
+    from metrics.hub_metric import describe, push, space_files
+
+    files = space_files(a.name, a.space, package=a.package)
+    if a.dry_run:
+        print(describe(files, a.space))
+        print("\ndry run: nothing uploaded")
+        return 0
+    url = push(files, a.space, token_env=a.token_env, private=a.private)
+    print(f"pushed metric {a.name} to Space {a.space}: {url}")
+    return 0
+
+
     print(events_command(a.dialogues, user_channel=a.user_channel, words=a.words, stats_out=a.stats_out))
     return 0
 
@@ -346,6 +359,19 @@ def parser() -> argparse.ArgumentParser:
     ev.add_argument("--words", action="append", default=[], metavar="TXT_ALIGN",
                     help="word timestamps (channel<TAB>start<TAB>end<TAB>word a line) instead of the VAD; once "
                          "per dialogue, in order")
+    pm = sub.add_parser("push-metric", help="upload an evaluate module (metrics/NAME/) as a Hub metric Space "
+                                             "(token from $HF_TOKEN)")
+    pm.add_argument("name", help="a module folder under metrics/, e.g. fresh_onset_rate")
+    pm.add_argument("--space", required=True, metavar="ORG/NAME", help="the Space; its script is NAME.py")
+    pm.add_argument("--dry-run", action="store_true",
+                    help="print every file the Space would receive (destination, source, the generated app.py, "
+                         "requirements.txt and README.md) and upload nothing")
+    pm.add_argument("--package", default=None, metavar="REQUIREMENT",
+                    help="declare the scoring code as this pip requirement (e.g. 'duplex-eval @ "
+                         "git+https://github.com/ORG/duplex-eval@COMMIT') instead of copying its files into the Space")
+    pm.add_argument("--token-env", default="HF_TOKEN")
+    pm.add_argument("--private", action="store_true")
+    pm.set_defaults(func=cmd_push_metric)
     ev.add_argument("--stats-out", default=None, metavar="FILE",
                     help="write the timing statistics pooled over the dialogues (TimingStats JSON) for the M3 "
                          "build to sample from")
