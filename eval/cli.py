@@ -238,12 +238,14 @@ def cmd_check_adapter(a: argparse.Namespace) -> int:
 
 
 def add_score_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--asr", default="whisper-tiny-en", help="ASR backend (whisper-tiny-en, qwen3-asr)")
+    p.add_argument("--asr", default="whisper-tiny-en",
+                   help="ASR backend (whisper-tiny-en, whisper-base, qwen3-asr, openai)")
     p.add_argument("--asr-arg", action="append", default=[], metavar="K=V",
-                   help="ASR constructor arg, e.g. model=Qwen/Qwen3-ASR-1.7B device=cuda (for --asr qwen3-asr)")
+                   help="ASR constructor arg, e.g. model=Qwen/Qwen3-ASR-1.7B device=cuda (qwen3-asr), "
+                        "base_url=http://HOST:PORT model=NAME max_concurrency=8 (openai)")
     p.add_argument("--judge", default="heuristic", help="judge backend (heuristic, openai)")
     p.add_argument("--judge-arg", action="append", default=[], metavar="K=V",
-                   help="judge constructor arg, e.g. base_url=http://127.0.0.1:8000 model=qwen")
+                   help="judge constructor arg, e.g. base_url=http://127.0.0.1:8000 model=qwen max_concurrency=8")
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                    help="threshold override, e.g. t_onset_window_s=3 yield_tolerance_s=0.5 (written to its own "
                         "scores file)")
