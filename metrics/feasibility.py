@@ -94,8 +94,9 @@ def merge_records(records: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
             "mean_ms": _ms(total / n), "over_frame": sum(r["over_frame"] for r in recs)}
 
 
-def run_feasibility(episodes: Iterable[Episode]) -> dict[str, Any]:
-    """Per (frame duration, batch size) of a run's episodes: merged step times, real-time factors and the verdict.
+def run_feasibility(episodes: Iterable[Episode]) -> dict[str, Any] | None:
+    """Per (frame duration, batch size) of a run's episodes: merged step times, real-time factors and the verdict;
+    None when no episode has step times.
 
     `live` is False when more than 1 % of the steps took longer than the frame: p99 over the frame duration.
     Ok episodes without a `compute` record (written by a version that did not time steps) are counted apart.
@@ -114,10 +115,11 @@ def run_feasibility(episodes: Iterable[Episode]) -> dict[str, Any]:
         assert merged is not None
         live = merged["over_frame"] <= (1 - LIVE_QUANTILE) * merged["steps"]
         out.append({"frame_ms": frame_ms, "batch_size": batch, **merged,
-                    "rtf_p50": round(merged["p50_ms"] / frame_ms, 4), "rtf_p99": round(merged["p99_ms"] / frame_ms, 4),
+                    "rtf_p50": round(merged["p50_ms"] / frame_ms, 6), "rtf_p99": round(merged["p99_ms"] / frame_ms, 6),
                     "live": live})
-    return {"groups": out, "untimed_episodes": untimed,
-            "live": all(g["live"] for g in out) if out else None}
+    if not out:
+        return None
+    return {"groups": out, "untimed_episodes": untimed, "live": all(g["live"] for g in out)}
 
 
 def feasibility_lines(feas: dict[str, Any] | None) -> list[str]:
@@ -127,8 +129,8 @@ def feasibility_lines(feas: dict[str, Any] | None) -> list[str]:
     lines = []
     for g in feas["groups"]:
         calls = "one call" if g["batch_size"] == 1 else f"{g['batch_size']} calls at once (batched)"
-        head = (f"step time p50 {g['p50_ms']:.1f} ms, p99 {g['p99_ms']:.1f} ms, max {g['max_ms']:.1f} ms per "
-                f"{g['frame_ms']:g} ms frame (real-time factor p50 {g['rtf_p50']:.2f}, p99 {g['rtf_p99']:.2f}; "
+        head = (f"step time p50 {g['p50_ms']:.3g} ms, p99 {g['p99_ms']:.3g} ms, max {g['max_ms']:.3g} ms per "
+                f"{g['frame_ms']:g} ms frame (real-time factor p50 {g['rtf_p50']:.3g}, p99 {g['rtf_p99']:.3g}; "
                 f"{g['steps']} steps of {g['episodes']} episodes, {calls})")
         if g["live"]:
             lines.append(f"{head}: could have held a live call on this hardware")

@@ -24,6 +24,7 @@ from typing import Any
 
 from dataset_builder.errors import UsageError
 from metrics.episodes import RunFolder, folder_digest, read_run_info
+from metrics.feasibility import run_feasibility
 
 SCORES = "scores.json"
 MEASUREMENTS = "measurements.jsonl"
@@ -73,9 +74,12 @@ def provenance(folder: RunFolder) -> dict[str, Any]:
     """What a scores file records about its inputs (besides the measurement and health digests)."""
     info = folder.info or {}
     identity = info.get("identity") or {}
+    stepped = [*folder.ok, *(f.episode for f in folder.failures if f.episode is not None)]
     return {"format": FORMAT, "case_ids": list(folder.case_ids), "episodes_digest": folder.digest,
             "dataset": identity.get("dataset"), "config": info.get("config"),
-            "dataset_fingerprint": info.get("dataset_fingerprint"), "n_dataset_cases": info.get("n_dataset_cases")}
+            "dataset_fingerprint": info.get("dataset_fingerprint"), "n_dataset_cases": info.get("n_dataset_cases"),
+            # How fast the agent stepped on the hardware the run used (SPEC §12): every benchmark's scores say it.
+            "feasibility": run_feasibility(stepped)}
 
 
 def staleness(run_dir: Path, scores: Mapping[str, Any]) -> list[str]:
