@@ -100,6 +100,7 @@ def _score(run_dir: Path, a: argparse.Namespace) -> dict:
 
 def print_result(run_dir: Path, result: dict) -> None:
     """Run health and failures first (a broken set-up must not hide behind a table), then the tables."""
+    from metrics.feasibility import feasibility_lines
     from metrics.scoring import result_tables
     from metrics.tables import provenance
 
@@ -107,6 +108,8 @@ def print_result(run_dir: Path, result: dict) -> None:
           f"episodes={result['n_episodes']}  failed={result['n_failed']}")
     for flag in result.get("health", {}).get("flags", []):
         print(f"HEALTH {flag}")
+    for line in feasibility_lines(result.get("feasibility")):  # SPEC §12: could it have held a live call?
+        print(f"LIVE {line}")
     for f in result["failed_episodes"]:
         counted = (f"counted as failed in {f['windows']} windows" if f.get("windows") is not None
                    else "windows unknown, NOT counted")
