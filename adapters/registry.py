@@ -13,6 +13,8 @@ _REGISTRY = LazyRegistry("adapter", {
     "oracle": "adapters.oracle:OracleAgent",
     "cascade": "adapters.cascade:CascadeAgent",
     "openai-realtime": "adapters.openai_realtime:OpenAIRealtimeAgent",
+    "minicpm-o": "adapters.minicpm_o:MiniCPMOAgent",
+    "freeze-omni": "adapters.freeze_omni:FreezeOmniAgent",
 }, option="--adapter", arg_option="--adapter-arg")
 # What an agent must have: the protocol's attributes and its methods.
 _MEMBERS = sorted({*DuplexAgent.__annotations__, *(n for n in vars(DuplexAgent) if not n.startswith("_"))})
