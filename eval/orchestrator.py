@@ -81,17 +81,21 @@ class TimedCall:
         self.timeout_s = timeout_s
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="agent-step") if timeout_s else None
 
-    def __call__(self, fn: Callable[..., Any], *args: Any, t_s: float, what: str = "step") -> tuple[Any, float]:
+    def __call__(self, fn: Callable[..., Any], *args: Any, t_s: float | None, what: str = "step"
+                 ) -> tuple[Any, float]:
+        """(what fn returned, its seconds); the failure names the stream time `t_s` unless it is None (a batch
+        of episodes, each at its own time: the caller adds it per episode)."""
+        at = "" if t_s is None else f" at t={t_s:.3f}s"
         try:
             if self.pool is None:
                 return _timed(fn, *args)
             return self.pool.submit(_timed, fn, *args).result(timeout=self.timeout_s)
         except StepTimeout:
-            raise EpisodeFailure(f"{STALL_PREFIX}: no frame within {self.timeout_s}s at t={t_s:.3f}s") from None
+            raise EpisodeFailure(f"{STALL_PREFIX}: no frame within {self.timeout_s}s{at}") from None
         except EpisodeFailure:
             raise
         except Exception as err:  # the agent's own error: recorded as data, the run goes on
-            raise EpisodeFailure(f"{what} raised {type(err).__name__}: {err} at t={t_s:.3f}s") from err
+            raise EpisodeFailure(f"{what} raised {type(err).__name__}: {err}{at}") from err
 
     def close(self) -> None:
         if self.pool is not None:

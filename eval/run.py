@@ -4,11 +4,13 @@
     accelerate launch eval/run.py --dataset ... --adapter ... --out ...   # same arguments
 
 The config names the benchmark (SPEC §11): its protocol validates `--param`, its plan drives the user stream,
-and the one episode runner (`eval.orchestrator.run_episode`) does the rest. Each process builds one adapter
-instance and runs its share of the cases (`PartialState().split_between_processes`). An episode whose
-`rec.json` exists is finished and skipped, so a rerun resumes without duplicating or losing episodes; failed
-episodes are kept as results and re-run only with `--retry-failed`. A case needing a capability the adapter lacks
-(M3's Full context needs teacher forcing) is recorded as a skipped episode with its reason: counted, never run.
+and the one episode runner (`eval.orchestrator.run_episode`) does the rest; an adapter declaring `batch_size` > 1
+(`--adapter-arg batch_size=16`) runs that many episodes at once in lockstep (`eval.lockstep`, SPEC §12), each
+written exactly as one at a time. Each process builds one adapter instance and runs its share of the cases
+(`PartialState().split_between_processes`). An episode whose `rec.json` exists is finished and skipped, so a rerun
+resumes without duplicating or losing episodes; failed episodes are kept as results and re-run only with
+`--retry-failed`. A case needing a capability the adapter lacks (M3's Full context needs teacher forcing) is
+recorded as a skipped episode with its reason: counted, never run.
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 if __package__ in (None, ""):  # `accelerate launch eval/run.py`: make the repo importable as packages
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -33,6 +36,9 @@ from dataset_builder.episode import Episode  # noqa: E402
 from dataset_builder.errors import UsageError  # noqa: E402
 from dataset_builder.progress import Progress  # noqa: E402
 from dataset_builder.schema import SchemaError  # noqa: E402
+
+if TYPE_CHECKING:
+    from eval.schedule import EpisodePlan
 
 log = logging.getLogger("duplex_eval.run")
 
@@ -151,6 +157,7 @@ def run(cfg: RunConfig) -> dict[str, int]:
     skipped now (`skipped`) or earlier (`skipped_kept`) because the adapter lacks a capability they need."""
     from dataset_builder.fingerprint import dataset_fingerprint
     from dataset_builder.hf_dataset import _checked_shards
+    from eval.lockstep import LockstepRunner, is_batched
     from eval.orchestrator import STALL_PREFIX, RunOptions, record_failed_episode, run_episode
 
     bench: Benchmark = benchmark_for_config(cfg.config)
@@ -205,27 +212,50 @@ def run(cfg: RunConfig) -> dict[str, int]:
         out.mkdir(parents=True, exist_ok=True)
         options = RunOptions(step_timeout_s=cfg.step_timeout_s)
         progress = Progress(f"run {cfg.adapter}", len(mine), enabled=cfg.progress)
+        # The protocol may take what it needs of the adapter (M3: its frame size, whether it greets).
+        agent_protocol = protocol.for_agent(agent)
+        jobs = planned(bench.function("case_audio")(cfg.dataset, cfg.config, wanted=mine), plan, agent_protocol,
+                       agent.sample_rate)
+
+        def done(i: int, ep: Episode) -> None:
+            counts[ep.status] = counts.get(ep.status, 0) + 1
+            log.info("[%d/%d] %s %s %s", i, len(mine), ep.case_id, ep.status, ep.failure or "")
+            progress.advance(note=f"{counts['failed']} failed" if counts["failed"] else "")
+
         try:
-            cases_with_audio = bench.function("case_audio")(cfg.dataset, cfg.config, wanted=mine)
-            for i, (case, audio) in enumerate(cases_with_audio, 1):
+            if is_batched(agent):
+                # B episodes in flight on one clock (SPEC §12); the runner replaces the agent after a stall.
+                runner = LockstepRunner(agent, out, seed=cfg.seed, options=options,
+                                        reload=lambda: load_adapter(cfg.adapter, **cfg.adapter_args))
                 try:
-                    # The protocol may take what it needs of the adapter (M3: its frame size, whether it greets).
-                    episode_plan = plan(case, audio, protocol.for_agent(agent), agent.sample_rate)
-                except Exception as err:  # a case the plan cannot play fails alone, with its reason
-                    ep = record_failed_episode(agent, case, out, f"plan failed: {type(err).__name__}: {err}",
-                                               seed=cfg.seed, options=options)
-                else:
-                    ep = run_episode(agent, case, episode_plan, out, seed=cfg.seed, options=options)
-                counts[ep.status] = counts.get(ep.status, 0) + 1
-                if ep.failure and ep.failure.startswith(STALL_PREFIX):
-                    # The stalled step may still be running in its abandoned thread: never reuse that agent.
-                    agent.close()
-                    agent = load_adapter(cfg.adapter, **cfg.adapter_args)
-                log.info("[%d/%d] %s %s %s", i, len(mine), case.case_id, ep.status, ep.failure or "")
-                progress.advance(note=f"{counts['failed']} failed" if counts["failed"] else "")
+                    for i, ep in enumerate(runner.run(jobs), 1):
+                        done(i, ep)
+                finally:
+                    agent = runner.agent
+            else:
+                for i, (case, episode_plan) in enumerate(jobs, 1):
+                    if isinstance(episode_plan, str):
+                        ep = record_failed_episode(agent, case, out, episode_plan, seed=cfg.seed, options=options)
+                    else:
+                        ep = run_episode(agent, case, episode_plan, out, seed=cfg.seed, options=options)
+                    done(i, ep)
+                    if ep.failure and ep.failure.startswith(STALL_PREFIX):
+                        # The stalled step may still be running in its abandoned thread: never reuse that agent.
+                        agent.close()
+                        agent = load_adapter(cfg.adapter, **cfg.adapter_args)
         finally:
             agent.close()
     return counts
+
+
+def planned(cases_with_audio: Iterable[tuple[Any, Any]], plan: Callable[..., EpisodePlan], protocol: Any,
+            sr: int) -> Iterator[tuple[Any, EpisodePlan | str]]:
+    """Each case with its plan, or with the reason its plan failed (that case fails alone, the run goes on)."""
+    for case, audio in cases_with_audio:
+        try:
+            yield case, plan(case, audio, protocol, sr)
+        except Exception as err:
+            yield case, f"plan failed: {type(err).__name__}: {err}"
 
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
