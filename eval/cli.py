@@ -15,6 +15,7 @@ from dataset_builder.m3.schema import DOMAINS as M3_DOMAINS
 from dataset_builder.m3.schema import LANGUAGES as M3_LANGUAGES
 from dataset_builder.schema import SchemaError
 from dataset_builder.speech_gate import SpeechGate
+from eval.report_site.media import DEFAULT_KBPS as DEFAULT_AUDIO_KBPS
 from eval.run import add_run_arguments, config_from_args, finish, parse_kv, run
 
 DEFAULT_OUT = Path("out")
@@ -135,8 +136,10 @@ def cmd_report(a: argparse.Namespace) -> int:
     from eval.report import write_report
 
     path = write_report([Path(r) for r in a.run_dirs], Path(a.out), max_plots=a.max_plots,
-                        allow_stale=a.allow_stale)
-    print(f"report: {path}")
+                        allow_stale=a.allow_stale, audio_kbps=a.audio_kbps)
+    from eval.report_site.site import site_bytes
+
+    print(f"report: {path} ({site_bytes(path.parent) / 1e6:.1f} MB; tables in {path.parent / 'summary.md'})")
     return 0
 
 
@@ -201,9 +204,6 @@ def cmd_push(a: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_events(a: argparse.Namespace) -> int:
-    from metrics.m3.extract import events_command
-
 def cmd_push_metric(a: argparse.Namespace) -> int:
     from metrics.hub_metric import describe, push, space_files
 
@@ -217,6 +217,9 @@ def cmd_push_metric(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_events(a: argparse.Namespace) -> int:
+    from metrics.m3.extract import events_command
+
     print(events_command(a.dialogues, user_channel=a.user_channel, words=a.words, stats_out=a.stats_out))
     return 0
 
@@ -225,7 +228,7 @@ def cmd_demo(a: argparse.Namespace) -> int:
     from eval.demo import demo
 
     return demo(Path(a.out), preset=a.preset, adapters=a.adapters.split(","),
-                benchmarks=a.benchmarks.split(",") if a.benchmarks else None)
+                benchmarks=a.benchmarks.split(",") if a.benchmarks else None, workers=a.workers or None)
 
 
 def cmd_check_adapter(a: argparse.Namespace) -> int:
@@ -319,7 +322,11 @@ def parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("report", help="HTML report with per-episode timeline plots and audio")
     rp.add_argument("run_dirs", nargs="+")
     rp.add_argument("--out", default=str(DEFAULT_OUT / "report"))
-    rp.add_argument("--max-plots", type=int, default=40)
+    rp.add_argument("--max-plots", type=int, default=None, metavar="N",
+                    help="timeline figure and audio for the first N episodes of each run only (default: every "
+                         "episode; every episode gets its page either way)")
+    rp.add_argument("--audio-kbps", type=float, default=DEFAULT_AUDIO_KBPS,
+                    help="bitrate of the stereo Opus audio on the episode pages (default %(default)g)")
     rp.add_argument("--allow-stale", action="store_true",
                     help="show runs whose scores no longer match their folder, marked STALE, instead of refusing")
     rp.set_defaults(func=cmd_report)
@@ -357,13 +364,6 @@ def parser() -> argparse.ArgumentParser:
     pu.add_argument("--token-env", default="HF_TOKEN")
     pu.add_argument("--private", action="store_true")
     pu.set_defaults(func=cmd_push)
-    ev = sub.add_parser("events", help="M3 events (SHIFT/PAUSE/BC/BARGE_IN) of 2-channel dialogue WAVs")
-    ev.add_argument("dialogues", nargs="+", metavar="DIALOGUE.wav", help="2-channel WAV, one party per channel")
-    ev.add_argument("--user-channel", type=int, default=0, choices=(0, 1),
-                    help="the channel whose events are evaluated (the other is the system)")
-    ev.add_argument("--words", action="append", default=[], metavar="TXT_ALIGN",
-                    help="word timestamps (channel<TAB>start<TAB>end<TAB>word a line) instead of the VAD; once "
-                         "per dialogue, in order")
     pm = sub.add_parser("push-metric", help="upload an evaluate module (metrics/NAME/) as a Hub metric Space "
                                              "(token from $HF_TOKEN)")
     pm.add_argument("name", help="a module folder under metrics/, e.g. fresh_onset_rate")
@@ -377,6 +377,13 @@ def parser() -> argparse.ArgumentParser:
     pm.add_argument("--token-env", default="HF_TOKEN")
     pm.add_argument("--private", action="store_true")
     pm.set_defaults(func=cmd_push_metric)
+    ev = sub.add_parser("events", help="M3 events (SHIFT/PAUSE/BC/BARGE_IN) of 2-channel dialogue WAVs")
+    ev.add_argument("dialogues", nargs="+", metavar="DIALOGUE.wav", help="2-channel WAV, one party per channel")
+    ev.add_argument("--user-channel", type=int, default=0, choices=(0, 1),
+                    help="the channel whose events are evaluated (the other is the system)")
+    ev.add_argument("--words", action="append", default=[], metavar="TXT_ALIGN",
+                    help="word timestamps (channel<TAB>start<TAB>end<TAB>word a line) instead of the VAD; once "
+                         "per dialogue, in order")
     ev.add_argument("--stats-out", default=None, metavar="FILE",
                     help="write the timing statistics pooled over the dialogues (TimingStats JSON) for the M3 "
                          "build to sample from")
@@ -387,6 +394,8 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--benchmarks", default="",
                    help=f"comma-separated benchmarks (default: all, Duplex-MPE first: {', '.join(benchmark_names())})")
     d.add_argument("--adapters", default="silent,oracle,cascade")
+    d.add_argument("--workers", type=int, default=0, metavar="N",
+                   help="jobs (builds, runs) at once, each in its own process (default: one per core, at most 2)")
     d.set_defaults(func=cmd_demo)
     ca = sub.add_parser("check-adapter", help="protocol conformance checks of an adapter (your own model too); "
                                               "exit status 1 if any check fails")

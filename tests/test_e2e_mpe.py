@@ -121,8 +121,11 @@ def test_cli_score_and_report(silent_run: Path, tmp_path: Path, capsys: pytest.C
     assert set(scores["by_condition"]) == {"explicit", "implicit"}
     assert main(["report", str(silent_run), "--out", str(tmp_path / "report"), "--max-plots", "2"]) == 0
     page = (tmp_path / "report" / "index.html").read_text()
-    assert page.count("<img") == 2 and ".wav" in page
-    assert len(list((tmp_path / "report" / "plots").rglob("*.png"))) == 2
+    assert "scores.json" in page and "Duplex-MPE leaderboard" in page
+    # Every episode gets its page; --max-plots 2: a figure and audio on the first two only.
+    pages = sorted((tmp_path / "report" / "ep" / silent_run.name).glob("*.html"))
+    assert len(pages) == 40 and sum("<canvas" in p.read_text() for p in pages) == 2
+    assert len(list((tmp_path / "report" / "media").glob("*.ogg"))) == 2
 
 
 def test_cli_reports_bad_input_clearly(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

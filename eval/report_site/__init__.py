@@ -1,0 +1,1 @@
+"""The static report site (`duplex-eval report`): see site.py for its layout."""

@@ -1,0 +1,149 @@
+"""What an episode page plays and draws: the 2-channel recording as Ogg Opus the browser plays from disk, and
+both channels' envelopes for the timeline figure (drawn by assets/report.js: a figure costs ~2 KB of page
+instead of a ~55 KB PNG, and shows the playhead).
+
+Recordings are keyed by the SHA-256 of their bytes: identical recordings (a silent model on the same user audio,
+an agent that acts the same at every instruction level) share one file, and a file already encoded from the same
+bytes at the same bitrate is reused by the next report (`media/index.json`). Encoding is the slow part (about
+1 s of CPU per minute of audio), so the distinct recordings are encoded in a small process pool.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import soundfile as sf
+
+from dataset_builder.atomic import atomic_write_text
+
+MAX_COLUMNS = 1000  # envelope values per channel and episode: about one per pixel of a wide figure
+MIN_HOP_S = 0.02
+DEFAULT_KBPS = 12.0  # stereo Opus: both voices intelligible; ~90 KB a minute (README: the report's size)
+# libsndfile sets Opus's bitrate from a compression level in [0, 1], linearly between about 512 and 10 kbps for
+# two channels (measured on a 65 s 2-channel episode: 0.9 -> 52 kbps, 0.95 -> 30, 1.0 -> 10 with silences).
+_KBPS_AT_LEVEL_0, _KBPS_AT_LEVEL_1 = 512.0, 10.0
+# One envelope value per character: 6 bits, sqrt-companded so quiet speech still shows (report.js squares it).
+ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
+
+def opus_level(kbps: float) -> float:
+    """The libsndfile compression level that asks for about `kbps` (stereo)."""
+    span = _KBPS_AT_LEVEL_0 - _KBPS_AT_LEVEL_1
+    return min(1.0, max(0.0, 1.0 - (kbps - _KBPS_AT_LEVEL_1) / span))
+
+
+def envelope(x: np.ndarray, sr: int) -> tuple[list[str], float]:
+    """Per channel, the peak |x| of each hop as one ALPHABET character (sqrt scale, 63 = full scale); the hop."""
+    x = x.reshape(len(x), -1)
+    hop_s = max(MIN_HOP_S, len(x) / sr / MAX_COLUMNS)
+    hop = max(1, int(round(hop_s * sr)))
+    n = -(-len(x) // hop)
+    pad = np.zeros((n * hop - len(x), x.shape[1]), np.float32)
+    peaks = np.abs(np.concatenate([x, pad])).reshape(n, hop, x.shape[1]).max(axis=1)
+    q = np.clip(np.round(np.sqrt(np.minimum(peaks, 1.0)) * 63), 0, 63).astype(np.int64)
+    return ["".join(ALPHABET[v] for v in q[:, c]) for c in range(q.shape[1])], hop / sr
+
+
+def digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()[:24]
+
+
+def _process(job: tuple[str, str | None, float]) -> dict[str, Any]:
+    """Read one recording: its envelope, and its Opus file when asked for. Errors come back as text."""
+    wav, audio_out, kbps = job
+    try:
+        x, sr = sf.read(wav, dtype="float32", always_2d=True)
+    except (OSError, RuntimeError, ValueError) as err:
+        return {"error": f"{Path(wav).name}: {err}"}
+    env, hop_s = envelope(x, sr)
+    out: dict[str, Any] = {"env": env, "hop_s": round(hop_s, 6), "seconds": round(len(x) / sr, 3),
+                           "channels": x.shape[1]}
+    if audio_out:
+        tmp = f"{audio_out}.tmp"
+        try:
+            Path(audio_out).parent.mkdir(parents=True, exist_ok=True)
+            sf.write(tmp, x, sr, format="OGG", subtype="OPUS", compression_level=opus_level(kbps))
+            os.replace(tmp, audio_out)
+            out |= {"audio": Path(audio_out).name, "audio_bytes": os.path.getsize(audio_out), "kbps": kbps}
+        except (OSError, RuntimeError, ValueError, TypeError) as err:  # a libsndfile without Opus, a full disk
+            Path(tmp).unlink(missing_ok=True)
+            out["audio_error"] = f"not encoded ({err})"
+    return out
+
+
+class Media:
+    """`media/`: one Opus file per distinct recording and `index.json` (what each was made from)."""
+
+    def __init__(self, folder: Path, kbps: float) -> None:
+        self.folder = folder
+        self.kbps = kbps
+        self.used: set[str] = set()
+        try:
+            self.index: dict[str, Any] = json.loads((folder / "index.json").read_text())
+        except (OSError, json.JSONDecodeError):
+            self.index = {}
+
+    def _reusable(self, key: str, want_audio: bool) -> bool:
+        e = self.index.get(key)
+        if not e or "env" not in e:
+            return False
+        if not want_audio:
+            return True
+        return e.get("kbps") == self.kbps and bool(e.get("audio")) and (self.folder / e["audio"]).exists()
+
+    def make(self, wavs: dict[Any, tuple[Path, bool]], workers: int | None = None) -> dict[Any, dict[str, Any]]:
+        """For each item (a wav, and whether it gets audio): its media entry ("env", "hop_s", "seconds", "audio"
+        file name under media/, or "error" / "audio_error")."""
+        keys: dict[Any, str] = {}
+        out: dict[Any, dict[str, Any]] = {}
+        todo: dict[str, tuple[str, str | None, float]] = {}
+        for item, (wav, want_audio) in wavs.items():
+            try:
+                key = digest(wav)
+            except OSError as err:
+                out[item] = {"error": f"{wav.name}: {err}"}
+                continue
+            keys[item] = key
+            self.used.add(key)
+            if not self._reusable(key, want_audio) and (key not in todo or (want_audio and not todo[key][1])):
+                todo[key] = (str(wav), str(self.folder / f"{key}.ogg") if want_audio else None, self.kbps)
+        workers = workers or min(2, os.cpu_count() or 1)
+        jobs = list(todo.items())
+        if workers > 1 and len(jobs) > 1:
+            with ProcessPoolExecutor(workers) as pool:
+                results = list(pool.map(_process, [j for _, j in jobs], chunksize=2))
+        else:
+            results = [_process(j) for _, j in jobs]
+        for (key, _), res in zip(jobs, results, strict=True):
+            if "error" in res:
+                out.update({item: res for item, k in keys.items() if k == key})
+            else:
+                self.index[key] = res
+        for item, key in keys.items():
+            if item not in out:
+                entry = dict(self.index[key])
+                if not wavs[item][1]:
+                    entry.pop("audio", None)
+                out[item] = entry
+        return out
+
+    def save(self) -> None:
+        """Keep the index entries and files of the recordings this report uses; remove the rest."""
+        self.index = {k: v for k, v in self.index.items() if k in self.used}
+        files = {v["audio"] for v in self.index.values() if v.get("audio")}
+        if self.folder.exists():
+            for p in self.folder.glob("*.ogg"):
+                if p.name not in files:
+                    p.unlink()
+        self.folder.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(self.folder / "index.json", json.dumps(self.index))
