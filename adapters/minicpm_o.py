@@ -174,8 +174,8 @@ def _waveform(audio: Any, k: int) -> np.ndarray | None:
     if hasattr(audio, "detach"):
         audio = audio.detach().float().cpu().numpy()
     audio = np.asarray(audio, np.float32)
-    if audio.ndim != 1:
-        audio = audio.reshape(-1) if audio.size == max(audio.shape, default=0) else audio
+    if audio.ndim > 1 and sum(d > 1 for d in audio.shape) <= 1:
+        audio = audio.reshape(-1)  # [1, n]: the same samples
     if audio.ndim != 1 or not np.all(np.isfinite(audio)):
         raise MiniCPMOError(f"streaming_generate gave audio of shape {audio.shape} (finite: "
                             f"{bool(np.all(np.isfinite(audio)))}) at chunk {k}; expected 1-D finite 24 kHz samples")
