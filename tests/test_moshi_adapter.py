@@ -1,0 +1,289 @@
+"""The Moshi family adapters (`moshi`, `personaplex`, adapters/moshi.py) on the tiny random model (`tiny=True`):
+whole episodes of every benchmark config through the real plans and orchestrator, the model channel's time
+alignment (a planted click lands on its frame's first sample), reset isolation, teacher forcing, PersonaPlex's
+prompts, batched stepping against one at a time, and the real loading code reading a weights folder.
+
+Skipped, with the reason, where the `moshi` package is not installed (`make setup` installs it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("NO_TORCH_COMPILE", "1")  # before moshi is imported: compiling costs ~17 s on CPU
+pytest.importorskip("moshi", reason="the `moshi` package is not installed: `make setup`, or pip install -e "
+                                    "'.[moshi]' && pip install --no-deps moshi==0.2.13")
+
+from adapters.moshi import FRAME_SIZE, TINY_TEXT, MoshiAgent, PersonaPlexAgent  # noqa: E402
+from adapters.protocol import BatchedDuplexAgent  # noqa: E402
+from adapters.registry import load_adapter  # noqa: E402
+from dataset_builder.audio import SESSION_SR, to_pcm16, write_wav  # noqa: E402
+from tests.adapter_episodes import CONFIGS, Ran, first_cases, mini_set, run_cases  # noqa: E402
+
+N = FRAME_SIZE
+# PersonaPlex is an English model: the Japanese M3 configs are Moshi's (J-Moshi loads through `moshi`).
+PERSONAPLEX_CONFIGS = tuple(c for c in CONFIGS if not c.endswith("_ja"))
+
+
+class Spy:
+    """Wraps an agent's reset/step and keeps what went in and came out of each episode, for a replay."""
+
+    def __init__(self, agent: Any) -> None:
+        self.agent, self.calls = agent, []
+        reset, step = agent.reset, agent.step
+
+        def spy_reset(prompt: str | None, seed: int) -> None:
+            self.calls.append({"prompt": prompt, "seed": seed, "user": [], "forced": [], "out": []})
+            reset(prompt, seed)
+
+        def spy_step(user: np.ndarray, forced: np.ndarray | None = None) -> Any:
+            frame = step(user, forced)
+            call = self.calls[-1]
+            call["user"].append(np.array(user, np.float32))
+            call["forced"].append(None if forced is None else np.array(forced, np.float32))
+            call["out"].append(frame)
+            return frame
+
+        agent.reset, agent.step = spy_reset, spy_step
+        self.reset, self.step = reset, step
+
+    def replay(self, call: dict[str, Any]) -> list[Any]:
+        self.reset(call["prompt"], call["seed"])
+        return [self.step(u, f) for u, f in zip(call["user"], call["forced"], strict=True)]
+
+
+@pytest.fixture(scope="module")
+def voice_wav(speak, tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("voice") / "voice.wav"
+    write_wav(path, speak("Hello, this is my voice."))
+    return path
+
+
+def check_episodes(spy: Spy, runs: list[Ran]) -> None:
+    for r, call in zip(runs, spy.calls[-len(runs):], strict=True):
+        ep = r.episode
+        assert ep.status == "ok", ep.failure
+        assert call["prompt"] == r.plan.system_prompt
+        model = np.concatenate([f.audio for f in call["out"]])
+        # The recording's model channel is exactly what the agent returned, frame for frame.
+        np.testing.assert_array_equal(r.pcm[:, 1], to_pcm16(model))
+        assert np.abs(model).max() > 0, "the model channel is digital silence"
+        # The same inputs and seed after a reset (other episodes ran before) give the same samples.
+        again = spy.replay(call)
+        assert all(np.array_equal(a.audio, b.audio) for a, b in zip(again, call["out"], strict=True))
+        # Its text is the tokenizer's pieces, stamped on the frames that said them.
+        said = [(k, f.text) for k, f in enumerate(call["out"]) if f.text]
+        assert [[round(k * N / SESSION_SR, 3), t] for k, t in said] == ep.model_text
+        assert said and all(set(t) <= set(TINY_TEXT) for _, t in said)
+        if r.plan.forced is not None:  # M3 Full: the forced context is returned as it came, then the model's own
+            k = len(r.plan.forced)
+            np.testing.assert_array_equal(r.pcm[:k, 1], to_pcm16(r.plan.forced))
+            assert not np.array_equal(r.pcm[k:, 1], np.zeros_like(r.pcm[k:, 1]))
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_moshi_runs_every_config(config: str, mini_dataset: Path, tmp_path_factory, tmp_path: Path) -> None:
+    folder = mini_set(config.split("_")[0], tmp_path_factory, mpe=mini_dataset)
+    spy = Spy(MoshiAgent(tiny=True))
+    ids = first_cases(folder, config, 3 if config.startswith("m3") else 1)
+    runs = list(run_cases(spy.agent, folder, config, tmp_path, ids, seed=5))
+    if config.startswith("m3"):
+        assert {r.episode.condition for r in runs} == {"none", "user", "full"}
+    check_episodes(spy, runs)
+
+
+@pytest.mark.parametrize("config", PERSONAPLEX_CONFIGS)
+def test_personaplex_runs_every_config(config: str, mini_dataset: Path, voice_wav: Path, tmp_path_factory,
+                                       tmp_path: Path) -> None:
+    folder = mini_set(config.split("_")[0], tmp_path_factory, mpe=mini_dataset)
+    spy = Spy(PersonaPlexAgent(tiny=True, voice_prompt=str(voice_wav)))
+    ids = first_cases(folder, config, 3 if config.startswith("m3") else 1)
+    check_episodes(spy, list(run_cases(spy.agent, folder, config, tmp_path, ids, seed=5)))
+
+
+# --- time alignment: a click the model says at frame K lands at sample K * 1920 of the recording --------------------
+K = 40
+CLICK_CODES = [5, 17, 29, 41, 53, 2, 14, 26]  # the model's 8 audio tokens at frame K
+OTHER_ACOUSTIC = [5, 60, 50, 40, 30, 20, 10, 0]  # same semantic token, other acoustic tokens
+
+
+@pytest.fixture(scope="module")
+def m3_case(tmp_path_factory, mini_dataset: Path) -> tuple[Path, str]:
+    folder = mini_set("m3", tmp_path_factory, mpe=mini_dataset)
+    (none,) = [c for c in first_cases(folder, "m3_chat_en", 3) if c.endswith("-none")]
+    return folder, none
+
+
+def test_a_click_the_model_says_at_frame_k_lands_at_its_first_sample(m3_case, tmp_path: Path) -> None:
+    folder, cid = m3_case
+    agent = MoshiAgent(tiny=True)
+    decode = agent.mimi.decode
+
+    def decode_with_click(codes: Any) -> Any:
+        pcm = decode(codes)
+        for s in range(codes.shape[0]):  # the decoded frame whose tokens are the click's begins with a full-scale click
+            if codes[s, :, 0].tolist() == CLICK_CODES:
+                pcm[s, 0, 0] = 1.0
+        return pcm
+
+    agent.mimi.decode = decode_with_click
+    reset = agent.reset
+
+    def reset_and_plant(prompt: str | None, seed: int) -> None:
+        reset(prompt, seed)
+        agent.plant_tokens(K, CLICK_CODES)
+
+    agent.reset = reset_and_plant
+    (r,) = run_cases(agent, folder, "m3_chat_en", tmp_path, [cid])
+    assert r.episode.status == "ok" and len(r.pcm) > (K + 1) * N
+    model = r.pcm[:, 1].astype(np.int32)
+    assert model[K * N] == 32767 and np.flatnonzero(model == 32767).tolist() == [K * N]
+
+
+def test_the_codec_path_is_aligned_too(m3_case, tmp_path: Path) -> None:
+    """Without the click: frame K's tokens differ only in their acoustic codebooks, and the two recordings differ
+    from sample K * 1920 on, not a sample earlier (nothing leaks back) and not a frame later (no offset)."""
+    folder, cid = m3_case
+    recordings = []
+    for codes in (CLICK_CODES, OTHER_ACOUSTIC):
+        agent = MoshiAgent(tiny=True)
+        reset = agent.reset
+        agent.reset = lambda p, s, reset=reset, agent=agent, codes=codes: (reset(p, s), agent.plant_tokens(K, codes))
+        (r,) = run_cases(agent, folder, "m3_chat_en", tmp_path / str(codes[1]), [cid])
+        recordings.append(r.pcm[:, 1])
+    differ = np.flatnonzero(recordings[0] != recordings[1])
+    assert agent.model_delay_frames == 1  # the LM's acoustic delay the adapter compensates
+    assert differ.size and K * N <= differ[0] < K * N + 16
+
+
+# --- reset, seeds, teacher forcing ----------------------------------------------------------------------------------
+def noise(seconds: float, seed: int) -> np.ndarray:
+    return (np.random.default_rng(seed).standard_normal(int(seconds * SESSION_SR) // N * N) * 0.1).astype(np.float32)
+
+
+def play(agent: Any, user: np.ndarray, seed: int, prompt: str | None = None,
+         forced: np.ndarray | None = None) -> np.ndarray:
+    agent.reset(prompt, seed)
+    frames = [agent.step(user[k:k + N], None if forced is None or k >= len(forced) else forced[k:k + N])
+              for k in range(0, len(user), N)]
+    return np.concatenate([f.audio for f in frames])
+
+
+@pytest.fixture(scope="module")
+def tiny() -> MoshiAgent:
+    return MoshiAgent(tiny=True)
+
+
+def test_reset_gives_fresh_state_and_the_seed_decides_the_samples(tiny: MoshiAgent) -> None:
+    a, b = noise(2, 1), noise(2, 2)
+    first = play(tiny, a, seed=3)
+    play(tiny, b, seed=4)
+    assert np.array_equal(play(tiny, a, seed=3), first)
+    assert not np.array_equal(play(tiny, a, seed=9), first)
+
+
+def test_teacher_forcing_reaches_the_model(tiny: MoshiAgent) -> None:
+    user, k = noise(3, 1), 15 * N
+    forced = [noise(3, 7)[:k], noise(3, 8)[:k]]
+    runs = [play(tiny, user, 3, forced=f) for f in forced]
+    for run, f in zip(runs, forced, strict=True):
+        assert np.array_equal(run[:k], f)  # the forced frames come back as they went in
+    assert not np.array_equal(runs[0][k:], runs[1][k:])  # and what the model says after them depends on them
+    assert np.array_equal(play(tiny, user, 3, forced=forced[0]), runs[0])
+
+
+# --- PersonaPlex: the role prompt and the voice prompt --------------------------------------------------------------
+def test_personaplex_hears_its_role_prompt_and_its_voice(voice_wav: Path, speak, tmp_path: Path) -> None:
+    agent = PersonaPlexAgent(tiny=True, voice_prompt=str(voice_wav))
+    assert {"system_prompt", "teacher_forcing", "text_output"} <= agent.capabilities
+    user = noise(2, 1)
+    teacher = play(agent, user, 3, "you are a teacher.")
+    assert np.array_equal(play(agent, user, 3, "you are a teacher."), teacher)
+    assert not np.array_equal(play(agent, user, 3, "you are a pirate."), teacher)
+    other = tmp_path / "other.wav"
+    write_wav(other, speak("A different voice sample, longer than the first one."))
+    assert not np.array_equal(play(PersonaPlexAgent(tiny=True, voice_prompt=str(other)), user, 3,
+                                   "you are a teacher."), teacher)
+    with pytest.raises(Exception, match="embeddings"):
+        PersonaPlexAgent(tiny=True, voice_prompt=str(tmp_path / "NATF2.pt"))
+
+
+# --- batched lockstep -----------------------------------------------------------------------------------------------
+def test_step_batch_gives_each_slot_the_samples_of_a_run_one_at_a_time() -> None:
+    """Three slots, reset at different ticks, neighbours hearing other things, one slot teacher-forced: each slot's
+    samples equal the same case and seed stepped one at a time (`step`, slot 0) on the same agent, bit for bit; an
+    agent of batch_size 1 gives them to float rounding (matrix kernels round differently per batch size)."""
+    B, frames = 3, 25
+    agent = MoshiAgent(tiny=True, batch_size=B)
+    assert isinstance(agent, BatchedDuplexAgent)
+    users = [noise(frames * N / SESSION_SR, s) for s in range(B)]
+    forced = noise(10 * N / SESSION_SR, 9)
+    seeds, starts = [11, 12, 13], [0, 4, 2]
+    single = [play(agent, users[s], seeds[s], forced=forced if s == 1 else None) for s in range(B)]
+    outs: list[list[np.ndarray]] = [[] for _ in range(B)]
+    rng = np.random.default_rng(0)
+    for tick in range(frames + max(starts)):
+        u = (rng.standard_normal((B, N)) * 0.1).astype(np.float32)  # idle slots hear noise
+        f, mask = np.zeros((B, N), np.float32), np.zeros(B, bool)
+        for s in range(B):
+            k = tick - starts[s]
+            if k == 0:
+                agent.reset_slot(s, None, seeds[s])
+            if 0 <= k < frames:
+                u[s] = users[s][k * N:(k + 1) * N]
+                if s == 1 and k < 10:
+                    f[s], mask[s] = forced[k * N:(k + 1) * N], True
+        out = agent.step_batch(u, f, mask)
+        assert len(out) == B and all(fr.audio.shape == (N,) and fr.audio.dtype == np.float32 for fr in out)
+        for s in range(B):
+            if 0 <= tick - starts[s] < frames:
+                outs[s].append(out[s].audio)
+    for s in range(B):
+        np.testing.assert_array_equal(np.concatenate(outs[s]), single[s])
+    one = MoshiAgent(tiny=True, batch_size=1)
+    np.testing.assert_allclose(play(one, users[0], seeds[0]), single[0], atol=1e-5)
+
+
+# --- registry and the loading code ----------------------------------------------------------------------------------
+def test_registered_by_name() -> None:
+    for name, cls in (("moshi", MoshiAgent), ("personaplex", PersonaPlexAgent)):
+        agent = load_adapter(name, tiny=True, batch_size=2)
+        assert type(agent) is cls and agent.name == name and isinstance(agent, BatchedDuplexAgent)
+        assert (agent.sample_rate, agent.frame_size, agent.realtime) == (24_000, 1920, False)
+
+
+def test_loads_weights_from_a_folder_as_moshi_lays_them_out(tiny: MoshiAgent, tmp_path: Path) -> None:
+    """The tiny model written as a moshi weights folder (config.json naming the LM config, the Mimi config and the
+    three files) and read back through the real loading code gives the same samples."""
+    from moshi.models import loaders
+    from safetensors.torch import save_file
+
+    from adapters.moshi import TINY_LM, TINY_MIMI
+
+    base = loaders._mimi_config
+    mimi_cfg = dict(base, **{part: dict(base[part], **TINY_MIMI[part]) for part in TINY_MIMI})
+    (tmp_path / "mimi.json").write_text(json.dumps(mimi_cfg))
+    lm_cfg = dict(loaders._lm_kwargs, **TINY_LM, text_card=tiny.lm_gen.lm_model.text_card)
+    (tmp_path / "config.json").write_text(json.dumps(lm_cfg | {
+        "moshi_name": "lm.safetensors", "mimi_name": "mimi.safetensors", "tokenizer_name": "tok.model",
+        "mimi_config_name": "mimi.json"}))
+    save_file({k: v.contiguous() for k, v in tiny.mimi.state_dict().items()}, tmp_path / "mimi.safetensors")
+    save_file({k: v.contiguous() for k, v in tiny.lm_gen.lm_model.state_dict().items()}, tmp_path / "lm.safetensors")
+    (tmp_path / "tok.model").write_bytes(tiny.tokenizer.serialized_model_proto())
+    loaded = MoshiAgent(weights_dir=str(tmp_path), device="cpu", dtype="float32")
+    assert loaded.capabilities == tiny.capabilities and str(tmp_path) in loaded.version
+    user = noise(2, 1)
+    assert np.array_equal(play(loaded, user, 3), play(tiny, user, 3))
+
+
+def test_missing_weights_say_what_to_do(tmp_path: Path) -> None:
+    from dataset_builder.errors import UsageError
+
+    with pytest.raises(UsageError, match="has no model.safetensors"):
+        MoshiAgent(weights_dir=str(tmp_path), device="cpu")
