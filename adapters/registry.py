@@ -12,6 +12,8 @@ _REGISTRY = LazyRegistry("adapter", {
     "silent": "adapters.silent:SilentAgent",
     "oracle": "adapters.oracle:OracleAgent",
     "cascade": "adapters.cascade:CascadeAgent",
+    "moshi": "adapters.moshi:MoshiAgent",
+    "personaplex": "adapters.moshi:PersonaPlexAgent",
     "openai-realtime": "adapters.openai_realtime:OpenAIRealtimeAgent",
     "minicpm-o": "adapters.minicpm_o:MiniCPMOAgent",
     "freeze-omni": "adapters.freeze_omni:FreezeOmniAgent",
