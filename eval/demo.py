@@ -1,12 +1,24 @@
-"""The README's main job: build each benchmark's small set, run the reference agents, score them, report."""
+"""The README's main job: build each benchmark's small set, run the reference agents, score them, report.
+
+The jobs (a build per benchmark, then a run + score per benchmark config and agent) go to a pool of worker
+processes, one per core by default, in an order that starts the longest chains first; the tables print in the
+benchmarks' order as each config's runs finish. Every job writes only its own folder, and the TTS clip cache is
+safe to share (atomic writes), so the results do not depend on the number of workers.
+"""
 
 from __future__ import annotations
 
 import logging
+import multiprocessing
+import os
 import time
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from dataset_builder.benchmarks import Benchmark, benchmark_names, get_benchmark
+from dataset_builder.benchmarks import benchmark_names, get_benchmark
+from dataset_builder.progress import Progress
 from eval.run import RunConfig, run
 from metrics.scoring import result_tables
 from metrics.tables import provenance
@@ -14,57 +26,106 @@ from metrics.tables import provenance
 log = logging.getLogger("duplex_eval.demo")
 
 SPEAKING_AGENTS = ("oracle", "cascade")  # they speak through the project's TTS and share its clip cache
+# Seconds each job took in a fresh `make demo` on the 2-core machine: only the progress line's time left uses them
+# (a job not listed counts as DEFAULT_JOB_S).
+JOB_SECONDS = {"build mpe": 170, "build ifeval": 70, "build m3": 100, "mpe cascade": 300, "ifeval cascade": 220,
+               "ifeval oracle": 75, "mpe oracle": 30}
+DEFAULT_JOB_S = 25
+
+
+@dataclass(frozen=True)
+class ConfigRuns:
+    """One benchmark config's runs of every agent: what the demo prints as one block."""
+
+    bench: str
+    config: str
+    tag: str  # run folder prefix: the benchmark, or the config when a benchmark runs several
+    dataset: Path
+    preset: str
+    run_dirs: tuple[Path, ...]
 
 
 def demo(out: Path, preset: str = "mini", adapters: list[str] | None = None,
-         benchmarks: list[str] | None = None) -> int:
-    from dataset_builder.build import BuildOptions
+         benchmarks: list[str] | None = None, workers: int | None = None) -> int:
     from eval.report import write_report
 
     adapters = adapters or ["silent", "oracle", "cascade"]
+    workers = workers or min(2, os.cpu_count() or 1)
     t0 = time.perf_counter()
     cache = out / "cache"
-    run_dirs: list[Path] = []
     names = benchmarks or ["mpe", *(b for b in benchmark_names() if b != "mpe")]
-    for bench in [get_benchmark(b) for b in names]:
-        dataset = out / "datasets" / f"duplex-{bench.name}-{preset}"
-        if not (dataset / "README.md").exists():
-            bench.function("build")(dataset, BuildOptions(preset=preset, cache_dir=cache / "tts", progress=True))
-        for config in bench.evaluated_configs():
-            run_dirs += _run_config(bench, config, dataset, out, preset, adapters, cache)
-    report = write_report(run_dirs, out / "report")
+    datasets = {b: out / "datasets" / f"duplex-{b}-{preset}" for b in names}
+    blocks: list[ConfigRuns] = []
+    for b in names:
+        bench = get_benchmark(b)
+        configs = bench.evaluated_configs()
+        for config in configs:
+            # One config (the first; IFEval's others are subsets of it, scored from the same run): the run names
+            # stay "<bench>-<preset>-<agent>"; a benchmark run per config adds the config.
+            tag = b if len(configs) == 1 else config
+            blocks.append(ConfigRuns(b, config, tag, datasets[b], preset,
+                                     tuple(out / "runs" / f"{tag}-{preset}-{a}" for a in adapters)))
+    jobs = [f"build {b}" for b in names] + [f"{blk.bench} {a}" for blk in blocks for a in adapters]
+    bar = Progress("demo", sum(JOB_SECONDS.get(j, DEFAULT_JOB_S) for j in jobs))
+    results: dict[tuple[str, str], dict[str, Any]] = {}
+    printed = 0
+    # spawn: a worker must not inherit a forked copy of torch/ONNX thread pools.
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        pending: dict[Future[Any], tuple[str, Any]] = {
+            pool.submit(_build, b, datasets[b], preset, cache): ("build", b) for b in names}
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in done:
+                kind, what = pending.pop(fut)
+                value = fut.result()  # a job's error ends the demo with it, as a sequential demo would
+                if kind == "build":
+                    bar.advance(JOB_SECONDS.get(f"build {what}", DEFAULT_JOB_S), note=f"built {what}")
+                    # The slowest agents first, so the longest job of a benchmark starts as early as it can.
+                    runs = [(blk, a, d) for blk in blocks if blk.bench == what
+                            for a, d in zip(adapters, blk.run_dirs, strict=True)]
+                    for blk, a, d in sorted(runs, key=lambda r: -JOB_SECONDS.get(f"{r[0].bench} {r[1]}", 0)):
+                        pending[pool.submit(_run_and_score, blk.dataset, blk.config, a, d, cache)] = ("run", (blk, a))
+                else:
+                    blk, a = what
+                    results[(blk.config, a)] = value
+                    bar.advance(JOB_SECONDS.get(f"{blk.bench} {a}", DEFAULT_JOB_S), note=f"{blk.tag} {a} scored")
+            while printed < len(blocks) and all((blocks[printed].config, a) in results for a in adapters):
+                _print_block(blocks[printed], {a: results[(blocks[printed].config, a)] for a in adapters})
+                printed += 1
+    report = write_report([d for blk in blocks for d in blk.run_dirs], out / "report")
     print(f"report:     {report}")
-    print(f"total {time.perf_counter() - t0:.0f}s")
+    print(f"total {time.perf_counter() - t0:.0f}s with {workers} worker process(es)")
     return 0
 
 
-def _run_config(bench: Benchmark, config: str, dataset: Path, out: Path, preset: str, adapters: list[str],
-                cache: Path) -> list[Path]:
-    """Run, score and print the reference agents side by side on one config; their run folders."""
+def _build(bench_name: str, dataset: Path, preset: str, cache: Path) -> None:
+    from dataset_builder.build import BuildOptions
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    if not (dataset / "README.md").exists():
+        get_benchmark(bench_name).function("build")(dataset, BuildOptions(preset=preset, cache_dir=cache / "tts"))
+
+
+def _run_and_score(dataset: Path, config: str, agent: str, run_dir: Path, cache: Path) -> dict[str, Any]:
     from metrics.scoring import score_run_dir
 
-    results = {}
-    run_dirs = []
-    # One config (the first; IFEval's others are subsets of it, scored from the same run): the run names stay
-    # "<bench>-<preset>-<agent>"; a benchmark run per config adds the config.
-    tag = bench.name if len(bench.evaluated_configs()) == 1 else config
-    for name in adapters:
-        run_dir = out / "runs" / f"{tag}-{preset}-{name}"
-        args = {"cache_dir": str(cache / "tts")} if name in SPEAKING_AGENTS else {}
-        counts = run(RunConfig(dataset=str(dataset), config=config, adapter=name, out=str(run_dir),
-                               adapter_args=args, progress=True))
-        log.info("%s %s %s: %s", bench.name, config, name, counts)
-        results[name] = score_run_dir(run_dir, progress=True)
-        run_dirs.append(run_dir)
-    title = bench.title if tag == bench.name else f"{bench.title} {config}"
-    print(f"\n=== {title} {preset} (value k/n [Wilson 95% CI]) ===")
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    args = {"cache_dir": str(cache / "tts")} if agent in SPEAKING_AGENTS else {}
+    counts = run(RunConfig(dataset=str(dataset), config=config, adapter=agent, out=str(run_dir), adapter_args=args))
+    log.info("%s %s: %s", config, agent, counts)
+    return score_run_dir(run_dir)
+
+
+def _print_block(blk: ConfigRuns, results: dict[str, dict[str, Any]]) -> None:
+    bench = get_benchmark(blk.bench)
+    title = bench.title if blk.tag == bench.name else f"{bench.title} {blk.config}"
+    print(f"\n=== {title} {blk.preset} (value k/n [Wilson 95% CI]) ===")
     for name, res in results.items():
         for flag in res.get("health", {}).get("flags", []):
             print(f"HEALTH {name}: {flag}")
     for table_title, text in result_tables(results):
         print(f"\n--- {table_title} ---\n{text}")
     print(provenance(next(iter(results.values()))))
-    print(f"\ndataset:    {dataset}")
-    for name, run_dir in zip(adapters, run_dirs, strict=True):
-        print(f"{name:<8}    recordings + rec.json: {run_dir}/  scores: {run_dir / 'scores.json'}")
-    return run_dirs
+    print(f"\ndataset:    {blk.dataset}")
+    for name, run_dir in zip(results, blk.run_dirs, strict=True):
+        print(f"{name:<8}    recordings + rec.json: {run_dir}/  scores: {run_dir / 'scores.json'}", flush=True)
