@@ -237,8 +237,22 @@ def moshi_agent(batch: int) -> Any:
 def test_moshi_batched_equals_one_at_a_time(cases, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The real batch-capable adapter (tiny random Mimi + LM): at one batch size a slot gives the same samples in
     lockstep, refilled beside other cases, as one case at a time (slot 0, the others silent). Across batch sizes
-    CPU matrix kernels round differently (adapters/moshi.py): B = 1 agrees with B = 3 to one PCM16 step."""
+    CPU matrix kernels round differently (adapters/moshi.py): B = 1 agrees with B = 3 to one PCM16 step.
+
+    One intra-op thread: with two, torch splits the batch's rows between threads, and a slot's samples then
+    depended on its position in the batch by one PCM16 step (measured here: slot 2 against slot 0)."""
+    import torch
+
     monkeypatch.setenv("NO_TORCH_COMPILE", "1")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        check_moshi(cases, tmp_path)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def check_moshi(cases: list[tuple[str, Any, np.ndarray]], tmp_path: Path) -> None:
     m3 = [c for c in cases if c[0] == "m3"][:4]  # 4 cases in 3 slots: one refill
     seq3, lock3, seq1 = (moshi_agent(b) for b in (3, 3, 1))
     one_at_a_time(seq3, jobs_for(seq3, m3), tmp_path / "one-b3")
