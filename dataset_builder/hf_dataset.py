@@ -21,6 +21,7 @@ import tempfile
 from collections import Counter
 from collections.abc import Generator, Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,14 +43,23 @@ if TYPE_CHECKING:
 
 SPLIT = "test"
 DEFAULT_TEMPLATE = Path(__file__).resolve().parent.parent / "cards" / "mpe.md"
-# Front matter shared by every card; per-call `metadata` overrides keys.
+# Front matter shared by every card (the Hub's dataset-card keys); per-call `metadata` overrides keys. Task ids are
+# the Hub's pipeline tags: a model hears audio and answers in audio, and every row's audio comes with time-aligned
+# text of what is said in it. `multilinguality` and `size_categories` are derived, never given.
 CARD_METADATA: dict[str, Any] = {
     "license": "cc-by-4.0",
     "language": ["en"],
-    "task_categories": ["audio-to-audio"],
+    "task_categories": ["audio-to-audio", "automatic-speech-recognition"],
+    "annotations_creators": ["machine-generated"],
+    "language_creators": ["machine-generated"],
+    "source_datasets": ["original"],
     "tags": ["full-duplex", "spoken-dialogue", "multi-party", "benchmark"],
     "pretty_name": "Duplex-MPE (duplex-eval reconstruction)",
 }
+# The Hub's size buckets (datasets/utils/resources/size_categories.json), by row count: n < limit.
+SIZE_CATEGORIES = ((10**3, "n<1K"), (10**4, "1K<n<10K"), (10**5, "10K<n<100K"), (10**6, "100K<n<1M"),
+                   (10**7, "1M<n<10M"), (10**8, "10M<n<100M"), (10**9, "100M<n<1B"), (10**10, "1B<n<10B"),
+                   (10**11, "10B<n<100B"), (10**12, "100B<n<1T"))
 
 
 def _mpe_features() -> Features:
@@ -188,44 +198,96 @@ def _num_rows(repo_dir: Path, config: str) -> int:
     return sum(_open_shard(p).metadata.num_rows for p in _shards(repo_dir, config))
 
 
-def _size_category(n: int) -> str:
-    for limit, name in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K")):
-        if n < limit:
-            return name
-    return "100K<n<1M"
+def size_category(n: int) -> str:
+    """The Hub's `size_categories` bucket of `n` rows."""
+    return next((name for limit, name in SIZE_CATEGORIES if n < limit), "n>1T")
+
+
+@dataclass(frozen=True)
+class ConfigStats:
+    """What a config's written shards hold, counted from them: the card's YAML sizes and its summary table."""
+
+    config: str
+    shards: int
+    num_examples: int
+    num_bytes: int  # Arrow bytes, as `datasets` records a split's num_bytes when it prepares the config
+    download_size: int  # parquet bytes on disk
+    audio_s: tuple[float, ...]  # each row's audio duration, in row order
+    channels: tuple[int, ...]  # distinct channel counts of the audio column
+    sample_rates: tuple[int, ...]  # distinct sample rates
+
+
+_STATS_MEMO: dict[tuple[Any, ...], ConfigStats] = {}
+
+
+def config_stats(repo_dir: Path, config: str) -> ConfigStats:
+    """Counted from the shards of `config` (one pass; memoised on the shards' names, sizes and times, so the
+    front matter and a card body count one build once)."""
+    shards = _shards(Path(repo_dir), config)
+    if not shards:
+        raise FileNotFoundError(f"no shards under {Path(repo_dir) / 'data' / config}; write_config first")
+    key = (config, *((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in shards))
+    if key in _STATS_MEMO:
+        return _STATS_MEMO[key]
+    n = num_bytes = 0
+    durations: list[float] = []
+    channels: set[int] = set()
+    rates: set[int] = set()
+    for shard in shards:
+        meta = _open_shard(shard).metadata
+        # `datasets` reads a shard in batches of its first row group and adds up each batch's Arrow size; the
+        # same batching gives the same byte count (a bit-packed null mask rounds differently per batch).
+        size = meta.row_group(0).num_rows if meta.num_row_groups else 1
+        for batch in _batches(shard, batch_size=max(size, 1)):
+            n += batch.num_rows
+            num_bytes += batch.nbytes
+            if "audio" not in batch.schema.names:
+                continue
+            for audio in batch.column("audio").to_pylist():
+                info = sf.info(io.BytesIO(audio["bytes"]))
+                durations.append(info.frames / info.samplerate)
+                channels.add(info.channels)
+                rates.add(info.samplerate)
+    stats = ConfigStats(config, len(shards), n, num_bytes, sum(p.stat().st_size for p in shards), tuple(durations),
+                        tuple(sorted(channels)), tuple(sorted(rates)))
+    _STATS_MEMO.clear()  # one build at a time: keep only the latest
+    _STATS_MEMO[key] = stats
+    return stats
 
 
 def card_front_matter(repo_dir: Path, configs: Mapping[str, Mapping[str, Any]],
                       metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The YAML header: `configs:` (what `load_dataset` reads) plus per-config `dataset_info` features.
+    """The YAML header every card has (the one definition): the Hub's card keys, `configs:` (what `load_dataset`
+    reads) and per-config `dataset_info` (features, the test split's rows and bytes, download and dataset size).
 
     `configs` maps a config name to a dict with an optional "features" (`datasets.Features`, the same object
-    given to write_config). The size category is counted from the written shards.
+    given to write_config). Every number is counted from the written shards; `multilinguality` follows the
+    languages and `size_categories` the total row count.
     """
     repo_dir = Path(repo_dir)
-    counts = {name: _num_rows(repo_dir, name) for name in configs}
-    sizes = {name: sum(p.stat().st_size for p in _shards(repo_dir, name)) for name in configs}
+    stats = {name: config_stats(repo_dir, name) for name in configs}
     infos = []
     for name, spec in configs.items():
         info: dict[str, Any] = {"config_name": name}
         if spec.get("features") is not None:
             info["features"] = spec["features"]._to_yaml_list()
-        # `datasets` keys its Arrow cache of a local folder on the card (and the folder name), not on the
-        # shards' contents, so a rebuilt folder could be served from the old cache; the shards' byte size
-        # makes the key change with the data. No `splits:` sizes: `load_dataset` verifies those, so a card
-        # left stale by a later write_config would break loading. Counts live in the card body instead.
-        info["download_size"] = sizes[name]
+        st = stats[name]
+        # `load_dataset` checks num_examples against what it reads: a card left stale by a later write_config
+        # fails to load, instead of describing other data (load_cases, which validates every row, reads on).
+        info["splits"] = [{"name": SPLIT, "num_bytes": st.num_bytes, "num_examples": st.num_examples}]
+        # The download size also keys `datasets`' Arrow cache of a local folder (on the card, not the shards),
+        # so a rebuilt folder is not served from the old cache.
+        info["download_size"] = st.download_size
+        info["dataset_size"] = st.num_bytes
         infos.append(info)
-    return {
-        **CARD_METADATA,
-        "size_categories": [_size_category(sum(counts.values()))],
-        **(metadata or {}),
-        "configs": [
-            {"config_name": name, "data_files": [{"split": SPLIT, "path": f"data/{name}/*.parquet"}]}
-            for name in configs
-        ],
-        "dataset_info": infos,
-    }
+    front: dict[str, Any] = {**CARD_METADATA, **(metadata or {})}
+    languages = list(front.get("language") or [])
+    front["multilinguality"] = ["multilingual" if len(languages) > 1 else "monolingual"]
+    front["size_categories"] = [size_category(sum(st.num_examples for st in stats.values()))]
+    front["configs"] = [{"config_name": name, "data_files": [{"split": SPLIT, "path": f"data/{name}/*.parquet"}]}
+                        for name in configs]
+    front["dataset_info"] = infos
+    return front
 
 
 def write_card(repo_dir: Path, configs: Mapping[str, Mapping[str, Any]], template: Path | None = None,
@@ -248,27 +310,22 @@ def write_card(repo_dir: Path, configs: Mapping[str, Mapping[str, Any]], templat
     atomic_write_text(repo_dir / "README.md", f"---\n{front}---\n\n{body_t.substitute(values).lstrip()}")
 
 
-def _md_table(header: tuple[str, str], counts: Mapping[str, int], order: Iterable[str] = ()) -> str:
-    order = list(order)  # every expected key is listed, with 0 when absent: a missing label is visible
-    keys = order + sorted(k for k in counts if k not in set(order))
-    lines = [f"| {header[0]} | {header[1]} |", "|---|---:|"]
-    lines += [f"| {k or '(none)'} | {counts.get(k, 0)} |" for k in keys]
-    return "\n".join(lines)
-
-
 def mpe_card_context(repo_dir: Path, config: str = "mpe", *, build_seed: int,
                      build_params: Mapping[str, Any], generator_version: str) -> dict[str, str]:
     """Every placeholder of cards/mpe.md, counted from the written shards of `config`."""
+    from dataset_builder.card_tables import count_table, shared_context, voices_table
+    from dataset_builder.protocols import MPEProtocol
+
     files = _shards(repo_dir, config)
     if not files:
         raise FileNotFoundError(f"no shards under {Path(repo_dir) / 'data' / config}; write_config first")
     cond, label, pos, task, nspk, backend, cue = (Counter() for _ in range(7))
+    voices: dict[str, Counter[str]] = {}
     pairs: set[str] = set()
     n = 0
-    audio_s = speech_s = 0.0
-    cols = ["pair_id", "condition", "turns", "task_type", "t_position", "n_speakers", "tts_backend", "audio", "cue"]
+    speech_s = 0.0
+    cols = ["pair_id", "condition", "turns", "task_type", "t_position", "n_speakers", "tts_backend", "cue"]
     for path in files:
-        # One row group at a time: the audio column is most of the bytes.
         for batch in _batches(path, columns=cols, batch_size=64):
             for row in batch.to_pylist():
                 n += 1
@@ -282,20 +339,22 @@ def mpe_card_context(repo_dir: Path, config: str = "mpe", *, build_seed: int,
                 for t in row["turns"]:
                     label[t["label"]] += 1
                     speech_s += t["end_s"] - t["start_s"]
-                audio_s += sf.info(io.BytesIO(row["audio"]["bytes"])).duration
+                    voices.setdefault(t["voice"], Counter())[t["speaker"]] += 1
     pos_order = [f"{b} ({c})" for b in POSITION_BUCKETS for c in MPE_CONDITIONS]
     return {
+        **shared_context(Path(repo_dir), [config], MPEProtocol()),
         "config": config,
         "n_cases": str(n),
         "n_pairs": str(len(pairs)),
-        "hours_audio": f"{audio_s / 3600:.2f}",
+        "hours_audio": f"{sum(config_stats(Path(repo_dir), config).audio_s) / 3600:.2f}",
         "hours_speech": f"{speech_s / 3600:.2f}",
-        "condition_table": _md_table(("condition", "cases"), cond, MPE_CONDITIONS),
-        "label_table": _md_table(("label", "turns"), label, MPE_LABELS),
-        "position_table": _md_table(("T position (condition)", "cases"), pos, pos_order),
-        "task_table": _md_table(("task type", "cases"), task),
-        "cue_table": _md_table(("implicit cue", "pairs"), cue, CUE_KINDS),
-        "speakers_table": _md_table(("human speakers", "cases"), nspk),
+        "condition_table": count_table(("condition", "cases"), cond, MPE_CONDITIONS),
+        "label_table": count_table(("label", "turns"), label, MPE_LABELS),
+        "position_table": count_table(("T position (condition)", "cases"), pos, pos_order),
+        "task_table": count_table(("task type", "cases"), task),
+        "cue_table": count_table(("implicit cue", "pairs"), cue, CUE_KINDS),
+        "speakers_table": count_table(("human speakers", "cases"), nspk),
+        "voices_table": voices_table(("voice", "speakers", "turns"), voices),
         "tts_backend": ", ".join(f"`{b}`" for b in sorted(backend)),
         "build_seed": str(build_seed),
         "build_params": json.dumps(dict(build_params), indent=2, sort_keys=True, default=str),
@@ -385,7 +444,10 @@ def _load_cases(repo_dir: Path, config: str, split: str, parent: Path, shards: l
         try:
             with _hub_offline():
                 if config in _card_configs(repo_dir):
-                    ds = load_dataset(str(repo_dir), config, split=split, cache_dir=cache)
+                    # Every row is validated below, so the card's split sizes need not be checked: a card not yet
+                    # rewritten after write_config must not stop the rows from loading.
+                    ds = load_dataset(str(repo_dir), config, split=split, cache_dir=cache,
+                                      verification_mode="no_checks")
                 else:
                     # Shards written but no card yet (write_card not run): point at them directly.
                     ds = load_dataset(str(repo_dir), data_files={split: f"data/{config}/*.parquet"},

@@ -43,3 +43,18 @@ def mini_dataset(tmp_path_factory) -> Path:
     cache = REPO / ".cache" / "tts"
     build_mpe(out, BuildOptions(preset="mini", cache_dir=cache))
     return out
+
+
+@pytest.fixture(scope="session")
+def mini_sets(tmp_path_factory, mini_dataset: Path) -> dict[str, Path]:
+    """Every registered benchmark's real mini set, built once through the registry (MPE's is `mini_dataset`)."""
+    from dataset_builder.benchmarks import benchmark_names, get_benchmark
+    from dataset_builder.build import BuildOptions
+
+    out: dict[str, Path] = {"mpe": mini_dataset}
+    for name in benchmark_names():
+        if name not in out:
+            out[name] = tmp_path_factory.mktemp(f"{name}-mini")
+            get_benchmark(name).function("build")(out[name], BuildOptions(preset="mini",
+                                                                          cache_dir=REPO / ".cache" / "tts"))
+    return out

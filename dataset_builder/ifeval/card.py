@@ -12,6 +12,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from dataset_builder.build import BuildOptions
+from dataset_builder.card_tables import md_table, shared_context, voices_table
 from dataset_builder.ifeval.gates import IMPERATIVE_BLOCKLIST, JACCARD_MAX, PERSONA_WORDS, role_diagnostics
 from dataset_builder.ifeval.grid import Grid
 from dataset_builder.ifeval.schema import (
@@ -30,6 +31,7 @@ from dataset_builder.ifeval.schema import (
     role_probes,
 )
 from dataset_builder.ifeval.texts import TextBank
+from dataset_builder.protocols import IFEvalProtocol
 
 TEMPLATE = Path(__file__).resolve().parent.parent.parent / "cards" / "ifeval.md"
 METADATA = {
@@ -38,17 +40,11 @@ METADATA = {
 }
 
 
-def _table(header: list[str], rows: list[list[Any]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def _shard_rows(repo_dir: Path, config: str) -> list[dict[str, Any]]:
     rows = []
     for shard in sorted((repo_dir / "data" / config).glob("*.parquet")):
         cols = ["case_id", "conversation_id", "level", "expected_action", "base_action", "role", "probe",
-                "matched_audio", "matched_group", "turns"]
+                "matched_audio", "matched_group", "turns", "voice"]
         rows += pq.read_table(shard, columns=cols).to_pylist()
     return rows
 
@@ -91,7 +87,15 @@ def card_context(repo_dir: Path, grid: Grid, bank: TextBank, options: BuildOptio
                               for role, p in ROLE_OVERRIDES.get(action, {}).items()) or "-"
         thresholds.append([action, params, overrides])
     probe_rows = [[p, t] for p, t in PROBE_TITLES.items()]
+    voices: dict[str, Counter[str]] = {}
+    for r in rows:
+        voices.setdefault(r["voice"], Counter())[r["conversation_id"]] += 1
+    configs = [BENCHMARK, *(["ifeval_matched"] if matched else [])]
     return {
+        **shared_context(repo_dir, configs, IFEvalProtocol()),
+        "voices_table": voices_table(("voice", "conversations", "cases"), voices),
+        "nominal_gap_s": f"{NOMINAL_GAP_S:g}",
+        "nominal_tail_s": f"{NOMINAL_TAIL_S:g}",
         "n_cases": str(len(rows)),
         "n_conversations": str(len({r["conversation_id"] for r in rows})),
         "n_streams": str(len(seen)),
@@ -105,11 +109,11 @@ def card_context(repo_dir: Path, grid: Grid, bank: TextBank, options: BuildOptio
         "build_params": json.dumps({"preset": options.preset, "instances_per_cell": len(grid.conversations) // 48,
                                     "tts": backend, "nominal_gap_s": NOMINAL_GAP_S,
                                     "nominal_tail_s": NOMINAL_TAIL_S}, indent=2, sort_keys=True),
-        "action_table": _table(["role", *("C1", "C2", "C3", "C4", "_A", "_B")], cell_rows),
-        "probe_table": _table(["probe", "what happens in turn 2"], probe_rows),
-        "counts_table": _table(["action", *LEVELS, "scored", "base (App. B.1)"], action_rows),
-        "gates_table": _table(["role", "Jaccard", "persona words", "shared content words", "gates"], gate_rows),
-        "threshold_table": _table(["action", "default", "per-role overrides"], thresholds),
+        "action_table": md_table(["role", *("C1", "C2", "C3", "C4", "_A", "_B")], cell_rows),
+        "probe_table": md_table(["probe", "what happens in turn 2"], probe_rows),
+        "counts_table": md_table(["action", *LEVELS, "scored", "base (App. B.1)"], action_rows),
+        "gates_table": md_table(["role", "Jaccard", "persona words", "shared content words", "gates"], gate_rows),
+        "threshold_table": md_table(["action", "default", "per-role overrides"], thresholds),
         "safety_cells": ", ".join(f"{r}/{p}" for r, p in SAFETY_CELLS),
         "blocklist": ", ".join(IMPERATIVE_BLOCKLIST),
         "jaccard_max": f"{JACCARD_MAX}",

@@ -95,6 +95,9 @@ CARD_TEMPLATE = Path(__file__).resolve().parent.parent.parent / "cards" / "m3_im
 CARD_METADATA = {
     "pretty_name": "M3-DuplexBench (imported from the authors' released data)",
     "license": "other",  # the source corpus's terms apply, not ours (see the card)
+    "annotations_creators": ["found"],  # their event labels and word alignments, as released
+    "language_creators": ["found"],  # their recordings
+    "source_datasets": ["extended"],
     "tags": ["full-duplex", "spoken-dialogue", "turn-taking", "backchannel", "barge-in", "benchmark"],
 }
 _PARAMS = EventParams()
@@ -519,34 +522,31 @@ def _summary(data_dir: Path, split: str, config: str, lang: str, dom: str, user_
 # ------------------------------------------------------------------------------------------------ card
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def write_import_card(out: Path) -> None:
     """`out/README.md` for every config imported into `out` (from the `import/*.json` summaries)."""
+    from dataset_builder.card_tables import md_table, shared_context
     from dataset_builder.hf_dataset import write_card
     from dataset_builder.m3.rows import m3_features
+    from dataset_builder.protocols import M3Protocol
 
     summaries = [json.loads(p.read_text(encoding="utf-8")) for p in sorted((out / IMPORT_DIR).glob("*.json"))]
     summaries = [s for s in summaries if any((out / "data" / s["config"]).glob("*.parquet"))]
     features = m3_features()
-    sources = _table(["config", "source folder", "split", "user channel", "dialogues", "hours", "with txt_align"],
-                     [[f"`{s['config']}`", f"`{s['source']}`", s["split"], s["user_channel"], s["dialogues"],
-                       f"{s['dialogue_s'] / 3600:.2f}", s["with_txt_align"]] for s in summaries])
-    counts = _table(["config", "event", "rows", "cases", "rows without a full transcript"],
-                    [[f"`{s['config']}`", t, s["events"][t], s["cases"][t], s["untranscribed_events"][t]]
-                     for s in summaries for t in EVENT_TYPES])
-    left = _table(["config", "what", "labels"],
-                  [[f"`{s['config']}`", f"skipped: {k}", v] for s in summaries for k, v in s["skipped"].items()]
-                  + [[f"`{s['config']}`", f"ignored: {k}", v] for s in summaries for k, v in s["ignored"].items()])
-    check = _table(["config", "dialogues: same / differ / not comparable"],
-                   [[f"`{s['config']}`", " / ".join(str(s["extractor_check"].get(k, 0))
-                                                    for k in ("same", "differ", "not comparable"))]
-                    for s in summaries])
-    context = {"sources_table": sources, "counts_table": counts, "left_out_table": left, "check_table": check,
+    sources = md_table(["config", "source folder", "split", "user channel", "dialogues", "hours", "with txt_align"],
+                       [[f"`{s['config']}`", f"`{s['source']}`", s["split"], s["user_channel"], s["dialogues"],
+                         f"{s['dialogue_s'] / 3600:.2f}", s["with_txt_align"]] for s in summaries])
+    counts = md_table(["config", "event", "rows", "cases", "rows without a full transcript"],
+                      [[f"`{s['config']}`", t, s["events"][t], s["cases"][t], s["untranscribed_events"][t]]
+                       for s in summaries for t in EVENT_TYPES])
+    left = md_table(["config", "what", "labels"],
+                    [[f"`{s['config']}`", f"skipped: {k}", v] for s in summaries for k, v in s["skipped"].items()]
+                    + [[f"`{s['config']}`", f"ignored: {k}", v] for s in summaries for k, v in s["ignored"].items()])
+    check = md_table(["config", "dialogues: same / differ / not comparable"],
+                     [[f"`{s['config']}`", " / ".join(str(s["extractor_check"].get(k, 0))
+                                                      for k in ("same", "differ", "not comparable"))]
+                      for s in summaries])
+    context = {**shared_context(out, [s["config"] for s in summaries], M3Protocol()),
+               "sources_table": sources, "counts_table": counts, "left_out_table": left, "check_table": check,
                "configs_list": ", ".join(f"`{s['config']}`" for s in summaries),
                "window_s": f"{WINDOW_S:g}", "context_s": f"{CONTEXT_S:g}"}
     metadata = {**CARD_METADATA, "language": sorted({s["language"] for s in summaries})}

@@ -13,10 +13,12 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.parquet as pq
 
 from dataset_builder.build import BuildOptions
+from dataset_builder.card_tables import md_table, shared_context
 from dataset_builder.m3.diversity import DiversityTargets, text_diversity
 from dataset_builder.m3.events import EventParams
-from dataset_builder.m3.schema import CONDITIONS, CONTEXT_S, EVENT_CONDITIONS, EVENT_TYPES, WINDOW_S
+from dataset_builder.m3.schema import CONDITIONS, CONFIGS, CONTEXT_S, EVENT_CONDITIONS, EVENT_TYPES, WINDOW_S
 from dataset_builder.m3.stats import DISTRIBUTIONS, TimingStats
+from dataset_builder.protocols import M3Protocol
 
 if TYPE_CHECKING:
     from dataset_builder.m3.build import ConfigPlan
@@ -28,12 +30,6 @@ METADATA = {
     "tags": ["full-duplex", "spoken-dialogue", "turn-taking", "backchannel", "barge-in", "multilingual",
              "benchmark"],
 }
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def _shard_counts(repo_dir: Path, config: str) -> Counter[str]:
@@ -100,20 +96,21 @@ def card_context(repo_dir: Path, plans: Sequence[ConfigPlan], stats: Mapping[str
     sources = sorted({p.stats.source for p in plans})
     params = EventParams()
     return {
+        **shared_context(Path(repo_dir), [p.config for p in plans], M3Protocol()),
         "n_events": str(n_events),
         "n_cases": str(n_cases),
         "n_dialogues": str(sum(len(p.dialogues) for p in plans)),
         "hours_dialogue": f"{sum(s['dialogue_s'] for s in stats.values()) / 3600:.2f}",
         "hours_rows": f"{sum(s['row_audio_s'] for s in stats.values()) / 3600:.2f}",
         "configs_list": ", ".join(f"`{p.config}`" for p in plans),
-        "counts_table": _table(["config", "event", "rows", *CONDITIONS], count_rows),
-        "timing_table": _table(["config", *DISTRIBUTIONS, "bc_per_min"], timing_rows),
-        "draws_table": _table(["config", *draw_names], draw_rows),
+        "counts_table": md_table(["config", "event", "rows", *CONDITIONS], count_rows),
+        "timing_table": md_table(["config", *DISTRIBUTIONS, "bc_per_min"], timing_rows),
+        "draws_table": md_table(["config", *draw_names], draw_rows),
         "timing_sources": "; ".join(sources),
-        "voices_table": _table(["config", "user voices (dialogues)", "system voice", "TTS backend"], voice_rows),
-        "diversity_table": _table(["config", "dialogues", "distinct TURN lines", "distinct sentences",
+        "voices_table": md_table(["config", "user voices (dialogues)", "system voice", "TTS backend"], voice_rows),
+        "diversity_table": md_table(["config", "dialogues", "distinct TURN lines", "distinct sentences",
                                    "most repeated sentence in", "1 % rule", "most repeated sentence"], div_rows),
-        "quality_table": _table(["config", "dialogues", "minutes", "BCs dropped (did not fit)",
+        "quality_table": md_table(["config", "dialogues", "minutes", "BCs dropped (did not fit)",
                                  "clips re-spoken slower / faster to fit", "inner silences capped",
                                  "longest inner silence before capping (ms)"], quality_rows),
         "max_share": f"{100 * targets.max_sentence_share:g} %",
@@ -136,4 +133,6 @@ def write_m3_card(repo_dir: Path, configs: Mapping[str, Mapping[str, Any]], plan
     from dataset_builder.hf_dataset import write_card
 
     context = card_context(Path(repo_dir), plans, stats, options, generator_version)
-    write_card(Path(repo_dir), configs, template=TEMPLATE, context=context, metadata=METADATA)
+    languages = sorted({CONFIGS[p.config][0] for p in plans})  # the languages of the configs built, not all
+    write_card(Path(repo_dir), configs, template=TEMPLATE, context=context,
+               metadata={**METADATA, "language": languages})
