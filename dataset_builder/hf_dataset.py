@@ -12,6 +12,7 @@ stays cheap and does no I/O.
 
 from __future__ import annotations
 
+import fnmatch
 import io
 import json
 import os
@@ -527,27 +528,110 @@ def iter_cases(repo_dir: Path | str, config: str = "mpe", wanted: set[str] | Non
 
 # -------------------------------------------------------------------------------------------------- push
 
+# Hidden files and folders stay local: the temp folders of an interrupted write_config, editor and OS files.
+PUSH_IGNORE = [".*", "**/.*", "**/.*/**"]
+
+
+@dataclass(frozen=True)
+class UploadFile:
+    source: Path
+    dest: str  # path in the Hub repo
+    size: int
+
+
+@dataclass(frozen=True)
+class HubConfig:
+    """A config as `load_dataset(repo_id, name)` will see it after the upload."""
+
+    name: str
+    patterns: tuple[str, ...]  # its `data_files` paths
+    files: tuple[str, ...]  # the uploaded files they match
+    num_examples: int | None  # the card's count, which `load_dataset` checks
+
+
+def _built_folder(repo_dir: Path) -> None:
+    if not (repo_dir / "README.md").is_file() or not (repo_dir / "data").is_dir():
+        raise FileNotFoundError(f"{repo_dir} is not a built dataset folder (needs README.md and data/)")
+
+
+def upload_plan(repo_dir: Path | str) -> list[UploadFile]:
+    """Every file `push_to_hub` uploads, with its size and its path in the repo, found the way
+    `HfApi.upload_folder` finds them (its own filter over the same patterns, its default ignores included)."""
+    from huggingface_hub.utils import DEFAULT_IGNORE_PATTERNS, filter_repo_objects
+
+    repo_dir = Path(repo_dir)
+    _built_folder(repo_dir)
+    files = {p.relative_to(repo_dir).as_posix(): p for p in sorted(repo_dir.glob("**/*")) if p.is_file()}
+    kept = filter_repo_objects(list(files), ignore_patterns=PUSH_IGNORE + list(DEFAULT_IGNORE_PATTERNS))
+    return [UploadFile(files[k], k, files[k].stat().st_size) for k in kept]
+
+
+def _matches(pattern: str, path: str) -> bool:
+    """fsspec's glob as `datasets` resolves `data_files`: `*` stays within one folder, `**` spans folders."""
+    if "**" in pattern:
+        return fnmatch.fnmatchcase(path, pattern)
+    parts, names = pattern.split("/"), path.split("/")
+    return len(parts) == len(names) and all(fnmatch.fnmatchcase(n, p) for n, p in zip(names, parts, strict=True))
+
+
+def hub_configs(repo_dir: Path | str, plan: list[UploadFile]) -> list[HubConfig]:
+    """The card's `configs:` resolved against the files that will be uploaded."""
+    text = (Path(repo_dir) / "README.md").read_text(encoding="utf-8")
+    front = (yaml.safe_load(text.split("---", 2)[1]) or {}) if text.startswith("---") else {}
+    counts = {i.get("config_name"): sum(s.get("num_examples", 0) for s in i.get("splits") or [])
+              for i in front.get("dataset_info") or [] if i.get("splits")}
+    out = []
+    for c in front.get("configs") or []:
+        patterns = tuple(f["path"] for f in c.get("data_files") or [])
+        files = tuple(f.dest for f in plan if any(_matches(p, f.dest) for p in patterns))
+        out.append(HubConfig(c["config_name"], patterns, files, counts.get(c["config_name"])))
+    return out
+
+
+def describe_upload(repo_dir: Path | str, repo_id: str, private: bool = False) -> str:
+    """The dry run of `push`: every file with its size and destination, then the configs `load_dataset` will see
+    (and any data file no config reads)."""
+    repo_dir = Path(repo_dir)
+    plan = upload_plan(repo_dir)
+    configs = hub_configs(repo_dir, plan)
+    width = max(len(f.dest) for f in plan)
+    lines = [f"dataset repo {repo_id} (https://huggingface.co/datasets/{repo_id}, "
+             f"{'private' if private else 'public'}) would receive {len(plan)} file(s), "
+             f"{sum(f.size for f in plan):,} bytes:"]
+    lines += [f"  {f.dest:<{width}}  {f.size:>15,} bytes  <- {f.source}" for f in plan]
+    lines.append(f'load_dataset("{repo_id}", CONFIG) would see {len(configs)} config(s):')
+    for c in configs:
+        n = "?" if c.num_examples is None else f"{c.num_examples:,}"
+        state = f"{len(c.files)} file(s)" if c.files else "NO FILES: load_dataset would fail"
+        lines.append(f"  {c.name}: split {SPLIT}, {n} rows, {state} ({', '.join(c.patterns)})")
+    read = {f for c in configs for f in c.files}
+    unread = [f.dest for f in plan if f.dest.startswith("data/") and f.dest not in read]
+    lines += [f"  not in any config (load_dataset will not read it): {d}" for d in unread]
+    return "\n".join(lines)
+
+
 def push_to_hub(repo_dir: Path | str, repo_id: str, token_env: str = "HF_TOKEN",
                 private: bool = False) -> str:
-    """Upload the folder as a Hub dataset repo; returns the commit URL.
+    """Upload the folder as a Hub dataset repo (the files `upload_plan` lists); returns the commit URL.
 
-    The token is read from `token_env` and passed only to `HfApi`; it is never printed or put in an error.
+    The token is read from `token_env` and passed only to `HfApi`; it is never printed or put in an error. Any Hub
+    or network failure is one line naming it.
     """
     repo_dir = Path(repo_dir)
     token = os.environ.get(token_env)
     if not token:
-        raise RuntimeError(f"no Hugging Face token: set the {token_env} environment variable "
-                           "to a write token")
-    if not (repo_dir / "README.md").is_file() or not (repo_dir / "data").is_dir():
-        raise FileNotFoundError(f"{repo_dir} is not a built dataset folder (needs README.md and data/)")
+        raise RuntimeError(f"push: no Hugging Face token: set the {token_env} environment variable to a write token "
+                           "(or pass --dry-run to see what would be uploaded)")
+    _built_folder(repo_dir)
     from huggingface_hub import HfApi
 
     api = HfApi(token=token)
-    api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
-    info = api.upload_folder(
-        folder_path=str(repo_dir), repo_id=repo_id, repo_type="dataset",
-        commit_message="Upload dataset built by duplex-eval",
-        # Leftover temp folders of an interrupted write_config and other hidden files stay local.
-        ignore_patterns=[".*", "**/.*", "**/.*/**"],
-    )
+    try:
+        api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
+        info = api.upload_folder(folder_path=str(repo_dir), repo_id=repo_id, repo_type="dataset",
+                                 commit_message="Upload dataset built by duplex-eval", ignore_patterns=PUSH_IGNORE)
+    except Exception as err:  # one line naming it, the token scrubbed (STYLE: errors a user can act on)
+        first = (str(err).strip().splitlines() or [""])[0].replace(token, "***")
+        raise RuntimeError(f"push: could not upload {repo_dir} to dataset repo {repo_id}: {type(err).__name__}: "
+                           f"{first}") from None
     return str(getattr(info, "commit_url", info))

@@ -197,9 +197,17 @@ def cmd_text_reference(a: argparse.Namespace) -> int:
 
 
 def cmd_push(a: argparse.Namespace) -> int:
-    from dataset_builder.hf_dataset import push_to_hub
+    from dataset_builder.hf_dataset import describe_upload, push_to_hub
 
-    url = push_to_hub(Path(a.folder), a.repo_id, token_env=a.token_env, private=a.private)
+    if a.repo_id and a.repo and a.repo_id != a.repo:
+        raise UsageError(f"push: two repo ids given ({a.repo} and --repo-id {a.repo_id}); give one")
+    repo_id = a.repo_id or a.repo
+    if not repo_id:
+        raise UsageError("push: give the Hub dataset repo: --repo-id ORG/NAME")
+    if a.dry_run:
+        print(describe_upload(Path(a.folder), repo_id, private=a.private))
+        return 0
+    url = push_to_hub(Path(a.folder), repo_id, token_env=a.token_env, private=a.private)
     print(f"pushed {a.folder} to {url}")
     return 0
 
@@ -360,7 +368,11 @@ def parser() -> argparse.ArgumentParser:
     tr.set_defaults(func=cmd_text_reference)
     pu = sub.add_parser("push", help="upload a built dataset folder to the Hub (token from $HF_TOKEN)")
     pu.add_argument("folder")
-    pu.add_argument("repo_id", help="e.g. my-org/duplex-mpe")
+    pu.add_argument("repo", nargs="?", default=None, metavar="REPO_ID", help="the same as --repo-id")
+    pu.add_argument("--repo-id", default=None, help="the Hub dataset repo, e.g. my-org/duplex-mpe")
+    pu.add_argument("--dry-run", action="store_true",
+                    help="list every file, its size and its path in the repo, and the configs load_dataset will "
+                         "see; upload nothing (no token needed)")
     pu.add_argument("--token-env", default="HF_TOKEN")
     pu.add_argument("--private", action="store_true")
     pu.set_defaults(func=cmd_push)

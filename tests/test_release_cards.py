@@ -188,3 +188,74 @@ def test_card_body_numbers_are_the_rows(name: str, mini_sets: dict[str, Path]) -
         assert voices == {v: (len({r["conversation_id"] for r in got if r["voice"] == v}),
                               sum(r["voice"] == v for r in got)) for v in {r["voice"] for r in got}}
 
+
+def dry_run(folder: Path, repo_id: str, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    from eval.cli import main
+
+    assert main(["push", str(folder), "--repo-id", repo_id, "--dry-run"]) == 0
+    return capsys.readouterr().out.splitlines()
+
+
+@pytest.mark.parametrize("name", benchmark_names())
+def test_push_dry_run_lists_every_file_and_every_config(name: str, mini_sets: dict[str, Path],
+                                                         capsys: pytest.CaptureFixture[str], no_network: None) -> None:
+    folder = mini_sets[name]
+    out = dry_run(folder, f"my-org/{name}-mini", capsys)
+    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    listed = [line.split() for line in out if "bytes  <- " in line]
+    assert [(x[0], int(x[1].replace(",", "")), x[-1]) for x in listed] == [
+        (p.relative_to(folder).as_posix(), p.stat().st_size, str(p)) for p in files]
+    assert f"would receive {len(files)} file(s), {sum(p.stat().st_size for p in files):,} bytes" in out[0]
+    front, _ = card(folder)
+    for info in front["dataset_info"]:
+        config = info["config_name"]
+        n = info["splits"][0]["num_examples"]
+        assert f"  {config}: split test, {n:,} rows, {len(shards(folder, config))} file(s) " \
+               f"(data/{config}/*.parquet)" in out
+    assert f"would see {len(built_configs(folder, name))} config(s):" in " ".join(out)
+    assert not any("not in any config" in line for line in out)
+
+
+def test_push_dry_run_leaves_out_hidden_files_and_names_unread_data(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from dataset_builder.hf_dataset import MPE_FEATURES, mpe_card_context, write_card, write_config
+    from tests.test_hf_dataset import make_case, rows_for
+
+    repo = tmp_path / "repo"
+    write_config(repo, "mpe", rows_for([make_case(0, "explicit"), make_case(0, "implicit")]), MPE_FEATURES)
+    write_card(repo, {"mpe": {"features": MPE_FEATURES}},
+               context=mpe_card_context(repo, build_seed=1, build_params={}, generator_version="t"))
+    (repo / ".DS_Store").write_bytes(b"x")
+    (repo / "data" / ".mpe.new-1").mkdir()
+    (repo / "data" / ".mpe.new-1" / "part-00000.parquet").write_bytes(b"half a shard")
+    (repo / "data" / "extra").mkdir()
+    (repo / "data" / "extra" / "x.parquet").write_bytes(b"not read")
+    out = dry_run(repo, "me/tiny", capsys)
+    assert [line.split()[0] for line in out if "bytes  <- " in line] == [
+        "README.md", "data/extra/x.parquet", "data/mpe/test-00000-of-00001.parquet"]
+    assert "  mpe: split test, 2 rows, 1 file(s) (data/mpe/*.parquet)" in out
+    assert out[-1] == "  not in any config (load_dataset will not read it): data/extra/x.parquet"
+
+
+def test_push_needs_a_repo_and_fails_in_one_line_offline(mini_sets: dict[str, Path], monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    from eval.cli import main
+
+    folder = str(mini_sets["mpe"])
+    assert main(["push", folder]) == 2
+    assert "--repo-id ORG/NAME" in capsys.readouterr().err
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    assert main(["push", folder, "--repo-id", "me/x"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "HF_TOKEN" in err and "--dry-run" in err
+
+    def unreachable(*args: object, **kwargs: object) -> None:
+        raise OSError("[Errno 101] Network is unreachable")
+
+    monkeypatch.setattr(socket.socket, "connect", unreachable)
+    monkeypatch.setattr(socket, "create_connection", unreachable)
+    monkeypatch.setenv("HF_TOKEN", "hf_secret_token_value")
+    assert main(["push", folder, "--repo-id", "me/x"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: push: could not upload") and "me/x" in err
+    assert "hf_secret_token_value" not in err
