@@ -93,7 +93,10 @@ def demo(out: Path, preset: str = "mini", adapters: list[str] | None = None,
                 _print_block(blocks[printed], {a: results[(blocks[printed].config, a)] for a in adapters})
                 printed += 1
     report = write_report([d for blk in blocks for d in blk.run_dirs], out / "report")
-    print(f"report:     {report}")
+    from eval.report_site.site import site_bytes
+
+    print(f"report:     {report} ({site_bytes(report.parent) / 1e6:.1f} MB; open it in a browser, no server needed)")
+    print(f"summary:    {report.parent / 'summary.md'} (the leaderboards in Markdown)")
     print(f"total {time.perf_counter() - t0:.0f}s with {workers} worker process(es)")
     return 0
 

@@ -1,7 +1,8 @@
 """Scored run folders of every registered benchmark for the report tests, built once per test session.
 
 Duplex-MPE: the real mini set, the real silent and oracle agents through the real runner and scorer (4 cases:
-two explicit/implicit pairs, so the paired test has pairs), plus a hand-built run with a failed episode.
+two explicit/implicit pairs, so the paired test has pairs), plus a hand-built run whose model talks through an N2
+turn, with a failed episode.
 DSB-IFEval and M3-DuplexBench: hand-built folders (tests/ifeval_handmade.py, tests/m3_handmade.py) with a failed
 and, for M3, a skipped episode, scored by their real scorers.
 """
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dataset_builder.audio import SESSION_SR
+from dataset_builder.audio import SESSION_SR, read_wav
 from eval.run import RunConfig, run
 from metrics.ifeval.score import score_run as score_ifeval
 from metrics.judges import HeuristicJudge
@@ -22,7 +23,7 @@ from metrics.scoring import score_run_dir
 from tests import handmade
 from tests import ifeval_handmade as IH
 from tests import m3_handmade as MH
-from tests.handmade import DeafASR, NoASR
+from tests.handmade import DeafASR
 
 CACHE = Path(__file__).resolve().parent.parent / ".cache" / "tts"
 _BUILT: dict[Path, list[Path]] = {}
@@ -48,11 +49,16 @@ def _mpe_real(root: Path, dataset: Path) -> list[Path]:
     return dirs
 
 
-def _mpe_failed(root: Path) -> Path:
+def _mpe_failed(root: Path, speech_from: Path) -> Path:
+    """Episode A: the model talks through an N2 turn (2 s of real TTS speech, taken from a user channel of the
+    real run); episode B failed."""
     out = root / "mpe-handmade"
-    handmade.write_episode(out, "A", "p0", "explicit")
+    user, _ = read_wav(sorted(speech_from.glob("*.wav"))[0])
+    talk = user[2 * SESSION_SR:4 * SESSION_SR, 0]
+    start, _ = handmade.TIMES["t05"]
+    handmade.write_episode(out, "A", "p0", "explicit", model=handmade.place(handmade.silence(), talk, start + 0.2))
     handmade.write_episode(out, "B", "p0", "implicit", status="failed", failure="step stalled")
-    score_mpe(out, asr=NoASR())
+    score_mpe(out, asr=DeafASR())
     return out
 
 
@@ -92,5 +98,6 @@ def _m3(root: Path) -> Path:
 def report_runs(root: Path, mini_dataset: Path) -> list[Path]:
     """The scored run folders (built under `root` on the first call of the session)."""
     if root not in _BUILT:
-        _BUILT[root] = [*_mpe_real(root, mini_dataset), _mpe_failed(root), _ifeval(root), _m3(root)]
+        real = _mpe_real(root, mini_dataset)
+        _BUILT[root] = [*real, _mpe_failed(root, real[0]), _ifeval(root), _m3(root)]
     return _BUILT[root]

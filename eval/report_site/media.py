@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -120,7 +121,8 @@ class Media:
         workers = workers or min(2, os.cpu_count() or 1)
         jobs = list(todo.items())
         if workers > 1 and len(jobs) > 1:
-            with ProcessPoolExecutor(workers) as pool:
+            # spawn: a worker must not inherit a forked copy of the caller's torch/ONNX thread pools
+            with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
                 results = list(pool.map(_process, [j for _, j in jobs], chunksize=2))
         else:
             results = [_process(j) for _, j in jobs]

@@ -57,7 +57,8 @@ def kv_table(items: list[tuple[str, Any]], cls: str = "kv") -> str:
     rows = []
     for k, v in items:
         if isinstance(v, dict | list):
-            v_html = f"<pre>{e(json.dumps(v, indent=1, ensure_ascii=False))}</pre>"
+            flat = json.dumps(v, ensure_ascii=False)
+            v_html = e(flat) if len(flat) <= 160 else f"<pre>{e(json.dumps(v, indent=1, ensure_ascii=False))}</pre>"
         else:
             v_html = e("" if v is None else v)
         rows.append(f"<tr><th>{e(k)}</th><td>{v_html}</td></tr>")
