@@ -1,20 +1,23 @@
 # The README's two commands: `make demo` and `make test`. Each does all of its own set-up.
 SHELL := /bin/bash
 PY := .venv/bin/python
-APT_PKGS := libavutil57 libavcodec59 libavformat59 libavdevice59 libavfilter8 libswscale6 libswresample4 espeak-ng
+APT_PKGS := libavutil57 libavcodec59 libavformat59 libavdevice59 libavfilter8 libswscale6 libswresample4 espeak-ng \
+            chromium
 STAMP := .venv/.installed
 
 .PHONY: setup demo test lint bench mutate clean
 
-# System libraries: Debian's FFmpeg 5.1 (torchcodec 0.13 decodes dataset audio with it) and espeak-ng.
-.system-deps:
+# System libraries: Debian's FFmpeg 5.1 (torchcodec 0.13 decodes dataset audio with it), espeak-ng, and chromium
+# (the report's browser test drives it through playwright; no browser is downloaded). Checked again whenever this
+# file changes (a package added to the list), without re-running the pip install below.
+.system-deps: Makefile
 	@if ! dpkg -s $(APT_PKGS) >/dev/null 2>&1; then \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $(APT_PKGS) >/dev/null; \
 	fi
 	@touch $@
 
-$(STAMP): pyproject.toml .system-deps
+$(STAMP): pyproject.toml | .system-deps
 	@test -x $(PY) || python3 -m venv .venv
 	@$(PY) -m pip install -q --upgrade pip
 	# torch is pinned to the CPU range first, so nothing can pull a CUDA build.
