@@ -144,6 +144,11 @@ def cmd_report(a: argparse.Namespace) -> int:
 
 
 def cmd_export(a: argparse.Namespace) -> int:
+    if a.benchmark == "fdb":
+        from metrics.m3.fdb_export import describe, export_fdb
+
+        print("\n".join(describe(export_fdb(Path(a.run_dir), Path(a.out)))))
+        return 0
     from metrics.asr import get_asr
     from metrics.m3.export import export_run
 
@@ -158,6 +163,17 @@ def cmd_export(a: argparse.Namespace) -> int:
 
 
 def cmd_import(a: argparse.Namespace) -> int:
+    if a.benchmark == "fdb":
+        from dataset_builder.m3.fdb import import_fdb
+
+        s = import_fdb(Path(a.data_dir), Path(a.out), language=a.language or "en", domain=a.domain or "chat")
+        events = ", ".join(f"{n} {t}" for t, n in s["events"].items() if n)
+        print(f"imported {s['rows']} event(s) ({events}) from {s['samples']} Full-Duplex-Bench v1 sample(s) of "
+              f"{s['source']} as {s['config']} in {a.out}")
+        for what, n in s["skipped"].items():
+            print(f"  skipped: {what}: {n}")
+        print(f"run it: duplex-eval run --dataset {a.out} --config {s['config']} --adapter ADAPTER --out RUN_DIR")
+        return 0
     from dataset_builder.m3.authors import import_m3
 
     s = import_m3(Path(a.data_dir), Path(a.out), user_channel=a.user_channel, split=a.split, language=a.language,
@@ -338,25 +354,30 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument("--allow-stale", action="store_true",
                     help="show runs whose scores no longer match their folder, marked STALE, instead of refusing")
     rp.set_defaults(func=cmd_report)
-    ex = sub.add_parser("export", help="export a scored run to a peer benchmark's own layout (m3: the M3-DuplexBench "
-                                       "authors' evaluation)")
-    ex.add_argument("benchmark", choices=("m3",))
+    ex = sub.add_parser("export", help="export a run to a peer benchmark's own layout (m3: the M3-DuplexBench "
+                                       "authors' evaluation, of a scored run; fdb: Full-Duplex-Bench v1's sample "
+                                       "folders, of an M3 run)")
+    ex.add_argument("benchmark", choices=("m3", "fdb"))
     ex.add_argument("run_dir")
-    ex.add_argument("--out", required=True, help="folder for {condition}/metadata.jsonl, audio/ and asr/")
-    ex.add_argument("--asr", default="whisper-tiny-en", help="ASR of the model's utterances (their ASR JSON's text)")
+    ex.add_argument("--out", required=True, help="m3: folder for {condition}/metadata.jsonl, audio/ and asr/; fdb: "
+                                                 "for {condition}/{task}/{case_id}/input.wav, output.wav, task file")
+    ex.add_argument("--asr", default="whisper-tiny-en", help="m3: ASR of the model's utterances (their ASR JSON's "
+                                                             "text); fdb leaves the ASR to their own script")
     ex.add_argument("--asr-arg", action="append", default=[], metavar="K=V")
     ex.set_defaults(func=cmd_export)
     im = sub.add_parser("import", help="import a peer benchmark's released data as a dataset config (m3: the "
-                                       "M3-DuplexBench authors' layout, {split}.jsonl + audio/ + txt_align/)")
-    im.add_argument("benchmark", choices=("m3",))
+                                       "M3-DuplexBench authors' layout, {split}.jsonl + audio/ + txt_align/; fdb: "
+                                       "Full-Duplex-Bench v1 sample folders, {ID}/input.wav + task file)")
+    im.add_argument("benchmark", choices=("m3", "fdb"))
     im.add_argument("data_dir", metavar="DATA_DIR")
     im.add_argument("--out", required=True, help="dataset folder to write data/m3_<domain>_<lang>/ and the card into")
     im.add_argument("--user-channel", type=int, default=0, choices=(0, 1),
-                    help="the channel of the party the harness plays (the other is the model's)")
-    im.add_argument("--split", default="test", help="reads DATA_DIR/<split>.jsonl")
+                    help="m3: the channel of the party the harness plays (the other is the model's)")
+    im.add_argument("--split", default="test", help="m3: reads DATA_DIR/<split>.jsonl")
     im.add_argument("--language", default=None, choices=M3_LANGUAGES,
-                    help="default: from a path .../data/<lang>/<domain>/...")
-    im.add_argument("--domain", default=None, choices=M3_DOMAINS, help="default: from the path, as --language")
+                    help="default: m3 from a path .../data/<lang>/<domain>/...; fdb en")
+    im.add_argument("--domain", default=None, choices=M3_DOMAINS, help="default: m3 from the path, as --language; "
+                                                                        "fdb chat")
     im.set_defaults(func=cmd_import)
     tr = sub.add_parser("text-reference", help="transcript-conditioned reference: respond/silent from text")
     tr.add_argument("--dataset", required=True)
