@@ -251,7 +251,8 @@ def config_stats(repo_dir: Path, config: str) -> ConfigStats:
                 rates.add(info.samplerate)
     stats = ConfigStats(config, len(shards), n, num_bytes, sum(p.stat().st_size for p in shards), tuple(durations),
                         tuple(sorted(channels)), tuple(sorted(rates)))
-    _STATS_MEMO.clear()  # one build at a time: keep only the latest
+    if len(_STATS_MEMO) >= 32:  # a process writes a handful of configs; never let the memo grow unbounded
+        _STATS_MEMO.clear()
     _STATS_MEMO[key] = stats
     return stats
 
