@@ -39,6 +39,10 @@ from dataset_builder.m3.schema import BENCHMARK
 from metrics.episodes import check_recording, dataset_cases, load_run_folder, read_run_info
 
 SUMMARY = "export.json"
+# Their samples are single user turns heard by a model silent until then; ours may carry the model's speech before s.
+CAVEAT = ("their scripts read every word of output.wav: model speech before s counts for them (as a take-over in "
+          "pause handling, as the response onset in turn-taking), including the teacher-forced system turns of "
+          "`full`; `none` (the stream starts at b) is the closest to their single-turn samples")
 
 
 def annotation(event_type: str, gold: dict[str, Any], interrupt_text: str = "") -> list[dict[str, Any]]:
@@ -110,6 +114,7 @@ def export_fdb(run_dir: Path | str, out: Path | str) -> dict[str, Any]:
         "interrupt_text": None if no_cases is None else f"empty: {no_cases}",
         "audio": f"{SESSION_SR} Hz PCM16 mono: input.wav = the recording's ch0 (user), output.wav = its ch1 (model)",
         "mapping": {t: {"task": task, "file": file} for t, (task, file, _) in TASKS.items()},
+        "caveat": CAVEAT,
         "score_with_their_scripts": [f"python get_transcript/asr.py --root_dir {out}/{{condition}}/{{task}}"
                                      " [--task user_interruption]",
                                      f"python evaluation/evaluate.py --task {{task}} --root_dir "
@@ -129,6 +134,7 @@ def describe(summary: dict[str, Any]) -> list[str]:
     lines += [f"LEFT OUT {f['case_id']} ({f['status']}): {f['reason']}" for f in summary["episodes_left_out"]]
     if summary["interrupt_text"]:
         lines.append(f"NO TEXT interrupt.json 'interrupt' is {summary['interrupt_text']}")
+    lines.append(f"NOTE {summary['caveat']}")
     lines.append("score with their scripts: " + "; then ".join(summary["score_with_their_scripts"]))
     return lines
 
