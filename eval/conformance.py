@@ -136,16 +136,14 @@ class Suite:
         self.reproducible = True
 
     # -- stepping ----------------------------------------------------------------------------------------------
-    def play(self, audio: np.ndarray, prompt: str | None = None, forced: np.ndarray | None = None,
-             reset: bool = True) -> Run:
+    def play(self, audio: np.ndarray, prompt: str | None = None, forced: np.ndarray | None = None) -> Run:
         """reset, then one step per frame; every returned frame is checked as it comes back."""
         agent, n, sr = self.agent, self.agent.frame_size, self.agent.sample_rate
-        if reset:
-            try:
-                agent.reset(prompt, self.seed)
-            except Exception as err:
-                raise Nonconformance(f"reset({'a prompt' if prompt else 'None'}, seed) raised "
-                                     f"{type(err).__name__}: {err}") from err
+        try:
+            agent.reset(prompt, self.seed)
+        except Exception as err:
+            raise Nonconformance(f"reset({'a prompt' if prompt else 'None'}, seed) raised "
+                                 f"{type(err).__name__}: {err}") from err
         stream = audio.copy()  # frames are views of it: reading past a frame would see the future
         frames, texts, given = [], [], []
         wall0 = time.perf_counter()

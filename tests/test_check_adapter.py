@@ -8,14 +8,12 @@ a small, correct echo with exactly one realistic bug.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import json
 import os
 import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,39 +33,87 @@ TTS_CACHE = REPO / ".cache" / "tts"  # the suite's shared clip cache (conftest)
 
 
 # -- how each registered adapter is built in tests -------------------------------------------------------------------
-@dataclass(frozen=True)
-class Setup:
-    """Constructor arguments for the check; `server`, a "module:function" context manager yielding more of them
-    (the local fake server the adapter talks to), started only for that adapter."""
-
-    kwargs: dict[str, Any] = field(default_factory=dict)
-    server: str | None = None
+# Each registered adapter is checked as its own tests build it: a factory (tmp folder, TTS) -> a context manager
+# yielding its constructor arguments, which may start the local fake server it talks to for as long as the check.
+Factory = Callable[[Path, Any], contextlib.AbstractContextManager[dict[str, Any]]]
+REALTIME_KEY_ENV = "DUPLEX_EVAL_TEST_REALTIME_KEY"
 
 
-SETUPS: dict[str, Setup] = {
-    "silent": Setup(),
-    "oracle": Setup({"cache_dir": str(TTS_CACHE)}),
-    "cascade": Setup({"cache_dir": str(TTS_CACHE)}),
+def fixed(**kwargs: Any) -> Factory:
+    @contextlib.contextmanager
+    def factory(tmp: Path, tts: Any) -> Iterator[dict[str, Any]]:
+        yield kwargs
+
+    return factory
+
+
+def assistant_says(tts: Any, text: str) -> np.ndarray:
+    return tts.synthesize(text, tts.assistant_voice)
+
+
+@contextlib.contextmanager
+def fake_minicpm_o(tmp: Path, tts: Any) -> Iterator[dict[str, Any]]:
+    import soundfile as sf
+
+    from tests.fake_minicpm_o import FakeMiniCPMODuplex
+
+    voice = tmp / "ref.wav"
+    sf.write(voice, assistant_says(tts, "This is how I sound."), 24_000)
+    yield {"model": FakeMiniCPMODuplex(voice=assistant_says(tts, "Sure, twelve times three is thirty six.")),
+           "ref_audio": str(voice)}
+
+
+@contextlib.contextmanager
+def fake_freeze_omni(tmp: Path, tts: Any) -> Iterator[dict[str, Any]]:
+    from tests.fake_freeze_omni import fake_freeze_omni
+
+    yield {"parts": fake_freeze_omni(voice=assistant_says(tts, "Sure, twelve times three is thirty six.")).parts(),
+           "device": "cpu"}
+
+
+@contextlib.contextmanager
+def fake_realtime_server(tmp: Path, tts: Any) -> Iterator[dict[str, Any]]:
+    from tests.realtime_fake import Behaviour, FakeRealtimeServer
+
+    answer = "Twelve times three is thirty six."
+    old = os.environ.get(REALTIME_KEY_ENV)
+    os.environ[REALTIME_KEY_ENV] = "sk-test-check-adapter"
+    try:
+        with FakeRealtimeServer(Behaviour(reply=assistant_says(tts, answer), transcript=answer)) as server:
+            yield {"url": server.url, "model": "fake-realtime", "api_key_env": REALTIME_KEY_ENV}
+    finally:
+        if old is None:
+            os.environ.pop(REALTIME_KEY_ENV, None)
+        else:
+            os.environ[REALTIME_KEY_ENV] = old
+
+
+SETUPS: dict[str, Factory] = {
+    "silent": fixed(),
+    "oracle": fixed(cache_dir=str(TTS_CACHE)),
+    "cascade": fixed(cache_dir=str(TTS_CACHE)),
+    "moshi": fixed(tiny=True, batch_size=2),  # two slots, so slot isolation is checked too
+    "personaplex": fixed(tiny=True),
+    "minicpm-o": fake_minicpm_o,
+    "freeze-omni": fake_freeze_omni,
+    "openai-realtime": fake_realtime_server,
 }
 
 
 @contextlib.contextmanager
-def built(name: str) -> Iterator[Any]:
-    setup = SETUPS.get(name, Setup())
-    with contextlib.ExitStack() as stack:
-        kwargs = dict(setup.kwargs)
-        if setup.server:
-            module, _, fn = setup.server.partition(":")
-            kwargs |= stack.enter_context(getattr(importlib.import_module(module), fn)())
+def built(name: str, tmp: Path, tts: Any) -> Iterator[Any]:
+    with SETUPS.get(name, fixed())(tmp, tts) as kwargs:
         try:
             agent = load_adapter(name, **kwargs)
         except UsageError as err:
             if "which is not installed" in str(err):
                 pytest.skip(f"{name}: an optional dependency is missing ({err})")
             if name not in SETUPS:
-                pytest.fail(f"{name} cannot be built without arguments ({err}): add its test construction to "
+                pytest.fail(f"{name} cannot be built without arguments ({err}): add how its tests build it to "
                             "SETUPS in tests/test_check_adapter.py")
             raise
+        except ModuleNotFoundError as err:  # a backend imported in the constructor
+            pytest.skip(f"{name}: optional package {err.name!r} is not installed")
         yield agent
 
 
@@ -80,9 +126,9 @@ def assert_all_pass(results: list[CheckResult]) -> None:
 
 
 @pytest.mark.parametrize("name", adapter_names())
-def test_every_registered_adapter_passes(name: str, tmp_path: Path) -> None:
-    with built(name) as agent:
-        results = check_agent(agent, out_dir=tmp_path)
+def test_every_registered_adapter_passes(name: str, tmp_path: Path, tts: Any) -> None:
+    with built(name, tmp_path, tts) as agent:
+        results = check_agent(agent, tts=tts, out_dir=tmp_path / "episode")
     assert_all_pass(results)
     checks = by_name(results)
     assert checks["step-time"].status == INFO and "p50" in checks["step-time"].reason
