@@ -451,6 +451,20 @@ def test_command_passes_adapter_args_and_keeps_the_episode(capsys: pytest.Captur
     assert main(["check-adapter", "adapters.examples.echo_model:EchoModel", "--adapter-arg", "nope=1"]) == 2
 
 
+class NoWeights(Echo):
+    def __init__(self) -> None:
+        raise FileNotFoundError("checkpoints/model.safetensors")
+
+
+def test_command_reports_a_constructor_that_raises_and_refuses_a_non_agent(capsys: pytest.CaptureFixture[str]
+                                                                           ) -> None:
+    assert main(["check-adapter", "tests.test_check_adapter:NoWeights"]) == 1
+    assert re.search(r"^load\s+FAIL\s+constructing .*NoWeights raised FileNotFoundError: checkpoints/",
+                     capsys.readouterr().out, re.M)
+    assert main(["check-adapter", "adapters.base:SpeechQueue"]) == 2
+    assert "does not implement the DuplexAgent protocol" in capsys.readouterr().err
+
+
 # -- the README's one-file model ---------------------------------------------------------------------------------------
 def readme_section() -> str:
     text = (REPO / "README.md").read_text()
