@@ -66,6 +66,8 @@ def _process(job: tuple[str, str | None, float]) -> dict[str, Any]:
         x, sr = sf.read(wav, dtype="float32", always_2d=True)
     except (OSError, RuntimeError, ValueError) as err:
         return {"error": f"{Path(wav).name}: {err}"}
+    if not len(x):
+        return {"error": f"{Path(wav).name} holds no samples"}
     env, hop_s = envelope(x, sr)
     out: dict[str, Any] = {"env": env, "hop_s": round(hop_s, 6), "seconds": round(len(x) / sr, 3),
                            "channels": x.shape[1]}
