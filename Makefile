@@ -39,13 +39,14 @@ test: setup
 lint: setup
 	@.venv/bin/ruff check .
 
-# Harness/VAD/memory figures, then each build's throughput against its TTS engine alone, and Japanese speech
-# (benchmarks/README.md).
+# Harness/VAD/memory figures, then each build's throughput against its TTS engine alone, Japanese speech, and
+# batched lockstep episodes per second at B = 1, 4, 16 (benchmarks/README.md).
 bench: setup
 	@$(PY) benchmarks/bench_mpe.py
 	@$(PY) benchmarks/bench_build.py
 	@$(PY) benchmarks/bench_ifeval_build.py
 	@$(PY) benchmarks/bench_ja_speech.py
+	@$(PY) benchmarks/bench_batch.py
 
 # Mutation testing, on demand (not in CI): mutmut over the scoring rules, statistics, schedulers and gold answers
 # ([tool.mutmut] in pyproject.toml, scope in tests/mutation_report.py), a fresh run each time (about 10 minutes on
