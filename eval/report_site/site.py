@@ -28,7 +28,7 @@ from eval.report_site.boards import tables_for
 from eval.report_site.collect import EpisodeView, RunView, load_runs
 from eval.report_site.markdown import summary
 from eval.report_site.media import DEFAULT_KBPS, Media
-from eval.report_site.model import Table
+from eval.report_site.model import Cell, Table, name
 
 ASSETS = ("report.css", "report.js")
 
@@ -113,8 +113,6 @@ def provenance_line(run: RunView) -> str:
 # ---- index.html ------------------------------------------------------------------------------------------------
 
 def _runs_table(runs: list[RunView]) -> Table:
-    from eval.report_site.model import Cell, name
-
     t = Table("runs", "Runs", ["run", "benchmark", "config", "adapter", "ok", "failed", "skipped", "health flags",
                                "live feasibility", "ASR", "judge", "TTS"])
     for run in runs:
@@ -335,9 +333,9 @@ def write_site(run_dirs: list[Path], out: Path, max_plots: int | None = None, al
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     runs = load_runs([Path(d) for d in run_dirs], allow_stale)
-    for name in ASSETS:
-        atomic_write_text(out / "assets" / name,
-                          resources.files("eval.report_site").joinpath("assets", name).read_text(encoding="utf-8"))
+    for asset in ASSETS:
+        atomic_write_text(out / "assets" / asset,
+                          resources.files("eval.report_site").joinpath("assets", asset).read_text(encoding="utf-8"))
     store = Media(out / "media", audio_kbps)
     wanted: dict[tuple[str, str], tuple[Path, bool]] = {}
     for run in runs:
