@@ -126,7 +126,8 @@ def _runs_table(runs: list[RunView]) -> Table:
                name(r.get("adapter")), Cell(str(counts["ok"]), float(counts["ok"])),
                Cell(str(r.get("n_failed", 0)), float(r.get("n_failed", 0))),
                Cell(str(counts["skipped"]), float(counts["skipped"])),
-               Cell(str(flags), float(flags), cls="bad" if flags else ""), name(live), name(r.get("asr")),
+               Cell(str(flags), float(flags), cls="bad" if flags else ""),
+               Cell(live, cls="bad" if feas is not None and feas.get("live") is False else ""), name(r.get("asr")),
                name(_judge(r)), name(_tts(run))])
     return t
 
