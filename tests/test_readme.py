@@ -67,7 +67,7 @@ def test_readme_blocks_run_as_written_from_an_empty_folder(tmp_path: Path, mini_
         assert proc.returncode == 0, f"{where} failed ({proc.returncode}):\n{block.code}\n{proc.stderr[-3000:]}"
     assert (tmp_path / "report" / "index.html").exists()
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == [
-        "my-model", "oracle", "silent", "silent-2proc"]
+        "moshi-tiny", "my-model", "oracle", "silent", "silent-2proc"]
 
 
 if __name__ == "__main__":
