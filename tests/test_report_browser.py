@@ -28,7 +28,7 @@ CHROMIUM = os.environ.get("DUPLEX_EVAL_CHROMIUM") or shutil.which("chromium") or
 if not Path(CHROMIUM).exists():
     pytest.skip(f"no chromium at {CHROMIUM}: `make setup` installs Debian's chromium (the Makefile's APT_PKGS)",
                 allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api", reason="playwright missing: `make setup` installs the dev extra")
+from playwright import sync_api  # noqa: E402 (the dev extra: installed wherever chromium is)
 
 
 @pytest.fixture(scope="module")
