@@ -136,7 +136,7 @@ def cmd_report(a: argparse.Namespace) -> int:
     from eval.report import write_report
 
     path = write_report([Path(r) for r in a.run_dirs], Path(a.out), max_plots=a.max_plots,
-                        allow_stale=a.allow_stale, audio_kbps=a.audio_kbps)
+                        allow_stale=a.allow_stale, audio_kbps=a.audio_kbps, progress=True)
     from eval.report_site.site import site_bytes
 
     print(f"report: {path} ({site_bytes(path.parent) / 1e6:.1f} MB; tables in {path.parent / 'summary.md'})")

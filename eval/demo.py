@@ -92,7 +92,7 @@ def demo(out: Path, preset: str = "mini", adapters: list[str] | None = None,
             while printed < len(blocks) and all((blocks[printed].config, a) in results for a in adapters):
                 _print_block(blocks[printed], {a: results[(blocks[printed].config, a)] for a in adapters})
                 printed += 1
-    report = write_report([d for blk in blocks for d in blk.run_dirs], out / "report")
+    report = write_report([d for blk in blocks for d in blk.run_dirs], out / "report", progress=True)
     from eval.report_site.site import site_bytes
 
     print(f"report:     {report} ({site_bytes(report.parent) / 1e6:.1f} MB; open it in a browser, no server needed)")

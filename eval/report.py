@@ -18,8 +18,10 @@ __all__ = ["load_scores", "write_report"]
 
 
 def write_report(run_dirs: list[Path], out: Path, max_plots: int | None = None, allow_stale: bool = False,
-                 audio_kbps: float = DEFAULT_KBPS) -> Path:
+                 audio_kbps: float = DEFAULT_KBPS, progress: bool = False) -> Path:
     """The report of these runs (its index.html); a run whose scores no longer match its folder is refused
     (UsageError naming the fix), or with `allow_stale` shown under a STALE banner and marked STALE in the tables.
-    `max_plots` caps the episodes per run that get a figure and audio (None: every episode)."""
-    return write_site(run_dirs, out, max_plots=max_plots, allow_stale=allow_stale, audio_kbps=audio_kbps)
+    `max_plots` caps the episodes per run that get a figure and audio (None: every episode); `progress` prints a
+    progress line while recordings are encoded."""
+    return write_site(run_dirs, out, max_plots=max_plots, allow_stale=allow_stale, audio_kbps=audio_kbps,
+                      progress=progress)

@@ -23,6 +23,7 @@ import soundfile as sf
 import soxr
 
 from dataset_builder.atomic import atomic_write_text
+from dataset_builder.progress import Progress
 
 MAX_COLUMNS = 1000  # envelope values per channel and episode: about one per pixel of a wide figure
 MIN_HOP_S = 0.02
@@ -109,7 +110,8 @@ class Media:
             return True
         return e.get("kbps") == self.kbps and bool(e.get("audio")) and (self.folder / e["audio"]).exists()
 
-    def make(self, wavs: dict[Any, tuple[Path, bool]], workers: int | None = None) -> dict[Any, dict[str, Any]]:
+    def make(self, wavs: dict[Any, tuple[Path, bool]], workers: int | None = None, progress: bool = False
+             ) -> dict[Any, dict[str, Any]]:
         """For each item (a wav, and whether it gets audio): its media entry ("env", "hop_s", "seconds", "audio"
         file name under media/, or "error" / "audio_error")."""
         keys: dict[Any, str] = {}
@@ -127,12 +129,18 @@ class Media:
                 todo[key] = (str(wav), str(self.folder / f"{key}.ogg") if want_audio else None, self.kbps)
         workers = workers or min(2, os.cpu_count() or 1)
         jobs = list(todo.items())
+        bar = Progress("report audio", len(jobs), enabled=progress and bool(jobs))
+        results = []
         if workers > 1 and len(jobs) > 1:
             # spawn: a worker must not inherit a forked copy of the caller's torch/ONNX thread pools
             with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-                results = list(pool.map(_process, [j for _, j in jobs], chunksize=2))
+                for res in pool.map(_process, [j for _, j in jobs], chunksize=2):
+                    results.append(res)
+                    bar.advance()
         else:
-            results = [_process(j) for _, j in jobs]
+            for _, j in jobs:
+                results.append(_process(j))
+                bar.advance()
         for (key, _), res in zip(jobs, results, strict=True):
             if "error" in res:
                 out.update({item: res for item, k in keys.items() if k == key})

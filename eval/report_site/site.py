@@ -326,7 +326,7 @@ def _prune(folder: Path, keep: set[Path]) -> None:
 
 
 def write_site(run_dirs: list[Path], out: Path, max_plots: int | None = None, allow_stale: bool = False,
-               audio_kbps: float = DEFAULT_KBPS, workers: int | None = None) -> Path:
+               audio_kbps: float = DEFAULT_KBPS, workers: int | None = None, progress: bool = False) -> Path:
     """The report of these runs; its index.html. A run whose scores no longer match its folder is refused
     (UsageError naming the fix), or with `allow_stale` shown under a STALE banner. `max_plots` caps the episodes
     per run that get a figure and audio (None: all; their pages exist either way)."""
@@ -343,7 +343,7 @@ def write_site(run_dirs: list[Path], out: Path, max_plots: int | None = None, al
         with_wav = [e for e in run.episodes if e.wav.exists()]
         for ep in with_wav[:max_plots] if max_plots is not None else with_wav:
             wanted[(run.slug, ep.slug)] = (ep.wav, True)
-    media = store.make(wanted, workers)
+    media = store.make(wanted, workers, progress)
     store.save()
     groups: dict[str, list[RunView]] = {}
     for run in runs:
