@@ -16,6 +16,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from adapters.protocol import Frame
 from dataset_builder.audio import resample
 
 
@@ -94,3 +95,27 @@ class Playback:
         due = [t for at, t in self.marks if at < n]
         self.marks = [(at - n, t) for at, t in self.marks if at >= n]
         return out, ("".join(due) or None)
+
+
+class ChunkedAgent:
+    """`step` of an agent built from a ChunkGatherer and a Playback (the timing rule above): play one frame, then
+    give the model the chunk this frame completes (`_hear`). Such models have no teacher forcing: a forced frame
+    raises `error`, since the runner skips the cases that need one."""
+
+    name: str
+    frame_size: int
+    gatherer: ChunkGatherer
+    playback: Playback
+    error: type[Exception] = RuntimeError
+
+    def step(self, user_frame: np.ndarray, forced_model_frame: np.ndarray | None = None) -> Frame:
+        if forced_model_frame is not None:
+            raise self.error(f"{self.name} has no teacher forcing; the runner should have skipped this case")
+        out, text = self.playback.next_frame(self.frame_size)
+        chunk = self.gatherer.push(user_frame)
+        if chunk is not None:
+            self._hear(chunk)
+        return Frame(out, text)
+
+    def _hear(self, chunk: np.ndarray) -> None:
+        raise NotImplementedError

@@ -41,8 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from adapters.chunking import ChunkGatherer, Playback
-from adapters.protocol import Frame
+from adapters.chunking import ChunkedAgent, ChunkGatherer, Playback
 from dataset_builder.audio import SESSION_SR
 from dataset_builder.errors import UsageError
 
@@ -106,11 +105,12 @@ def load_parts(checkpoint_dir: str, llm_path: str, repo_dir: str | None = None, 
                            server=json.loads(server_json.read_text()))
 
 
-class FreezeOmniAgent:
+class FreezeOmniAgent(ChunkedAgent):
     """Freeze-Omni, one user per case. `parts` are built parts (what `load_parts` returns); without them the real
     model is loaded from `checkpoint_dir` and `llm_path`."""
 
     name = "freeze-omni"
+    error = FreezeOmniError
     version = "1"
     sample_rate = SESSION_SR
     realtime = False
@@ -145,15 +145,6 @@ class FreezeOmniAgent:
         # A new user: the system role is prefilled (stat "pre"); no prompt keeps the model's own default role.
         self.spoken = parts.pipeline.speech_dialogue(None, stat="pre", role=system_prompt or None)
         self.listening = None
-
-    def step(self, user_frame: np.ndarray, forced_model_frame: np.ndarray | None = None) -> Frame:
-        if forced_model_frame is not None:
-            raise FreezeOmniError("freeze-omni has no teacher forcing; the runner should have skipped this case")
-        out, text = self.playback.next_frame(self.frame_size)
-        chunk = self.gatherer.push(user_frame)
-        if chunk is not None:
-            self._hear(chunk)
-        return Frame(out, text)
 
     def _hear(self, chunk: np.ndarray) -> None:
         """One 160 ms chunk through the VAD and, while the user talks, the LLM (server.py send_pcm)."""

@@ -29,8 +29,7 @@ from typing import Any
 import numpy as np
 import soundfile as sf
 
-from adapters.chunking import ChunkGatherer, Playback
-from adapters.protocol import Frame
+from adapters.chunking import ChunkedAgent, ChunkGatherer, Playback
 from dataset_builder.audio import SESSION_SR, resample
 from dataset_builder.errors import UsageError
 
@@ -81,12 +80,13 @@ def read_voice(path: Path) -> np.ndarray:
     return resample(audio.mean(axis=1), sr, IN_RATE)
 
 
-class MiniCPMOAgent:
+class MiniCPMOAgent(ChunkedAgent):
     """MiniCPM-o 4.5 duplex. `model` is a model already in duplex mode (what `as_duplex()` returns); without it the
     real one is loaded from `model_path` (a hub id or a local folder). `ref_audio` is the voice to speak in (a wav
     file; default: the model's own assets/HT_ref_audio.wav)."""
 
     name = "minicpm-o"
+    error = MiniCPMOError
     version = "4.5-duplex"
     sample_rate = SESSION_SR
     realtime = False
@@ -134,15 +134,6 @@ class MiniCPMOAgent:
         self.playback.stop()
         self._model().prepare(prefix_system_prompt=system_prompt or self.default_prompt, ref_audio=self.ref_audio,
                               prompt_wav_path=self.ref_path)
-
-    def step(self, user_frame: np.ndarray, forced_model_frame: np.ndarray | None = None) -> Frame:
-        if forced_model_frame is not None:
-            raise MiniCPMOError("minicpm-o has no teacher forcing; the runner should have skipped this case")
-        out, text = self.playback.next_frame(self.frame_size)
-        chunk = self.gatherer.push(user_frame)
-        if chunk is not None:
-            self._hear(chunk)
-        return Frame(out, text)
 
     def _hear(self, chunk: np.ndarray) -> None:
         """One second of the model's loop: prefill the chunk, let it decide, queue what it says."""
