@@ -238,11 +238,12 @@ def test_reset_opens_a_fresh_session_and_close_closes_it(speak, key: str) -> Non
             for k in range(60):  # 0.4 s of tone, then silence past the server's silence duration
                 assert not agent.step(tone if k < 20 else quiet).audio.any()
             heard = []
-            for _ in range(500):  # the reply is on its way; wait (unpaced) until some of it arrives
-                frame = agent.step(quiet)
+            for _ in range(2000):  # the reply is on its way; step with short sleeps until some of it arrives
+                frame = agent.step(quiet)  # (a fast machine runs 500 bare steps before the server even answers)
                 if frame.audio.any():
                     heard.append(frame)
                     break
+                time.sleep(0.005)
             assert heard and server.connections[0].replies == 1
             agent.reset("", 0)  # the rest of the reply is queued here: it must not reach the new case
             assert server.connections[0].close_code == 1000
