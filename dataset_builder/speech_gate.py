@@ -1,14 +1,16 @@
-"""The build-time intelligibility gate: speak a turn, let a checker listen, re-speak it slower if it missed an
-addressed name, "Aria" or a number, and report what still fails.
+"""The build-time intelligibility gate: speak a turn, let a checker listen, re-speak it slower (and, for the
+assistant's name, called out) if it missed an addressed name, "Aria" or a number, and report what still fails.
 
 The checker (an ASR) lives in `metrics`, which dataset_builder must not import: the CLI passes one in through
 the `SpeechGate` protocol below (`metrics.intelligibility.AsrSpeechGate`). A gate must be picklable so that
 build workers in other processes can each hold one.
 
 Retries are deterministic: attempt k speaks through the backend's `slowed(SLOWDOWNS[k - 1])` variant (a longer
-piper length scale, fewer espeak words per minute); a backend without one (http) is only checked and reported.
-The first attempt that leaves nothing missing is kept; if none does, the attempt missing the fewest items is
-kept (the earliest among equals) and the turn is reported.
+piper length scale, fewer espeak words per minute). Then, where the turn opens or closes a sentence with a name
+the lexicon marks `call` (the assistant's), its `called_out()` variant speaks it as a call ("Aria! What...",
+"..., thanks... Aria!"), at each of CALL_SLOWDOWNS. A backend without these variants (http) is only checked and
+reported. The first attempt that leaves nothing missing is kept; if none does, the attempt missing the fewest
+items is kept (the earliest among equals) and the turn is reported.
 """
 
 from __future__ import annotations
@@ -23,10 +25,13 @@ from dataset_builder.audio import SESSION_SR
 from dataset_builder.schema import Turn
 from dataset_builder.segments import render_turn
 from dataset_builder.tts.base import TTSBackend
+from dataset_builder.tts.lexicon import load_lexicon
 
 # Length-scale factors of the 2nd and 3rd attempt. Piper's durations grow less than the factor (x1.3 made a
 # sentence ~1.1x longer, x1.5 ~1.35x), so the steps are wide.
 SLOWDOWNS: tuple[float, ...] = (1.3, 1.6)
+# Length-scale factors of the called-out attempts that follow (only for a turn whose spoken form they change).
+CALL_SLOWDOWNS: tuple[float, ...] = (1.0, 1.3)
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,27 @@ class Slowable(Protocol):
         ...
 
 
+@runtime_checkable
+class CallingOut(Protocol):
+    def called_out(self) -> TTSBackend | None:
+        """The same voices calling out vocative names (`Lexicon.called_out`), under a different `name`; None if
+        none."""
+        ...
+
+
+def retry_backends(tts: TTSBackend, text: str) -> list[TTSBackend]:
+    """The backends of the attempts after the first, in order (see the module docstring)."""
+    backends: list[TTSBackend] = []
+    if isinstance(tts, Slowable):
+        backends += [b for f in SLOWDOWNS if (b := tts.slowed(f)) is not None]
+    if isinstance(tts, CallingOut) and load_lexicon().called_out(text) != text and (call := tts.called_out()):
+        for f in CALL_SLOWDOWNS:
+            variant = call if f == 1.0 or not isinstance(call, Slowable) else call.slowed(f)
+            if variant is not None:
+                backends.append(variant)
+    return backends
+
+
 @dataclass(frozen=True)
 class TurnCheck:
     """The gate's record of one turn: the voice, how many attempts were spoken, and the kept attempt's check."""
@@ -73,11 +99,9 @@ class TurnCheck:
 
 def render_turn_checked(turn: Turn, tts: TTSBackend, voice: str, gate: SpeechGate, *, names: Sequence[str] = (),
                         where: str = "") -> tuple[np.ndarray, TurnCheck]:
-    """The turn's audio, re-spoken slower while the gate misses something (see the module docstring); `names`
+    """The turn's audio, re-spoken while the gate misses something (see the module docstring); `names`
     are the scene's people, `where` names the turn in the report."""
-    backends: list[TTSBackend] = [tts]
-    if isinstance(tts, Slowable):
-        backends += [b for f in SLOWDOWNS if (b := tts.slowed(f)) is not None]
+    backends = [tts, *retry_backends(tts, turn.text)]
     best: tuple[np.ndarray, SpeechCheck] | None = None
     attempts = 0
     for backend in backends:
@@ -126,7 +150,7 @@ class GateReport:
                               "transcript": c.check.transcript} for c in self.failures]}
 
     def lines(self, max_failures: int = 20) -> list[str]:
-        out = [f"speech gate ({self.gate}): {self.turns} turns checked, {self.retried} re-spoken slower, "
+        out = [f"speech gate ({self.gate}): {self.turns} turns checked, {self.retried} re-spoken, "
                f"{self.fixed} of them then passed, {len(self.failures)} still missing an item"]
         out.append("  per-voice word error rate: " + ", ".join(
             f"{v} {100 * r:.1f} %" for v, r in self.per_voice_wer().items()))

@@ -101,8 +101,24 @@ def align_words(ref: Sequence[str], hyp: Sequence[str]) -> WordErrors:
 
 def wer_tokens(text: str) -> list[str]:
     """The words WER compares: `normalize(words_to_numbers(spoken_form(text)))`: clock times as the TTS says
-    them ("4:00" is said "four o'clock", which an ASR writes "4 o'clock")."""
-    return normalize(words_to_numbers(spoken_form(text)))
+    them ("4:00" is said "four o'clock", which an ASR writes "4 o'clock"), and a run of single digits joined into
+    one token, since a code read out digit by digit ("4 7 3 5") is written either way ("4735") and a listener who
+    wrote it as one number heard every digit."""
+    return _join_digit_runs(normalize(words_to_numbers(spoken_form(text))))
+
+
+def _join_digit_runs(tokens: list[str]) -> list[str]:
+    out: list[str] = []
+    run: list[str] = []
+    for t in [*tokens, ""]:
+        if len(t) == 1 and t.isdigit():
+            run.append(t)
+            continue
+        out += ["".join(run)] if len(run) > 1 else run
+        run = []
+        if t:
+            out.append(t)
+    return out
 
 
 def word_errors(reference: str, hypothesis: str) -> WordErrors:

@@ -232,6 +232,11 @@ def test_word_error_rates() -> None:
     # Both sides normalised: spelled numbers, currency, case and punctuation do not count as errors.
     assert word_errors("I count 8 pizzas needed.", "i count eight pizzas needed").errors == 0
     assert word_errors("Hugo, the tickets are 23 dollars each.", "Hugo the tickets are $23 each").errors == 0
+    # A code read digit by digit may be written as one number: every digit was heard. A wrong digit still counts.
+    assert word_errors("Yuki, the wifi code is 4 7 3 5.", "Yuki, the wifi code is 4735.").errors == 0
+    assert word_errors("The code is four seven three five.", "the code is 4 7 3 5").errors == 0
+    assert word_errors("Yuki, the wifi code is 4 7 3 5.", "Yuki, the wifi code is 4736.").errors == 1
+    assert word_errors("Yuki, the wifi code is 4 7 3 5.", "Yuki, the wifi code is 47 35.").errors == 2
     assert WordErrors(3, 1, 0, 0) + WordErrors(2, 0, 1, 1) == WordErrors(5, 1, 1, 1)
 
 

@@ -12,7 +12,14 @@ import pytest
 
 from dataset_builder.audio import SESSION_SR
 from dataset_builder.schema import Turn
-from dataset_builder.speech_gate import SLOWDOWNS, GateReport, SpeechCheck, SpeechGate, render_turn_checked
+from dataset_builder.speech_gate import (
+    CALL_SLOWDOWNS,
+    SLOWDOWNS,
+    GateReport,
+    SpeechCheck,
+    SpeechGate,
+    render_turn_checked,
+)
 from dataset_builder.tts.cache import CachedTTS
 from dataset_builder.tts.http_backend import HttpTTS
 from dataset_builder.tts.piper_backend import PiperTTS
@@ -41,6 +48,11 @@ def test_missing_items() -> None:
     assert missing_items(text, "Eleven Diego everyone knows that skip it Arya", NAMES) == ()
     assert missing_items(text, "7, Diego. Skip it, Aria.", NAMES) == ("11",)
     assert missing_items("Thanks Tom. Thanks, Tom!", "Thanks Tom. Thanks.", NAMES) == ("Tom",)
+    # A code read digit by digit is one item, heard whether written "4735" or "4 7 3 5", missed with a digit wrong.
+    code = "Tom, the wifi code is 4 7 3 5."
+    assert missing_items(code, "Tom, the Wi-Fi code is 4735.", NAMES) == ()
+    assert missing_items(code, "Tom, the Wi-Fi code is 4, 7, 3, 5.", NAMES) == ()
+    assert missing_items(code, "Tom, the Wi-Fi code is 4 7 3.", NAMES) == ("4735",)
 
 
 class _DurationGate:
@@ -86,12 +98,43 @@ def test_a_turn_that_fails_is_re_spoken_slower_until_it_passes(piper: PiperTTS, 
 def test_a_turn_that_never_passes_is_reported_with_its_first_audio(piper: PiperTTS) -> None:
     voice = piper.voices()[1]
     audio, check = render_turn_checked(TURN, piper, voice, _DurationGate(min_s=60), where="c t0")
-    assert not check.ok and check.attempts == 1 + len(SLOWDOWNS)
+    assert not check.ok and check.attempts == 1 + len(SLOWDOWNS) + len(CALL_SLOWDOWNS)
     assert audio.tobytes() == piper.synthesize(TURN.text, voice).tobytes()  # fewest missing: the earliest kept
     report = GateReport("duration")
     report.add([check])
     assert report.to_dict()["failed"] == 1 and report.retried == 1 and report.fixed == 0
     assert any("still missing Aria in c t0" in line for line in report.lines())
+
+
+class _AttemptGate:
+    """Passes the `passing`-th clip it hears (1-based) and no other."""
+
+    name = "attempt"
+
+    def __init__(self, passing: int) -> None:
+        self.passing = passing
+        self.heard = 0
+
+    def check(self, text: str, audio: np.ndarray, sr: int, names: Sequence[str] = ()) -> SpeechCheck:
+        self.heard += 1
+        missing = () if self.heard == self.passing else ("Aria",)
+        return SpeechCheck(missing, 5, len(missing), "heard")
+
+
+def test_after_the_slower_attempts_the_name_is_called_out(piper: PiperTTS, tmp_path: Path) -> None:
+    voice = piper.voices()[2]
+    # Attempts: as written, slowed x1.3, x1.6, called out, called out x1.3.
+    for attempt, expected in [(4, piper.called_out()), (5, piper.called_out().slowed(CALL_SLOWDOWNS[1]))]:
+        audio, check = render_turn_checked(TURN, CachedTTS(piper, tmp_path), voice, _AttemptGate(attempt))
+        assert check.ok and check.attempts == attempt
+        assert audio.tobytes() == expected.synthesize(TURN.text, voice).tobytes()
+    called = piper.synthesize("Aria! Set a timer for twelve minutes.", voice)
+    assert piper.called_out().synthesize(TURN.text, voice).tobytes() == called.tobytes()
+    # A turn whose spoken form calling out would not change (the name mid-sentence) gets only the slower attempts.
+    mid = Turn(turn_id="t1", speaker="A", label="N1", text="Every time the kettle boils, Aria lights up.")
+    gate = _AttemptGate(0)
+    _, check = render_turn_checked(mid, piper, voice, gate)
+    assert check.attempts == gate.heard == 1 + len(SLOWDOWNS)
 
 
 def test_a_backend_without_a_slower_variant_is_only_checked() -> None:

@@ -56,6 +56,35 @@ def test_bad_entries_are_named(entry: dict[str, object], message: str) -> None:
         parse_lexicon({"entries": [entry]}, source="t.json")
 
 
+@pytest.mark.parametrize(("text", "called"), [
+    # A vocative opening a sentence is called with "!"; one closing a sentence gets a pause before it.
+    ("Aria, random one, what splits a bike chain?", "Aria! Random one, what splits a bike chain?"),
+    ("Okay. Aria, what time is it?", "Okay. Aria! What time is it?"),
+    ("A chain tool, don't worry about it, Aria.", "A chain tool, don't worry about it... Aria!"),
+    ("Thanks, Aria! Bye.", "Thanks... Aria! Bye."),
+    # A question, a name mid-sentence or possessive, and names the lexicon does not mark `call` are left alone.
+    ("Can you hear me, Aria?", "Can you hear me, Aria?"),
+    ("Every time the kettle boils, Aria lights up.", "Every time the kettle boils, Aria lights up."),
+    ("Theo, Aria's list is long, Maria.", "Theo, Aria's list is long, Maria."),
+    ("Arias, Maria, Ariana.", "Arias, Maria, Ariana."),
+])
+def test_called_out_sets_the_assistants_name_apart(text: str, called: str) -> None:
+    assert LEX.called_out(text) == called
+    assert LEX.apply(text, "ipa", call_out=True) == LEX.apply(called, "ipa")
+    assert LEX.apply(text, "ipa") == LEX.apply(text, "ipa", call_out=False)
+
+
+def test_call_is_validated_and_leaves_the_digest() -> None:
+    # `call` only matters to a backend speaking with call_out, whose name then says so: the digest stays.
+    e = {"word": "Aria", "ipa": "a", "espeak": "a"}
+    assert parse_lexicon({"entries": [e]}).digest == parse_lexicon({"entries": [{**e, "call": True}]}).digest
+    with pytest.raises(LexiconError, match="'call' must be true or false"):
+        parse_lexicon({"entries": [{**e, "call": "yes"}]}, source="t.json")
+    assert PiperTTS().called_out().name == PiperTTS().name + "+call"
+    assert PiperTTS().called_out().slowed(1.3).name == PiperTTS().slowed(1.3).name + "+call"
+    assert EspeakTTS().called_out().name == EspeakTTS().name + "+call"
+
+
 def test_end_mark_is_part_of_the_digest() -> None:
     # It changes the audio, so it must change the cache key; a plain "." is the default and hashes as before.
     e = {"word": "Aria", "ipa": "a", "espeak": "a"}

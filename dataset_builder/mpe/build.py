@@ -78,8 +78,8 @@ def _voice() -> _Voice:
 def speak_turn(turn: Turn, voice: str, tts: TTSBackend, gate: SpeechGate | None = None, names: list[str] | None = None,
                where: str = "") -> tuple[np.ndarray, TurnCheck | None]:
     """One turn's audio, as the dataset will hold it. With a speech gate, a turn whose addressed name, "Aria" or
-    numbers the gate's ASR cannot recover is re-spoken slower (dataset_builder.speech_gate); it runs inside the
-    worker, and the build stays deterministic because the gate is."""
+    numbers the gate's ASR cannot recover is re-spoken slower or called out (dataset_builder.speech_gate); it runs
+    inside the worker, and the build stays deterministic because the gate is."""
     if gate is None:
         return render_turn(turn, tts, voice), None
     return render_turn_checked(turn, tts, voice, gate, names=names or [], where=where)

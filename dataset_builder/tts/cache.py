@@ -57,6 +57,13 @@ class CachedTTS:
         inner = slowed(factor) if slowed is not None else None
         return None if inner is None else CachedTTS(inner, self.cache_dir)
 
+    def called_out(self) -> CachedTTS | None:
+        """The backend's variant that calls out vocative names (the speech gate's last retries), cached in the
+        same folder under its own name; None when the backend has none."""
+        called_out = getattr(self.backend, "called_out", None)
+        inner = called_out() if called_out is not None else None
+        return None if inner is None else CachedTTS(inner, self.cache_dir)
+
     def path_for(self, text: str, voice: str) -> Path:
         key = cache_key(self.name, voice, text)
         return self.cache_dir / key[:2] / f"{key}.npy"

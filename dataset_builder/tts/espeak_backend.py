@@ -36,11 +36,13 @@ ASSISTANT_VOICE = "en-us+m4"  # reserved: never assigned to a human speaker
 class EspeakTTS:
     """espeak-ng through its `--stdout` WAV output, resampled to the 24 kHz session clock."""
 
-    def __init__(self, binary: str = "espeak-ng", words_per_minute: int = 165) -> None:
+    def __init__(self, binary: str = "espeak-ng", words_per_minute: int = 165, call_out: bool = False) -> None:
         self.binary = binary
         self.words_per_minute = int(words_per_minute)
+        self.call_out = bool(call_out)
         self.lexicon = load_lexicon()
-        self.name = f"espeak-ng:wpm={self.words_per_minute}+lex={self.lexicon.digest}+said={SPOKEN_FORM_VERSION}"
+        self.name = (f"espeak-ng:wpm={self.words_per_minute}+lex={self.lexicon.digest}+said={SPOKEN_FORM_VERSION}"
+                     + ("+call" if call_out else ""))
         self.assistant_voice = ASSISTANT_VOICE
         self._path: str | None = None
 
@@ -49,7 +51,11 @@ class EspeakTTS:
 
     def slowed(self, factor: float) -> EspeakTTS:
         """The same voices `factor` times slower (the speech gate's retry)."""
-        return EspeakTTS(self.binary, max(80, round(self.words_per_minute / factor)))
+        return EspeakTTS(self.binary, max(80, round(self.words_per_minute / factor)), self.call_out)
+
+    def called_out(self) -> EspeakTTS:
+        """The same voices calling out vocative names (`Lexicon.called_out`; the speech gate's last retries)."""
+        return EspeakTTS(self.binary, self.words_per_minute, call_out=True)
 
     def _binary_path(self) -> str:
         if self._path is None:
@@ -65,7 +71,7 @@ class EspeakTTS:
     def synthesize(self, text: str, voice: str) -> np.ndarray:
         # Text goes through stdin so that text starting with "-" is never read as an option.
         cmd = [self._binary_path(), "--stdout", "-v", voice, "-s", str(self.words_per_minute)]
-        spoken = self.lexicon.apply(spoken_form(text), "espeak")
+        spoken = self.lexicon.apply(spoken_form(text), "espeak", call_out=self.call_out)
         proc = subprocess.run(cmd, input=spoken.encode("utf-8"), capture_output=True, check=False)
         if proc.returncode != 0 or not proc.stdout:
             err = proc.stderr.decode("utf-8", "replace").strip()

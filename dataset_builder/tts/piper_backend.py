@@ -75,13 +75,14 @@ def _load_voice() -> Any:
 class PiperTTS:
     """Deterministic piper synthesis (generator noise off) on the 24 kHz session clock."""
 
-    def __init__(self, length_scale: float = 1.0) -> None:
+    def __init__(self, length_scale: float = 1.0, call_out: bool = False) -> None:
         if length_scale <= 0:
             raise ValueError(f"length_scale must be > 0, got {length_scale}")
         self.length_scale = float(length_scale)
+        self.call_out = bool(call_out)
         self.lexicon = load_lexicon()
         # The name is the provenance/cache key, so it carries every setting that changes the samples.
-        suffix = "" if self.length_scale == 1.0 else f"@ls={self.length_scale:g}"
+        suffix = ("" if self.length_scale == 1.0 else f"@ls={self.length_scale:g}") + ("+call" if call_out else "")
         self.name = f"piper:{MODEL_NAME}+lex={self.lexicon.digest}+said={SPOKEN_FORM_VERSION}{suffix}"
         self.assistant_voice = ASSISTANT_VOICE
 
@@ -90,7 +91,11 @@ class PiperTTS:
 
     def slowed(self, factor: float) -> PiperTTS:
         """The same bank spoken `factor` times slower (the speech gate's retry)."""
-        return PiperTTS(length_scale=round(self.length_scale * factor, 6))
+        return PiperTTS(length_scale=round(self.length_scale * factor, 6), call_out=self.call_out)
+
+    def called_out(self) -> PiperTTS:
+        """The same bank calling out vocative names (`Lexicon.called_out`; the speech gate's last retries)."""
+        return PiperTTS(length_scale=self.length_scale, call_out=True)
 
     def synthesize(self, text: str, voice: str) -> np.ndarray:
         if voice not in _BANK:
@@ -105,7 +110,7 @@ class PiperTTS:
             noise_scale=0.0,
             noise_w_scale=0.0,
         )
-        spoken = self.lexicon.apply(spoken_form(text), "ipa")
+        spoken = self.lexicon.apply(spoken_form(text), "ipa", call_out=self.call_out)
         chunks = [c.audio_float_array for c in piper_voice.synthesize(spoken, syn_config=config)]
         if not chunks:
             return np.zeros(0, np.float32)
