@@ -9,8 +9,9 @@ Retries are deterministic: attempt k speaks through the backend's `slowed(SLOWDO
 piper length scale, fewer espeak words per minute). Then, where the turn opens or closes a sentence with a name
 the lexicon marks `call` (the assistant's), its `called_out()` variant speaks it as a call ("Aria! What...",
 "..., thanks... Aria!"), at each of CALL_SLOWDOWNS. A backend without these variants (http) is only checked and
-reported. The first attempt that leaves nothing missing is kept; if none does, the attempt missing the fewest
-items is kept (the earliest among equals) and the turn is reported.
+reported. A turn is also re-spoken when the checker misheard more than a third of its words (`garbled`), items or
+not. The first attempt that leaves nothing missing and is not garbled is kept; if none does, the attempt missing the
+fewest items (then not garbled) is kept, the earliest among equals, and a turn still missing an item is reported.
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ from dataset_builder.tts.lexicon import load_lexicon
 # Length-scale factors of the 2nd and 3rd attempt. Piper's durations grow less than the factor (x1.3 made a
 # sentence ~1.1x longer, x1.5 ~1.35x), so the steps are wide.
 SLOWDOWNS: tuple[float, ...] = (1.3, 1.6)
+# A turn the checker mostly misheard is re-spoken too, even with every item heard: above this word error rate...
+GARBLED_WER = 0.34
+MIN_GARBLED_WORDS = 4  # ... in a turn of at least this many words (one slip in "Thanks, Aria." is not garbling)
 # Length-scale factors of the called-out attempts that follow (only for a turn whose spoken form they change).
 CALL_SLOWDOWNS: tuple[float, ...] = (1.0, 1.3)
 
@@ -97,10 +101,19 @@ class TurnCheck:
         return not self.check.missing
 
 
+def garbled(check: SpeechCheck) -> bool:
+    """More than GARBLED_WER of the turn's words misheard (turns of MIN_GARBLED_WORDS words or more)."""
+    return check.ref_words >= MIN_GARBLED_WORDS and check.word_errors > GARBLED_WER * check.ref_words
+
+
+def _shortfall(check: SpeechCheck) -> tuple[int, bool]:
+    return len(check.missing), garbled(check)
+
+
 def render_turn_checked(turn: Turn, tts: TTSBackend, voice: str, gate: SpeechGate, *, names: Sequence[str] = (),
                         where: str = "") -> tuple[np.ndarray, TurnCheck]:
-    """The turn's audio, re-spoken while the gate misses something (see the module docstring); `names`
-    are the scene's people, `where` names the turn in the report."""
+    """The turn's audio, re-spoken while the gate misses something or hears it garbled (see the module
+    docstring); `names` are the scene's people, `where` names the turn in the report."""
     backends = [tts, *retry_backends(tts, turn.text)]
     best: tuple[np.ndarray, SpeechCheck] | None = None
     attempts = 0
@@ -108,9 +121,9 @@ def render_turn_checked(turn: Turn, tts: TTSBackend, voice: str, gate: SpeechGat
         audio = render_turn(turn, backend, voice)
         check = gate.check(turn.text, audio, SESSION_SR, names)
         attempts += 1
-        if best is None or len(check.missing) < len(best[1].missing):
+        if best is None or _shortfall(check) < _shortfall(best[1]):
             best = (audio, check)
-        if not check.missing:
+        if _shortfall(check) == (0, False):
             break
     assert best is not None
     return best[0], TurnCheck(where or turn.turn_id, voice, turn.text, attempts, best[1])

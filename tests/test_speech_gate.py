@@ -18,6 +18,7 @@ from dataset_builder.speech_gate import (
     GateReport,
     SpeechCheck,
     SpeechGate,
+    garbled,
     render_turn_checked,
 )
 from dataset_builder.tts.cache import CachedTTS
@@ -135,6 +136,34 @@ def test_after_the_slower_attempts_the_name_is_called_out(piper: PiperTTS, tmp_p
     gate = _AttemptGate(0)
     _, check = render_turn_checked(mid, piper, voice, gate)
     assert check.attempts == gate.heard == 1 + len(SLOWDOWNS)
+
+
+class _GarbleGate:
+    """Hears every item, but more than a third of the words wrong until the `clear`-th clip (1-based)."""
+
+    name = "garble"
+
+    def __init__(self, clear: int) -> None:
+        self.clear = clear
+        self.heard = 0
+
+    def check(self, text: str, audio: np.ndarray, sr: int, names: Sequence[str] = ()) -> SpeechCheck:
+        self.heard += 1
+        return SpeechCheck((), 6, 0 if self.heard >= self.clear else 3, "heard")
+
+
+def test_a_garbled_turn_is_re_spoken_even_with_every_item_heard(piper: PiperTTS) -> None:
+    voice = piper.voices()[0]
+    audio, check = render_turn_checked(TURN, piper, voice, _GarbleGate(clear=3))
+    assert check.ok and check.attempts == 3 and check.check.word_errors == 0
+    assert audio.tobytes() == piper.slowed(SLOWDOWNS[1]).synthesize(TURN.text, voice).tobytes()
+    # Never clear: every attempt is heard, the first (earliest among equals) is kept and nothing is reported.
+    audio, check = render_turn_checked(TURN, piper, voice, _GarbleGate(clear=99))
+    assert check.ok and check.attempts == 1 + len(SLOWDOWNS) + len(CALL_SLOWDOWNS)
+    assert audio.tobytes() == piper.synthesize(TURN.text, voice).tobytes()
+    # 2 errors in 6 words is a third, not more: kept at once. Two words of three wrong in a 3-word turn: too short.
+    assert not garbled(SpeechCheck((), 6, 2, "")) and garbled(SpeechCheck((), 6, 3, ""))
+    assert not garbled(SpeechCheck((), 3, 2, ""))
 
 
 def test_a_backend_without_a_slower_variant_is_only_checked() -> None:
