@@ -19,6 +19,7 @@ from typing import Any
 
 from dataset_builder.benchmarks import benchmark_names, get_benchmark
 from dataset_builder.progress import Progress
+from eval.report_site.media import Media
 from eval.run import RunConfig, run
 from metrics.scoring import result_tables
 from metrics.tables import provenance
@@ -66,29 +67,39 @@ def demo(out: Path, preset: str = "mini", adapters: list[str] | None = None,
             blocks.append(ConfigRuns(b, config, tag, datasets[b], preset,
                                      tuple(out / "runs" / f"{tag}-{preset}-{a}" for a in adapters)))
     jobs = [f"build {b}" for b in names] + [f"{blk.bench} {a}" for blk in blocks for a in adapters]
-    bar = Progress("demo", sum(JOB_SECONDS.get(j, DEFAULT_JOB_S) for j in jobs))
+    bar = Progress("demo", sum(_seconds(j) for j in jobs))
     results: dict[tuple[str, str], dict[str, Any]] = {}
     printed = 0
+    # Jobs go to the pool only when a worker is free, the longest ready one first (a build ranks by its chain: the
+    # build and its benchmark's longest run), so the longest chain of the demo starts at once.
+    ready: list[tuple[float, str, Any]] = [
+        (_seconds(f"build {b}") + max(_seconds(f"{b} {a}") for a in adapters), "build", b) for b in names]
     # spawn: a worker must not inherit a forked copy of torch/ONNX thread pools.
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        pending: dict[Future[Any], tuple[str, Any]] = {
-            pool.submit(_build, b, datasets[b], preset, cache): ("build", b) for b in names}
-        while pending:
+        pending: dict[Future[Any], tuple[str, Any]] = {}
+        while ready or pending:
+            ready.sort(key=lambda job: -job[0])
+            while ready and len(pending) < workers:
+                _, kind, what = ready.pop(0)
+                if kind == "build":
+                    fut = pool.submit(_build, what, datasets[what], preset, cache)
+                else:
+                    blk, a, d = what
+                    fut = pool.submit(_run_and_score, blk.dataset, blk.config, a, d, cache, out / "report")
+                pending[fut] = (kind, what)
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for fut in done:
                 kind, what = pending.pop(fut)
                 value = fut.result()  # a job's error ends the demo with it, as a sequential demo would
                 if kind == "build":
-                    bar.advance(JOB_SECONDS.get(f"build {what}", DEFAULT_JOB_S), note=f"built {what}")
-                    # The slowest agents first, so the longest job of a benchmark starts as early as it can.
-                    runs = [(blk, a, d) for blk in blocks if blk.bench == what
-                            for a, d in zip(adapters, blk.run_dirs, strict=True)]
-                    for blk, a, d in sorted(runs, key=lambda r: -JOB_SECONDS.get(f"{r[0].bench} {r[1]}", 0)):
-                        pending[pool.submit(_run_and_score, blk.dataset, blk.config, a, d, cache)] = ("run", (blk, a))
+                    bar.advance(_seconds(f"build {what}"), note=f"built {what}")
+                    ready += [(_seconds(f"{what} {a}"), "run", (blk, a, d)) for blk in blocks if blk.bench == what
+                              for a, d in zip(adapters, blk.run_dirs, strict=True)]
                 else:
-                    blk, a = what
-                    results[(blk.config, a)] = value
-                    bar.advance(JOB_SECONDS.get(f"{blk.bench} {a}", DEFAULT_JOB_S), note=f"{blk.tag} {a} scored")
+                    blk, a, _ = what
+                    results[(blk.config, a)], media = value
+                    Media.merge(out / "report" / "media", media)
+                    bar.advance(_seconds(f"{blk.bench} {a}"), note=f"{blk.tag} {a} scored")
             while printed < len(blocks) and all((blocks[printed].config, a) in results for a in adapters):
                 _print_block(blocks[printed], {a: results[(blocks[printed].config, a)] for a in adapters})
                 printed += 1
@@ -101,6 +112,10 @@ def demo(out: Path, preset: str = "mini", adapters: list[str] | None = None,
     return 0
 
 
+def _seconds(job: str) -> float:
+    return JOB_SECONDS.get(job, DEFAULT_JOB_S)
+
+
 def _build(bench_name: str, dataset: Path, preset: str, cache: Path) -> None:
     from dataset_builder.build import BuildOptions
 
@@ -109,14 +124,19 @@ def _build(bench_name: str, dataset: Path, preset: str, cache: Path) -> None:
         get_benchmark(bench_name).function("build")(dataset, BuildOptions(preset=preset, cache_dir=cache / "tts"))
 
 
-def _run_and_score(dataset: Path, config: str, agent: str, run_dir: Path, cache: Path) -> dict[str, Any]:
+def _run_and_score(dataset: Path, config: str, agent: str, run_dir: Path, cache: Path, report: Path
+                   ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """Run and score one agent on one config, then encode its recordings for the report (the report's slowest
+    part, done here so that it fills the pool while other runs go on); the scores and the media entries."""
+    from eval.report_site.site import encode_run_media
     from metrics.scoring import score_run_dir
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     args = {"cache_dir": str(cache / "tts")} if agent in SPEAKING_AGENTS else {}
     counts = run(RunConfig(dataset=str(dataset), config=config, adapter=agent, out=str(run_dir), adapter_args=args))
     log.info("%s %s: %s", config, agent, counts)
-    return score_run_dir(run_dir)
+    scores = score_run_dir(run_dir)
+    return scores, encode_run_media(run_dir, report)
 
 
 def _print_block(blk: ConfigRuns, results: dict[str, dict[str, Any]]) -> None:

@@ -8,6 +8,7 @@ timestamp by 1.5x — STYLE, "What to avoid").
 
 from __future__ import annotations
 
+import hashlib
 import math
 import warnings
 from dataclasses import asdict, dataclass, fields
@@ -71,6 +72,8 @@ VAD_PRESETS: dict[str, VADParams] = {
 }
 
 _SESSION: Any = None
+_PROBS_MEMO: dict[tuple[str, float], np.ndarray] = {}  # SileroVAD._probs16, oldest dropped first
+_PROBS_MEMO_SIZE = 4096
 _SR_INPUT = np.array(VAD_SR, dtype=np.int64)
 
 
@@ -217,6 +220,20 @@ class SileroVAD:
         self.params = params or VADParams()
 
     def _probs16(self, x16: np.ndarray) -> np.ndarray:
+        # Scoring runs the VAD over every channel of every episode, and many are the same samples (a silent model,
+        # one user stream under five instruction levels): the probabilities depend only on the samples and the
+        # energy floor, so they are computed once per process.
+        key = (hashlib.sha256(np.ascontiguousarray(x16, np.float32).tobytes()).hexdigest(),
+               self.params.energy_floor_dbfs)
+        probs = _PROBS_MEMO.get(key)
+        if probs is None:
+            probs = self._compute_probs16(x16)
+            if len(_PROBS_MEMO) >= _PROBS_MEMO_SIZE:
+                _PROBS_MEMO.pop(next(iter(_PROBS_MEMO)))
+            _PROBS_MEMO[key] = probs
+        return probs.copy()
+
+    def _compute_probs16(self, x16: np.ndarray) -> np.ndarray:
         n = math.ceil(x16.size / CHUNK)
         x = np.zeros(n * CHUNK, dtype=np.float32)
         x[: x16.size] = x16

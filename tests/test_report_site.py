@@ -20,6 +20,8 @@ import pytest
 import soundfile as sf
 
 from eval.report import write_report
+from eval.report_site.media import Media
+from eval.report_site.site import encode_run_media
 from tests.report_runs import report_runs
 
 
@@ -248,3 +250,19 @@ def test_a_second_report_reuses_encoded_audio_and_drops_what_it_no_longer_shows(
     again = {p.name: p.stat().st_mtime_ns for p in (out / "media").glob("*.ogg")}
     assert again and set(again) < set(first) and all(again[k] == first[k] for k in again)
     assert not (out / "ep" / runs[1].name).exists() and (out / "ep" / runs[0].name).is_dir()
+
+
+def test_runs_encoded_ahead_in_workers_are_reused_by_the_report(runs: list[Path], site: Path, tmp_path: Path) -> None:
+    """The demo encodes each run's recordings as the run is scored (`encode_run_media` in its workers, merged
+    into the index in turn); the report then encodes nothing and is the same site as one written directly."""
+    out = tmp_path / "report"
+    for run in runs[:3]:
+        Media.merge(out / "media", encode_run_media(run, out))
+    ahead = {p.name: p.stat().st_mtime_ns for p in (out / "media").glob("*.ogg")}
+    write_report(runs[:3], out)
+    after = {p.name: p.stat().st_mtime_ns for p in (out / "media").glob("*.ogg")}
+    assert ahead and after == ahead  # every file reused, none re-encoded or dropped
+    direct = write_report(runs[:3], tmp_path / "direct").parent
+    assert sorted(p.name for p in (direct / "media").glob("*.ogg")) == sorted(after)
+    for page in (direct / "ep").rglob("*.html"):
+        assert page.read_text() == (out / page.relative_to(direct)).read_text()

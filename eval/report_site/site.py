@@ -365,6 +365,17 @@ def write_site(run_dirs: list[Path], out: Path, max_plots: int | None = None, al
     return page
 
 
+def encode_run_media(run_dir: Path, out: Path, audio_kbps: float = DEFAULT_KBPS) -> dict[str, dict[str, Any]]:
+    """Encode one scored run's recordings into the report folder `out`'s media/ ahead of `write_site`, in this
+    process, and return their index entries for `Media.merge` (this writes no index: workers would race on it).
+    The demo does it in its worker pool as each run is scored, so the report at the end reuses every file."""
+    store = Media(Path(out) / "media", audio_kbps)
+    wanted = {(run.slug, ep.slug): (ep.wav, True) for run in load_runs([Path(run_dir)], False)
+              for ep in run.episodes if ep.wav.exists()}
+    store.make(wanted, workers=1)
+    return {k: store.index[k] for k in store.used if k in store.index}
+
+
 def site_bytes(folder: Path) -> int:
     """Bytes under a folder (what a report weighs)."""
     return sum(p.stat().st_size for p in Path(folder).rglob("*") if p.is_file())
