@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from dataset_builder.benchmarks import benchmark_names, get_benchmark
+from dataset_builder.pool import WORKER_THREADS, limit_threads
 from dataset_builder.progress import Progress
 from eval.report_site.media import Media
 from eval.run import RunConfig, run
@@ -74,8 +75,11 @@ def demo(out: Path, preset: str = "mini", adapters: list[str] | None = None,
     # build and its benchmark's longest run), so the longest chain of the demo starts at once.
     ready: list[tuple[float, str, Any]] = [
         (_seconds(f"build {b}") + max(_seconds(f"{b} {a}") for a in adapters), "build", b) for b in names]
-    # spawn: a worker must not inherit a forked copy of torch/ONNX thread pools.
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    # spawn: a worker must not inherit a forked copy of torch/ONNX thread pools. One native thread per worker, as
+    # in the builds' pools: ONNX Runtime's spin-waiting pools on every core in each of two workers on two cores
+    # burn CPU the other worker needs.
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=limit_threads,
+                             initargs=(WORKER_THREADS,)) as pool:
         pending: dict[Future[Any], tuple[str, Any]] = {}
         while ready or pending:
             ready.sort(key=lambda job: -job[0])
