@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from dataset_builder.benchmarks import benchmark_names, get_benchmark
-from dataset_builder.pool import WORKER_THREADS, limit_threads
 from dataset_builder.progress import Progress
 from eval.report_site.media import Media
 from eval.run import RunConfig, run
@@ -33,6 +32,7 @@ SPEAKING_AGENTS = ("oracle", "cascade")  # they speak through the project's TTS 
 JOB_SECONDS = {"build mpe": 170, "build ifeval": 70, "build m3": 100, "mpe cascade": 300, "ifeval cascade": 220,
                "ifeval oracle": 75, "mpe oracle": 30}
 DEFAULT_JOB_S = 25
+LONG_JOB_S = 200  # run jobs this long go one at a time
 
 
 @dataclass(frozen=True)
@@ -75,16 +75,21 @@ def demo(out: Path, preset: str = "mini", adapters: list[str] | None = None,
     # build and its benchmark's longest run), so the longest chain of the demo starts at once.
     ready: list[tuple[float, str, Any]] = [
         (_seconds(f"build {b}") + max(_seconds(f"{b} {a}") for a in adapters), "build", b) for b in names]
-    # spawn: a worker must not inherit a forked copy of torch/ONNX thread pools. One native thread per worker, as
-    # in the builds' pools: ONNX Runtime's spin-waiting pools on every core in each of two workers on two cores
-    # burn CPU the other worker needs.
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=limit_threads,
-                             initargs=(WORKER_THREADS,)) as pool:
+    # spawn: a worker must not inherit a forked copy of torch/ONNX thread pools. (Limiting each worker to one
+    # native thread, as the build pools do, made the demo slower: 10 minutes in, it had not finished half its jobs.)
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         pending: dict[Future[Any], tuple[str, Any]] = {}
         while ready or pending:
             ready.sort(key=lambda job: -job[0])
             while ready and len(pending) < workers:
-                _, kind, what = ready.pop(0)
+                # Never two long jobs at once: both use more than a core (ASR, TTS and VAD threads), and together
+                # they took longer than one after the other while the short jobs filled the second worker.
+                long_running = any(_is_long(p) for p in pending.values())
+                pick = next((j for j in ready if not (long_running and _is_long(j[1:]))), None)
+                if pick is None:
+                    break
+                ready.remove(pick)
+                _, kind, what = pick
                 if kind == "build":
                     fut = pool.submit(_build, what, datasets[what], preset, cache)
                 else:
@@ -118,6 +123,12 @@ def demo(out: Path, preset: str = "mini", adapters: list[str] | None = None,
 
 def _seconds(job: str) -> float:
     return JOB_SECONDS.get(job, DEFAULT_JOB_S)
+
+
+def _is_long(job: tuple[str, Any]) -> bool:
+    """A run job (kind, (block, agent, run dir)) of LONG_JOB_S or more; builds never count."""
+    kind, what = job
+    return kind == "run" and _seconds(f"{what[0].bench} {what[1]}") >= LONG_JOB_S
 
 
 def _build(bench_name: str, dataset: Path, preset: str, cache: Path) -> None:
