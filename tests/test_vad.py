@@ -114,6 +114,24 @@ def test_probabilities_grid(two_utterances: tuple) -> None:
     assert p[int((truth[0][0] + 0.5) / CHUNK_S)] > 0.5
 
 
+def test_probabilities_are_memoised_per_samples_and_floor(two_utterances: tuple,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Scoring meets the same channel many times; the model runs once per (samples, energy floor)."""
+    sig, _ = two_utterances
+    fresh = SileroVAD().probabilities(sig * 0.999, SR)  # samples no other test used
+    calls: list[int] = []
+    real = SileroVAD._compute_probs16
+    monkeypatch.setattr(SileroVAD, "_compute_probs16", lambda self, x16: calls.append(x16.size) or real(self, x16))
+    again = SileroVAD().probabilities(sig * 0.999, SR)
+    assert not calls and np.array_equal(again, fresh)
+    again[:] = 9.0  # a caller's changes never reach the memo
+    assert np.array_equal(SileroVAD().probabilities(sig * 0.999, SR), fresh)
+    quieter_floor = SileroVAD(VADParams(energy_floor_dbfs=-70.0)).probabilities(sig * 0.999, SR)
+    assert len(calls) == 1 and quieter_floor.shape == fresh.shape  # another floor: computed anew
+    SileroVAD().probabilities(sig * 0.998, SR)  # other samples: computed anew
+    assert len(calls) == 2
+
+
 @pytest.mark.parametrize("gap_s, n_spans", [(0.2, 1), (0.6, 2)])
 def test_merge_gap(speech: np.ndarray, gap_s: float, n_spans: int) -> None:
     d = speech.size / SR
