@@ -1,9 +1,11 @@
 """The README's main job: build each benchmark's small set, run the reference agents, score them, report.
 
-The jobs (a build per benchmark, then a run + score per benchmark config and agent) go to a pool of worker
-processes, one per core by default, in an order that starts the longest chains first; the tables print in the
-benchmarks' order as each config's runs finish. Every job writes only its own folder, and the TTS clip cache is
-safe to share (atomic writes), so the results do not depend on the number of workers.
+The jobs (a build per benchmark, then a run + score + encoding of the report's audio per benchmark config and
+agent) go to a pool of worker processes, one per core (at most 2) by default, the longest chains first and the
+long runs one at a time; the tables print in the benchmarks' order as each config's runs finish, and the report
+at the end reuses the encoded audio. Every job writes only its own folder and its own audio files (the parent
+merges the audio index), and the TTS clip cache is safe to share (atomic writes), so the results do not depend on
+the number of workers.
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ from metrics.tables import provenance
 log = logging.getLogger("duplex_eval.demo")
 
 SPEAKING_AGENTS = ("oracle", "cascade")  # they speak through the project's TTS and share its clip cache
-# Seconds each job took in a fresh `make demo` on the 2-core machine: only the progress line's time left uses them
-# (a job not listed counts as DEFAULT_JOB_S).
+# Seconds each job took in a fresh `make demo` on the 2-core machine (a job not listed counts as DEFAULT_JOB_S):
+# the progress line's time left and the scheduling order use them; runs of LONG_JOB_S or more go one at a time.
 JOB_SECONDS = {"build mpe": 170, "build ifeval": 70, "build m3": 100, "mpe cascade": 300, "ifeval cascade": 220,
                "ifeval oracle": 75, "mpe oracle": 30}
 DEFAULT_JOB_S = 25
@@ -76,7 +78,8 @@ def demo(out: Path, preset: str = "mini", adapters: list[str] | None = None,
     ready: list[tuple[float, str, Any]] = [
         (_seconds(f"build {b}") + max(_seconds(f"{b} {a}") for a in adapters), "build", b) for b in names]
     # spawn: a worker must not inherit a forked copy of torch/ONNX thread pools. (Limiting each worker to one
-    # native thread, as the build pools do, made the demo slower: 10 minutes in, it had not finished half its jobs.)
+    # native thread, as the build pools do, was tried: the cascade runs, whose ASR, TTS and VAD threads overlap,
+    # then took longer.)
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         pending: dict[Future[Any], tuple[str, Any]] = {}
         while ready or pending:
