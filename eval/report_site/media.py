@@ -86,7 +86,7 @@ def _process(job: tuple[str, str | None, float]) -> dict[str, Any]:
     out: dict[str, Any] = {"env": env, "hop_s": round(hop_s, 6), "seconds": round(len(x) / sr, 3),
                            "channels": x.shape[1]}
     if audio_out:
-        tmp = f"{audio_out}.tmp"
+        tmp = f"{audio_out}.{os.getpid()}.tmp"  # two workers may encode the same recording at once
         try:
             Path(audio_out).parent.mkdir(parents=True, exist_ok=True)
             y = soxr.resample(x, sr, AUDIO_SR) if sr > AUDIO_SR else x
