@@ -79,8 +79,8 @@ def retry_backends(tts: TTSBackend, text: str) -> list[TTSBackend]:
     if isinstance(tts, Slowable):
         backends += [b for f in SLOWDOWNS if (b := tts.slowed(f)) is not None]
     if isinstance(tts, CallingOut) and load_lexicon().called_out(text) != text and (call := tts.called_out()):
-        for f in CALL_SLOWDOWNS:
-            variant = call if f == 1.0 or not isinstance(call, Slowable) else call.slowed(f)
+        for f in CALL_SLOWDOWNS:  # a variant that cannot be slowed is tried once, not once per factor
+            variant = call if f == 1.0 else call.slowed(f) if isinstance(call, Slowable) else None
             if variant is not None:
                 backends.append(variant)
     return backends
@@ -121,9 +121,10 @@ def render_turn_checked(turn: Turn, tts: TTSBackend, voice: str, gate: SpeechGat
         audio = render_turn(turn, backend, voice)
         check = gate.check(turn.text, audio, SESSION_SR, names)
         attempts += 1
-        if best is None or _shortfall(check) < _shortfall(best[1]):
+        shortfall = _shortfall(check)
+        if best is None or shortfall < _shortfall(best[1]):
             best = (audio, check)
-        if _shortfall(check) == (0, False):
+        if shortfall == (0, False):
             break
     assert best is not None
     return best[0], TurnCheck(where or turn.turn_id, voice, turn.text, attempts, best[1])
