@@ -4,7 +4,7 @@ that misses one, the report, and the real-ASR gate (cache, pickling)."""
 from __future__ import annotations
 
 import pickle
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -107,58 +107,54 @@ def test_a_turn_that_never_passes_is_reported_with_its_first_audio(piper: PiperT
     assert any("still missing Aria in c t0" in line for line in report.lines())
 
 
-class _AttemptGate:
-    """Passes the `passing`-th clip it hears (1-based) and no other."""
+class _CountingGate:
+    """Answers the k-th clip it hears (1-based) with `verdict(k)`."""
 
-    name = "attempt"
+    name = "counting"
 
-    def __init__(self, passing: int) -> None:
-        self.passing = passing
+    def __init__(self, verdict: Callable[[int], SpeechCheck]) -> None:
+        self.verdict = verdict
         self.heard = 0
 
     def check(self, text: str, audio: np.ndarray, sr: int, names: Sequence[str] = ()) -> SpeechCheck:
         self.heard += 1
-        missing = () if self.heard == self.passing else ("Aria",)
-        return SpeechCheck(missing, 5, len(missing), "heard")
+        return self.verdict(self.heard)
+
+
+def _passes_only(attempt: int) -> _CountingGate:
+    """Hears "Aria" in the `attempt`-th clip and in no other."""
+    return _CountingGate(lambda k: SpeechCheck((), 5, 0, "heard") if k == attempt
+                         else SpeechCheck(("Aria",), 5, 1, "heard"))
+
+
+def _clear_from(attempt: int) -> _CountingGate:
+    """Hears every item, but more than a third of the words wrong before the `attempt`-th clip."""
+    return _CountingGate(lambda k: SpeechCheck((), 6, 0 if k >= attempt else 3, "heard"))
 
 
 def test_after_the_slower_attempts_the_name_is_called_out(piper: PiperTTS, tmp_path: Path) -> None:
     voice = piper.voices()[2]
     # Attempts: as written, slowed x1.3, x1.6, called out, called out x1.3.
     for attempt, expected in [(4, piper.called_out()), (5, piper.called_out().slowed(CALL_SLOWDOWNS[1]))]:
-        audio, check = render_turn_checked(TURN, CachedTTS(piper, tmp_path), voice, _AttemptGate(attempt))
+        audio, check = render_turn_checked(TURN, CachedTTS(piper, tmp_path), voice, _passes_only(attempt))
         assert check.ok and check.attempts == attempt
         assert audio.tobytes() == expected.synthesize(TURN.text, voice).tobytes()
     called = piper.synthesize("Aria! Set a timer for twelve minutes.", voice)
     assert piper.called_out().synthesize(TURN.text, voice).tobytes() == called.tobytes()
     # A turn whose spoken form calling out would not change (the name mid-sentence) gets only the slower attempts.
     mid = Turn(turn_id="t1", speaker="A", label="N1", text="Every time the kettle boils, Aria lights up.")
-    gate = _AttemptGate(0)
+    gate = _passes_only(0)
     _, check = render_turn_checked(mid, piper, voice, gate)
     assert check.attempts == gate.heard == 1 + len(SLOWDOWNS)
 
 
-class _GarbleGate:
-    """Hears every item, but more than a third of the words wrong until the `clear`-th clip (1-based)."""
-
-    name = "garble"
-
-    def __init__(self, clear: int) -> None:
-        self.clear = clear
-        self.heard = 0
-
-    def check(self, text: str, audio: np.ndarray, sr: int, names: Sequence[str] = ()) -> SpeechCheck:
-        self.heard += 1
-        return SpeechCheck((), 6, 0 if self.heard >= self.clear else 3, "heard")
-
-
 def test_a_garbled_turn_is_re_spoken_even_with_every_item_heard(piper: PiperTTS) -> None:
     voice = piper.voices()[0]
-    audio, check = render_turn_checked(TURN, piper, voice, _GarbleGate(clear=3))
+    audio, check = render_turn_checked(TURN, piper, voice, _clear_from(3))
     assert check.ok and check.attempts == 3 and check.check.word_errors == 0
     assert audio.tobytes() == piper.slowed(SLOWDOWNS[1]).synthesize(TURN.text, voice).tobytes()
     # Never clear: every attempt is heard, the first (earliest among equals) is kept and nothing is reported.
-    audio, check = render_turn_checked(TURN, piper, voice, _GarbleGate(clear=99))
+    audio, check = render_turn_checked(TURN, piper, voice, _clear_from(99))
     assert check.ok and check.attempts == 1 + len(SLOWDOWNS) + len(CALL_SLOWDOWNS)
     assert audio.tobytes() == piper.synthesize(TURN.text, voice).tobytes()
     # 2 errors in 6 words is a third, not more: kept at once. Two words of three wrong in a 3-word turn: too short.
