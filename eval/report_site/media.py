@@ -17,6 +17,7 @@ import json
 import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -140,15 +141,12 @@ class Media:
         jobs = list(todo.items())
         bar = Progress("report audio", len(jobs), enabled=progress and bool(jobs))
         results = []
-        if workers > 1 and len(jobs) > 1:
-            # spawn: a worker must not inherit a forked copy of the caller's torch/ONNX thread pools
-            with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-                for res in pool.map(_process, [j for _, j in jobs], chunksize=2):
-                    results.append(res)
-                    bar.advance()
-        else:
-            for _, j in jobs:
-                results.append(_process(j))
+        args = [j for _, j in jobs]
+        # spawn: a worker must not inherit a forked copy of the caller's torch/ONNX thread pools
+        with (ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+              if workers > 1 and len(jobs) > 1 else nullcontext()) as pool:
+            for res in pool.map(_process, args, chunksize=2) if pool else map(_process, args):
+                results.append(res)
                 bar.advance()
         for (key, _), res in zip(jobs, results, strict=True):
             if "error" in res:

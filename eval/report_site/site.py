@@ -338,12 +338,7 @@ def write_site(run_dirs: list[Path], out: Path, max_plots: int | None = None, al
         atomic_write_text(out / "assets" / asset,
                           resources.files("eval.report_site").joinpath("assets", asset).read_text(encoding="utf-8"))
     store = Media(out / "media", audio_kbps)
-    wanted: dict[tuple[str, str], tuple[Path, bool]] = {}
-    for run in runs:
-        with_wav = [e for e in run.episodes if e.wav.exists()]
-        for ep in with_wav[:max_plots] if max_plots is not None else with_wav:
-            wanted[(run.slug, ep.slug)] = (ep.wav, True)
-    media = store.make(wanted, workers, progress)
+    media = store.make(_recordings(runs, max_plots), workers, progress)
     store.save()
     groups: dict[str, list[RunView]] = {}
     for run in runs:
@@ -370,10 +365,18 @@ def encode_run_media(run_dir: Path, out: Path, audio_kbps: float = DEFAULT_KBPS)
     process, and return their index entries for `Media.merge` (this writes no index: workers would race on it).
     The demo does it in its worker pool as each run is scored, so the report at the end reuses every file."""
     store = Media(Path(out) / "media", audio_kbps)
-    wanted = {(run.slug, ep.slug): (ep.wav, True) for run in load_runs([Path(run_dir)], False)
-              for ep in run.episodes if ep.wav.exists()}
-    store.make(wanted, workers=1)
+    store.make(_recordings(load_runs([Path(run_dir)], False)), workers=1)
     return {k: store.index[k] for k in store.used if k in store.index}
+
+
+def _recordings(runs: list[RunView], max_plots: int | None = None) -> dict[tuple[str, str], tuple[Path, bool]]:
+    """What `Media.make` encodes: each run's first `max_plots` episodes with a recording (None: all), with audio."""
+    wanted: dict[tuple[str, str], tuple[Path, bool]] = {}
+    for run in runs:
+        with_wav = [e for e in run.episodes if e.wav.exists()]
+        for ep in with_wav[:max_plots] if max_plots is not None else with_wav:
+            wanted[(run.slug, ep.slug)] = (ep.wav, True)
+    return wanted
 
 
 def site_bytes(folder: Path) -> int:
