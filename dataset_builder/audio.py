@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 from pathlib import Path
 
@@ -21,6 +22,11 @@ def resample(audio: np.ndarray, sr_in: int, sr_out: int) -> np.ndarray:
     if sr_in == sr_out or audio.size == 0:
         return audio.copy() if sr_in == sr_out else np.zeros(0, np.float32)
     return soxr.resample(audio, sr_in, sr_out, quality="HQ").astype(np.float32)
+
+
+def samples_digest(audio: np.ndarray) -> str:
+    """SHA-256 (hex) of the float32 samples: the key under which a result computed from them is memoised."""
+    return hashlib.sha256(np.ascontiguousarray(audio, dtype=np.float32).tobytes()).hexdigest()
 
 
 def seconds_to_samples(seconds: float, sr: int = SESSION_SR) -> int:

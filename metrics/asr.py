@@ -22,7 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from dataset_builder.audio import VAD_SR, resample
+from dataset_builder.audio import VAD_SR, resample, samples_digest
 from dataset_builder.errors import UsageError
 from dataset_builder.http_client import RetryingClient, RetryPolicy
 from dataset_builder.openai_compat import EndpointError, check_endpoint
@@ -50,10 +50,6 @@ def _prepare(audio: np.ndarray, sr: int) -> np.ndarray | None:
     return resample(audio, sr, ASR_SR)
 
 
-def _audio_key(audio16: np.ndarray) -> str:
-    return hashlib.sha256(np.ascontiguousarray(audio16, dtype=np.float32).tobytes()).hexdigest()
-
-
 class _MemoisedASR:
     """Shared front half of the backends: mono check, 16 kHz, too-short -> "", memo by audio hash."""
 
@@ -66,7 +62,7 @@ class _MemoisedASR:
         audio16 = _prepare(audio, sr)
         if audio16 is None:
             return ""
-        key = _audio_key(audio16)
+        key = samples_digest(audio16)
         if key not in self._memo:
             self._memo[key] = self._transcribe16(audio16)
         return self._memo[key]

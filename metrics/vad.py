@@ -8,7 +8,6 @@ timestamp by 1.5x — STYLE, "What to avoid").
 
 from __future__ import annotations
 
-import hashlib
 import math
 import warnings
 from dataclasses import asdict, dataclass, fields
@@ -17,7 +16,7 @@ from typing import Any
 import numpy as np
 import soxr
 
-from dataset_builder.audio import SESSION_SR, VAD_SR, resample
+from dataset_builder.audio import SESSION_SR, VAD_SR, resample, samples_digest
 from metrics.spans import Span
 
 CHUNK = 512  # samples per Silero call at 16 kHz = 32 ms
@@ -223,8 +222,7 @@ class SileroVAD:
         # Scoring runs the VAD over every channel of every episode, and many are the same samples (a silent model,
         # one user stream under five instruction levels): the probabilities depend only on the samples and the
         # energy floor, so they are computed once per process.
-        key = (hashlib.sha256(np.ascontiguousarray(x16, np.float32).tobytes()).hexdigest(),
-               self.params.energy_floor_dbfs)
+        key = (samples_digest(x16), self.params.energy_floor_dbfs)
         probs = _PROBS_MEMO.get(key)
         if probs is None:
             probs = self._compute_probs16(x16)
