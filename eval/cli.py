@@ -73,7 +73,7 @@ def cmd_build(a: argparse.Namespace) -> int:
         from metrics.build_audit import DIAGNOSTICS_FILE, audit, format_audit
 
         result = audit(out, bench.configs, audio=not a.scripts_only, limit=a.diagnostics_limit,
-                       progress=a.progress)
+                       same_texts=a.diagnostics_texts, progress=a.progress)
         print(format_audit(result))
         print(f"diagnostics written to {out / DIAGNOSTICS_FILE}")
     return 0
@@ -335,6 +335,9 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--diagnostics-limit", type=int, default=None, metavar="N",
                    help="ASR only the first N cases (default: all; the default ASR runs ~10x faster than real "
                         "time on CPU: the mini set's 40 cases take ~4 min)")
+    b.add_argument("--diagnostics-texts", type=int, default=None, metavar="N",
+                   help="compare the voices on the first N distinct turn texts, each spoken by every voice "
+                        "(default 100: 500 clips, ~4 min; 0: judge the voice ratio on the set's own audio)")
     b.set_defaults(func=cmd_build)
     r = sub.add_parser("run", help="run an adapter over a dataset (resumable)")
     add_run_arguments(r)

@@ -17,7 +17,7 @@ from dataset_builder.diagnostics import TextTargets, format_text_diagnostics, te
 from dataset_builder.errors import UsageError
 from dataset_builder.schema import Script
 from metrics.asr import ASR
-from metrics.intelligibility import AudioTargets, audio_diagnostics, format_audio_diagnostics
+from metrics.intelligibility import SAME_TEXTS, AudioTargets, audio_diagnostics, format_audio_diagnostics
 
 DIAGNOSTICS_FILE = "diagnostics.json"
 
@@ -40,8 +40,8 @@ def folder_scripts(folder: Path, config: str) -> tuple[list[Script], str]:
 
 
 def audit(folder: Path, configs: Sequence[str], *, audio: bool = True, limit: int | None = None,
-          asr: ASR | None = None, progress: bool = False, text_targets: TextTargets | None = None,
-          audio_targets: AudioTargets | None = None) -> dict[str, Any]:
+          same_texts: int | None = None, asr: ASR | None = None, progress: bool = False,
+          text_targets: TextTargets | None = None, audio_targets: AudioTargets | None = None) -> dict[str, Any]:
     """Text diagnostics of each config's scripts, plus audio diagnostics where asked and the folder has audio;
     written to `folder/diagnostics.json` and returned."""
     if limit is not None and limit < 1:
@@ -58,6 +58,7 @@ def audit(folder: Path, configs: Sequence[str], *, audio: bool = True, limit: in
 
                 asr = get_asr(DEFAULT_ASR)
             block["audio"] = audio_diagnostics(folder, config, asr=asr, limit=limit, progress=progress,
+                                               same_texts=SAME_TEXTS if same_texts is None else same_texts,
                                                targets=audio_targets)
         elif audio:
             block["audio_note"] = f"no audio in {folder} ({source} only): ASR diagnostics skipped"

@@ -6,6 +6,7 @@ on the real mini set, bounded by a small `limit`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import subprocess
@@ -27,6 +28,7 @@ from dataset_builder.diagnostics import (
 )
 from dataset_builder.mpe.build import build as build_mpe
 from dataset_builder.schema import SchemaError, Script, Speaker, Turn
+from dataset_builder.tts.piper_backend import PiperTTS
 from eval.cli import main
 from metrics.build_audit import DIAGNOSTICS_FILE
 from metrics.intelligibility import (
@@ -34,9 +36,12 @@ from metrics.intelligibility import (
     WordErrors,
     align_words,
     audio_diagnostics,
+    format_audio_diagnostics,
     heard_aria,
     says_aria,
+    speaking_backend,
     summarise,
+    wer_tokens,
     word_errors,
 )
 
@@ -283,7 +288,7 @@ def test_audio_diagnostics_on_the_mini_set(mini_dataset: Path) -> None:
     from dataset_builder.hf_dataset import list_cases
 
     cases = list_cases(mini_dataset)[:2]
-    d = audio_diagnostics(mini_dataset, limit=2)
+    d = audio_diagnostics(mini_dataset, limit=2, same_texts=3)
     assert d["asr"] == "whisper-tiny-en" and d["cases"] == 2
     assert d["turns"] == sum(len(c.script.turns) for c in cases)
     voices = {s.voice for c in cases for s in c.script.speakers}
@@ -293,6 +298,27 @@ def test_audio_diagnostics_on_the_mini_set(mini_dataset: Path) -> None:
     assert d["aria"]["turns"] == sum(says_aria(t.text) for c in cases for t in c.script.turns) > 0
     assert 0.0 <= d["aria"]["rate"] <= 1.0
     assert [c["target"] for c in d["checks"]] == [">= 0.9", "<= 1.25"]
+    # The voices are judged on the same texts: the set's first 3 distinct turn texts, each read by every voice.
+    st = d["same_text"]
+    first_texts = list(dict.fromkeys(t.text for c in cases for t in c.script.turns))[:3]
+    piper_voices = PiperTTS().voices()
+    assert st["texts"] == 3 and st["turns"] == 3 * len(piper_voices) and list(st["per_voice"]) == sorted(piper_voices)
+    words = sum(len(wer_tokens(t)) for t in first_texts)
+    assert all(b["ref_words"] == words and b["turns"] == 3 for b in st["per_voice"].values())
+    assert d["checks"][1]["name"].startswith("same texts: ") and d["checks"][1]["value"] == st["wer_ratio"]
+    assert d["own_text_ratio"]["value"] == d["wer_ratio"] and d["ok"] == all(c["ok"] for c in d["checks"])
+    text = format_audio_diagnostics(d)
+    assert "voices on the same texts: the first 3 distinct turn texts" in text and "own audio" in text
+
+
+def test_same_text_comparison_is_skipped_for_a_backend_this_code_names_otherwise(mini_dataset: Path) -> None:
+    from dataset_builder.hf_dataset import list_cases
+
+    cases = [dataclasses.replace(c, tts_backend=c.tts_backend + "+old") for c in list_cases(mini_dataset)[:1]]
+    tts, why = speaking_backend(cases)
+    assert tts is None and "this code's backend is" in str(why)
+    tts, why = speaking_backend(list_cases(mini_dataset)[:1])
+    assert why is None and tts.voices() == PiperTTS().voices()
 
 
 # -------------------------------------------------------------------------------------------------------- CLI

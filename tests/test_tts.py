@@ -20,8 +20,8 @@ from dataset_builder.tts.base import TTSBackend, get_tts, tts_names
 from dataset_builder.tts.cache import CachedTTS
 from dataset_builder.tts.espeak_backend import EspeakTTS
 from dataset_builder.tts.http_backend import HttpTTS, HttpTTSError, speech_url
-from dataset_builder.tts.piper_backend import HUMAN_VOICES, RESAMPLED_VOICES, PiperTTS
-from dataset_builder.tts.timbre import reshape_timbre
+from dataset_builder.tts.piper_backend import HUMAN_VOICES, RETIRED_VOICES, WARPED_VOICES, PiperTTS
+from dataset_builder.tts.timbre import reshape_timbre, shift_pitch_and_formants
 from dataset_builder.tts.voices import assign_voices, trim_silence
 
 TEXT = "Could you book a table for four people tonight?"
@@ -126,7 +126,7 @@ def spectral_centroid(audio: np.ndarray, sr: int) -> float:
 
 def test_formants_move_apart_from_pitch(piper: PiperTTS, bank_audio: dict[str, np.ndarray]) -> None:
     # The bank's highest voice against a plain resample by its pitch factor: same pitch, lower formants.
-    voice = "piper-joe-p180-f117"
+    voice = "piper-joe-psola-p180-f117"
     bank = HUMAN_VOICES[voice]
     assert bank.formant_ratio < 1
     plain = reshape_timbre(bank_audio[voice], SESSION_SR, 1 / bank.formant_ratio)  # formants back up to 1.8
@@ -150,10 +150,33 @@ def test_reshape_timbre_keeps_pitch_moves_envelope_and_is_exact_at_identity() ->
         reshape_timbre(x, sr, 0.0)
 
 
+def test_shift_pitch_and_formants_moves_each_apart_and_keeps_the_length() -> None:
+    sr = 22_050
+    t = np.arange(sr) / sr
+    x = sum(np.exp(-(((k * 110) - 700) / 300) ** 2) * np.sin(2 * np.pi * k * 110 * t) for k in range(1, 40))
+    x = (0.5 * x / np.max(np.abs(x))).astype(np.float32)
+    assert shift_pitch_and_formants(x, sr, 1.0, 1.0).tobytes() == x.tobytes()
+    high = shift_pitch_and_formants(x, sr, 1.6, 1.0)
+    assert high.size == x.size and high.dtype == np.float32
+    assert high.tobytes() == shift_pitch_and_formants(x, sr, 1.6, 1.0).tobytes()  # deterministic
+    # fmin above half the buzz: a periodic buzz's autocorrelation peaks as high at twice the period.
+    assert median_f0(high, sr, fmin=100) == pytest.approx(1.6 * median_f0(x, sr, fmin=100), rel=0.03)
+    bright = shift_pitch_and_formants(x, sr, 1.0, 1.3)
+    assert median_f0(bright, sr, fmin=100) == pytest.approx(median_f0(x, sr, fmin=100), rel=0.03)
+    assert spectral_centroid(bright, sr) > 1.15 * spectral_centroid(x, sr)
+    # Silence and a clip shorter than Praat's analysis window come back at their own length.
+    assert not shift_pitch_and_formants(np.zeros(sr // 2, np.float32), sr, 1.5, 1.1).any()
+    assert shift_pitch_and_formants(x[: sr // 50], sr, 1.5, 1.1).size == sr // 50
+    with pytest.raises(ValueError, match="ratios"):
+        shift_pitch_and_formants(x, sr, 0.0, 1.0)
+
+
 def test_retired_voices_still_render_but_are_not_handed_out(piper: PiperTTS) -> None:
-    # Older scripts name the first bank's voices; they keep their meaning (a plain resample) under their ids.
-    assert not set(RESAMPLED_VOICES) & set(piper.voices())
+    # Older scripts name the earlier banks' voices; they keep their meaning under their ids.
+    assert not set(RETIRED_VOICES) & set(piper.voices())
     assert piper.synthesize("Hello there.", "piper-joe-p079").size > 0
+    warped = next(iter(WARPED_VOICES))
+    assert piper.synthesize("Hello there.", warped).size > 0
 
 
 def test_piper_length_scale_changes_name_and_duration(piper: PiperTTS) -> None:
