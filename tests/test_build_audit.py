@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dataset_builder.audio import SESSION_SR
 from dataset_builder.build import SCRIPTS_FILE, BuildOptions, read_scripts
 from dataset_builder.diagnostics import (
     TextTargets,
@@ -38,6 +39,7 @@ from metrics.intelligibility import (
     audio_diagnostics,
     format_audio_diagnostics,
     heard_aria,
+    same_text_turns,
     says_aria,
     speaking_backend,
     summarise,
@@ -309,6 +311,37 @@ def test_audio_diagnostics_on_the_mini_set(mini_dataset: Path) -> None:
     assert d["own_text_ratio"]["value"] == d["wer_ratio"] and d["ok"] == all(c["ok"] for c in d["checks"])
     text = format_audio_diagnostics(d)
     assert "voices on the same texts: the first 3 distinct turn texts" in text and "own audio" in text
+
+
+class MuffledVoice:
+    """The real piper bank with one voice heard through a 300 Hz low-pass: a voice nobody can understand."""
+
+    def __init__(self, muffled: str) -> None:
+        self.inner, self.muffled = PiperTTS(), muffled
+
+    def voices(self) -> list[str]:
+        return self.inner.voices()
+
+    def synthesize(self, text: str, voice: str) -> np.ndarray:
+        from scipy.signal import butter, sosfiltfilt
+
+        audio = self.inner.synthesize(text, voice)
+        if voice != self.muffled:
+            return audio
+        return sosfiltfilt(butter(8, 300, fs=SESSION_SR, output="sos"), audio).astype(np.float32)
+
+
+def test_same_text_comparison_fails_the_voice_nobody_understands(mini_dataset: Path) -> None:
+    from dataset_builder.hf_dataset import list_cases
+    from metrics.asr import DEFAULT_ASR, get_asr
+
+    muffled = PiperTTS().voices()[2]
+    asr = get_asr(DEFAULT_ASR)
+    turns = list(same_text_turns(list_cases(mini_dataset)[:1], MuffledVoice(muffled), asr, 4))
+    d = summarise(turns, asr_name=asr.name, n_cases=4)
+    assert d["worst_voice"] == muffled and d["per_voice"][muffled]["wer"] > 0.5
+    assert d["wer_ratio"] is None or d["wer_ratio"] > 2
+    assert not d["checks"][1]["ok"]
 
 
 def test_same_text_comparison_is_skipped_for_a_backend_this_code_names_otherwise(mini_dataset: Path) -> None:
