@@ -337,7 +337,7 @@ def parser() -> argparse.ArgumentParser:
                         "time on CPU: the mini set's 40 cases take ~4 min)")
     b.add_argument("--diagnostics-texts", type=int, default=None, metavar="N",
                    help="compare the voices on the first N distinct turn texts, each spoken by every voice "
-                        "(default 100: 500 clips, ~4 min; 0: judge the voice ratio on the set's own audio)")
+                        "(default 100: 500 clips, ~4.5 min; 0: judge the voice ratio on the set's own audio)")
     b.set_defaults(func=cmd_build)
     r = sub.add_parser("run", help="run an adapter over a dataset (resumable)")
     add_run_arguments(r)

@@ -301,7 +301,10 @@ def outcome(counts: dict[str, int]) -> tuple[int, str]:
 
 def finish(counts: dict[str, int]) -> int:
     """Print this process's counts (JSON, stdout) and the closing line (stderr); return the exit status."""
-    print(json.dumps(counts))
+    # One write of the whole line: under accelerate every process shares one stdout pipe, and print() writes the
+    # text and its newline separately, so two processes' counts could land on one line.
+    sys.stdout.write(json.dumps(counts) + "\n")
+    sys.stdout.flush()
     code, line = outcome(counts)
     print(line, file=sys.stderr)
     return code

@@ -229,7 +229,7 @@ def _example(t: TurnResult) -> dict[str, Any]:
             "transcript": t.transcript}
 
 
-SAME_TEXTS = 100  # distinct texts every voice reads for the voice comparison; x 5 voices = 500 clips, ~4 min
+SAME_TEXTS = 100  # distinct texts each voice reads for the voice comparison; x 5 voices = 500 clips, ~4.5 min
 
 
 def speaking_backend(cases: Sequence[Case]) -> tuple[Any, str | None]:
