@@ -251,15 +251,20 @@ def speaking_backend(cases: Sequence[Case]) -> tuple[Any, str | None]:
     return CachedTTS(backend, default_cache_dir()), None
 
 
-def same_text_turns(cases: Sequence[Case], tts: Any, asr: ASR, n_texts: int, *, progress: Progress | None = None
-                    ) -> Iterator[TurnResult]:
-    """The first `n_texts` distinct turn texts of `cases`, each spoken by every human voice of `tts` and heard by
-    `asr` (case_id `text-NNN`, turn_id `same`, the label of the text's first turn)."""
+def first_distinct_texts(cases: Sequence[Case], n: int) -> dict[str, str]:
+    """The first `n` distinct turn texts of `cases` in reading order, each with the label of its first turn."""
     texts: dict[str, str] = {}
     for case in cases:
         for turn in case.script.turns:
-            if len(texts) < n_texts:
+            if len(texts) < n:
                 texts.setdefault(turn.text, turn.label)
+    return texts
+
+
+def same_text_turns(texts: dict[str, str], tts: Any, asr: ASR, *, progress: Progress | None = None
+                    ) -> Iterator[TurnResult]:
+    """Each text (-> its label) spoken by every human voice of `tts` and heard by `asr` (case_id `text-NNN`,
+    turn_id `same`)."""
     for i, (text, label) in enumerate(texts.items()):
         for voice in tts.voices():
             transcript = asr.transcribe(tts.synthesize(text, voice), SESSION_SR)
@@ -277,12 +282,12 @@ def _compare_voices_on_same_texts(d: dict[str, Any], cases: Sequence[Case], asr:
     if tts is None:
         d["same_text"] = {"skipped": why_not}
         return
-    n = min(n_texts, len({t.text for c in cases for t in c.script.turns}))
-    bar = Progress("diagnostics voices, same texts", n * len(tts.voices()), enabled=progress)
-    turns = list(same_text_turns(cases, tts, asr, n_texts, progress=bar))
-    s = summarise(turns, asr_name=asr.name, n_cases=n, targets=targets)
-    d["same_text"] = {"texts": n, **{k: s[k] for k in ("turns", "wer", "per_voice", "best_voice", "worst_voice",
-                                                       "wer_ratio")}, "aria": s["aria"]}
+    texts = first_distinct_texts(cases, n_texts)
+    bar = Progress("diagnostics voices, same texts", len(texts) * len(tts.voices()), enabled=progress)
+    turns = list(same_text_turns(texts, tts, asr, progress=bar))
+    s = summarise(turns, asr_name=asr.name, n_cases=len(texts), targets=targets)
+    kept = ("turns", "wer", "per_voice", "best_voice", "worst_voice", "wer_ratio", "aria")
+    d["same_text"] = {"texts": len(texts), **{k: s[k] for k in kept}}
     same = s["checks"][1]
     d["checks"][1] = {**same, "name": f"same texts: {same['name']}"}
     d["own_text_ratio"] = {k: own[k] for k in ("name", "value")}
