@@ -152,9 +152,11 @@ def cmd_export(a: argparse.Namespace) -> int:
     from metrics.asr import get_asr
     from metrics.m3.export import export_run
 
-    summary = export_run(Path(a.run_dir), Path(a.out), asr=get_asr(a.asr, **parse_kv(a.asr_arg, "--asr-arg")))
+    summary = export_run(Path(a.run_dir), Path(a.out), asr=get_asr(a.asr, **parse_kv(a.asr_arg, "--asr-arg")),
+                         overrides=parse_kv(a.param, "--param"))
     print(f"exported {summary['episodes']} episode(s) per condition to {summary['out']} (the M3 authors' layout: "
-          "{condition}/metadata.jsonl, audio/, asr/)")
+          f"{{condition}}/metadata.jsonl, audio/, asr/), the episodes scored under rules={summary['rules']}: "
+          f"compare their summary with {summary['compare_with']}")
     for f in summary["left_out"]:
         print(f"LEFT OUT {f['case_id']} ({f['status']}): {f['reason']}")
     for lang, why in summary["untranscribed"].items():
@@ -367,6 +369,9 @@ def parser() -> argparse.ArgumentParser:
     ex.add_argument("--asr", default="whisper-tiny-en", help="m3: ASR of the model's utterances (their ASR JSON's "
                                                              "text); fdb leaves the ASR to their own script")
     ex.add_argument("--asr-arg", action="append", default=[], metavar="K=V")
+    ex.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                    help="m3: the rule set whose scored episodes are exported, as for score (rules=authors to "
+                         "compare with their evaluation; the paper's rules by default)")
     ex.set_defaults(func=cmd_export)
     im = sub.add_parser("import", help="import a peer benchmark's released data as a dataset config (m3: the "
                                        "M3-DuplexBench authors' layout, {split}.jsonl + audio/ + txt_align/; fdb: "

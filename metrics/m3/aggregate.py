@@ -27,7 +27,7 @@ from collections import defaultdict
 from typing import Any
 
 from dataset_builder.m3.schema import CONDITIONS
-from metrics.m3.rules import Rules, reference_fits, verdict
+from metrics.m3.rules import Rules, unfit_reason, verdict
 from metrics.stats import summarise, t_interval
 
 KEYS = ("shift_tor", "shift_latency", "pause_tor", "pause_latency", "bc_stop_latency", "barge_in_stop_latency",
@@ -57,9 +57,8 @@ def outcomes(measurements: list[dict[str, Any]], rules: Rules) -> list[tuple[dic
     out = []
     for m in measurements:
         if m.get("failed"):
-            dropped = rules.drop_unfit_events and "event_start_s" in m and reference_fits(m) is False
-            out.append((m, {"failed": True, "scored": not dropped,
-                            "dropped": "reference system state does not fit the event (rule 6)" if dropped else None}))
+            dropped = unfit_reason(m) if rules.drop_unfit_events and "event_start_s" in m else None
+            out.append((m, {"failed": True, "scored": not dropped, "dropped": dropped}))
         else:
             out.append((m, verdict(m, rules)))
     return out

@@ -79,14 +79,6 @@ def transcriber(asr: Any, language: str) -> Transcribe:
     return lambda audio, sr: str(asr.transcribe(audio, sr))
 
 
-def word_count(text: str, language: str) -> int | None:
-    """Words in a transcript, as the authors' backchannel filter counts aligned words; None for a language written
-    without spaces (Japanese), where a whitespace count would call every utterance one word."""
-    if language == "ja":
-        return None
-    return len(re.findall(r"[^\W_]+(?:'[^\W_]+)?", text))
-
-
 # --- judges --------------------------------------------------------------------------------------------------
 
 

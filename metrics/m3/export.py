@@ -1,29 +1,42 @@
-"""Export an M3 run folder to the layout the M3-DuplexBench authors' evaluation reads (SPEC §12, issue 8 "Interop"),
-so their `evaluation/run_evaluation.py` can score our recordings unchanged.
+"""Export an M3 run folder to the layout the M3-DuplexBench authors' evaluation reads (README "Interop"), so their
+`evaluation/run_evaluation.py` can score our recordings unchanged.
 
     OUT/{condition}/metadata.jsonl                        one line per episode, their field names
     OUT/{condition}/audio/{sample_id}/{event_id}.wav      stereo, ch0 user, ch1 model, 24 kHz: the recording over
                                                           [input_start, input_end) (P + W; BC / BARGE_IN: W)
     OUT/{condition}/asr/{sample_id}/{event_id}.json       {"context_length": 0.0, "segments": [{"channel", "text",
                                                           "timestamp": [s, e], "chunks": [{"text", "timestamp"}]}]}
+    OUT/export.json                                       what was exported, under which rules, what was left out
+                                                          and why
 
 One folder per condition, because their evaluation averages everything in one metadata file (they run one
-condition per inference run). Field values: `sample_id` = our dialogue id, `event_id` = our event id, `task` and
-`event_type` in their vocabulary (SHIFT -> TURN_SHIFT / smooth_turn_taking, PAUSE -> TURN_HOLD / pause_handling,
-BC -> backchanneling, BARGE_IN), `user_channel` 0 and `system_channel` 1 (the output files' channels, which their
-evaluators assume), the times on our recording's clock (their evaluators use only differences from
-`input_start`), `input_end` = s + max(Δ, t − s) for BC / BARGE_IN as their `get_input_times` computes (cut to the
-recording), `context_mode` none / user_audio / teacher_forcing, and `output_asr_path` (their evaluation's
-`--metadata` key). Our own ids ride along as `case_id`, `condition`, `language`, `domain`.
+condition of one language and domain per inference run; a run of ours is one config, so one language and domain,
+and a run that mixes them is refused). Field values: `sample_id` = our dialogue id, `event_id` = our event id,
+`task` and `event_type` in their vocabulary (SHIFT -> TURN_SHIFT / smooth_turn_taking, PAUSE -> TURN_HOLD /
+pause_handling, BC -> backchanneling, BARGE_IN), `user_channel` 0 and `system_channel` 1 (the output files'
+channels, which their evaluators assume), the times on our recording's clock (their evaluators use only
+differences from `input_start`), `input_end` = s + max(Δ, t − s) for BC / BARGE_IN as their `get_input_times`
+computes (cut to the recording), `context_mode` none / user_audio / teacher_forcing, and `output_asr_path` (their
+evaluation's `--metadata` key). Our own ids ride along as `case_id`, `condition`, `language`, `domain`.
+
+Which episodes: exactly those the project scores under the chosen rule set (`--param`, as for `score`; the paper's
+by default). The others are listed in export.json's `left_out` with the reason: failed and skipped episodes (no
+recording; scores.json counts a failed one against the model), events the rule set drops (`rules=authors` drops
+the events whose reference system state does not fit them, e.g. overlapping SHIFTs, as their code does), and a
+PAUSE whose backchannel filter we could not apply (no word counts: an ASR that does not transcribe the language),
+which their filter would decide on empty chunks. So with `--param rules=authors` their timing summary of each
+condition folder equals our `scores-rules=authors.json` cell for cell, value and n (a test runs our reference of
+their evaluator on an export), for a run without failed episodes.
 
 The ASR JSON holds the model channel's utterances as their aligner builds them (words joined across gaps < 0.5 s,
 `asr/run_aligner.py: segment_words`): our VAD spans joined the same way (the `authors` rule set's segmentation and
-view), times relative to `input_start`, each transcribed by the ASR in the episode's language. `chunks` are the
-transcript's words spread evenly over the utterance (we have no forced aligner): their timing code reads only
-segment times and the number of chunks (its backchannel filter), which this keeps. Where the ASR cannot
-transcribe the language, text and chunks are empty and the summary says so (their filter then calls every short
-segment a backchannel). The user side of P is given as one channel-0 segment per gold utterance, for their
-content prompts.
+view), times relative to `input_start`. A segment's text is the transcript scoring stored for it where scoring
+transcribed it (the short segments of a PAUSE, which the backchannel filter reads), else the export's ASR in the
+episode's language. `chunks` are the text's words (metrics/m3/words.py, the count scoring used) spread evenly over
+the utterance (we have no forced aligner): their timing code reads only segment times and the number of chunks
+(its backchannel filter), which this keeps. Where the export's ASR cannot transcribe the language, the other
+segments' text and chunks are empty and the summary says so. The user side of P is given as one channel-0 segment
+per gold utterance, for their content prompts.
 """
 
 from __future__ import annotations
@@ -40,9 +53,22 @@ from dataset_builder.audio import SESSION_SR, write_wav
 from dataset_builder.errors import UsageError
 from dataset_builder.m3.schema import BENCHMARK
 from metrics.episodes import load_run_folder, read_recording
-from metrics.freshness import MEASUREMENTS, load_json, refuse_if_stale
+from metrics.freshness import MEASUREMENTS, load_json, refuse_if_stale, scores_path
 from metrics.m3 import content as C
-from metrics.m3.rules import RULE_SETS, EventTimes, ms, sec, segments, visible, window_end
+from metrics.m3.rules import (
+    RULE_SETS,
+    EventTimes,
+    Rules,
+    ms,
+    rules_from,
+    sec,
+    segment_key,
+    segments,
+    verdict,
+    visible,
+    window_end,
+)
+from metrics.m3.words import words
 from metrics.scoring import LazyASR
 
 EVENT_TYPE = {"SHIFT": "TURN_SHIFT", "PAUSE": "TURN_HOLD", "BC": "BC", "BARGE_IN": "BARGE_IN"}
@@ -51,14 +77,13 @@ CONTEXT_MODE = {"none": "none", "user": "user_audio", "full": "teacher_forcing"}
 AUTHORS = RULE_SETS["authors"]
 
 
-def chunks(text: str, a: float, b: float) -> list[dict[str, Any]]:
-    """The transcript's words spread evenly over [a, b) (no forced alignment: see the module docstring)."""
-    words = text.split()
-    if not words:
+def chunks(ws: list[str], a: float, b: float) -> list[dict[str, Any]]:
+    """Words spread evenly over [a, b) (no forced alignment: see the module docstring)."""
+    if not ws:
         return []
-    step = (b - a) / len(words)
+    step = (b - a) / len(ws)
     return [{"text": w, "timestamp": [round(a + i * step, 3), round(a + (i + 1) * step, 3)]}
-            for i, w in enumerate(words)]
+            for i, w in enumerate(ws)]
 
 
 def input_span(m: dict[str, Any]) -> tuple[float, float]:
@@ -68,19 +93,39 @@ def input_span(m: dict[str, Any]) -> tuple[float, float]:
     return sec(ev.b), sec(window_end(ev, AUTHORS))
 
 
+def segment_words(m: dict[str, Any], seg: tuple[int, int], text: str) -> list[str]:
+    """The words of one model segment's text; for a segment scoring counted, the same count (else the word rule
+    changed since scoring, and the export would not be what was scored)."""
+    ws = words(text, m["language"])
+    key = segment_key(seg, AUTHORS, EventTimes.of(m))
+    stored = (m.get("words") or {}).get(key)
+    if stored is not None and int(stored) != len(ws):
+        raise UsageError(f"{m['case_id']}: segment {key} was scored as {stored} word(s) but counts {len(ws)} now "
+                         f"({text!r}); score the run again (duplex-eval score) before exporting it")
+    return ws
+
+
 def asr_json(m: dict[str, Any], model: np.ndarray, transcribe: Any) -> dict[str, Any]:
-    """Their ASR JSON for one episode (times relative to input_start)."""
+    """Their ASR JSON for one episode (times relative to input_start). A model segment's text is the transcript
+    scoring stored for it where there is one (`words_text`), else `transcribe`'s (empty without one)."""
     ev = EventTimes.of(m)
     lo = ev.b
+    stored = m.get("words_text") or {}
     segs: list[dict[str, Any]] = []
     for a, b in visible(segments(m["vad_spans"], AUTHORS), ev, AUTHORS):
-        text = transcribe(model[a * SESSION_SR // 1000:b * SESSION_SR // 1000]) if transcribe else ""
+        key = segment_key((a, b), AUTHORS, ev)
+        if key in stored:
+            text = str(stored[key])
+        else:
+            text = transcribe(model[a * SESSION_SR // 1000:b * SESSION_SR // 1000]) if transcribe else ""
         ra, rb = sec(a - lo), sec(b - lo)
-        segs.append({"channel": 1, "text": text, "timestamp": [ra, rb], "chunks": chunks(text, ra, rb)})
+        segs.append({"channel": 1, "text": text, "timestamp": [ra, rb],
+                     "chunks": chunks(segment_words(m, (a, b), text), ra, rb)})
     for u in m.get("context") or []:
         if u[0] == "user" and ms(u[3]) > lo and ms(u[2]) < ev.s:
             ra, rb = sec(max(ms(u[2]), lo) - lo), sec(min(ms(u[3]), ev.s) - lo)
-            segs.append({"channel": 0, "text": str(u[1]), "timestamp": [ra, rb], "chunks": chunks(str(u[1]), ra, rb)})
+            segs.append({"channel": 0, "text": str(u[1]), "timestamp": [ra, rb],
+                         "chunks": chunks(words(str(u[1]), m["language"]), ra, rb)})
     segs.sort(key=lambda s: (s["timestamp"][0], s["channel"], s["timestamp"][1]))
     return {"context_length": 0.0, "segments": segs}
 
@@ -99,15 +144,38 @@ def metadata(m: dict[str, Any], adapter: str, wav: Path, asr_path: Path) -> dict
     }
 
 
-def export_run(run_dir: Path, out: Path, *, asr: Any = None) -> dict[str, Any]:
-    """Write the authors' layout for every scored episode of `run_dir` (scored first: the VAD spans come from its
-    measurements.jsonl, refused when stale). Returns a summary: episodes per condition, what was left out."""
+def not_exported(m: dict[str, Any], rules: Rules) -> dict[str, str] | None:
+    """Why a measured episode stays out of the export under `rules` ({"status", "reason"}), or None."""
+    if m.get("failed"):
+        return {"status": "failed", "reason": f"{m.get('reason', 'failed')} (no recording to export; scores count "
+                                              "it against the model)"}
+    v = verdict(m, rules)
+    if not v["scored"]:
+        return {"status": "dropped", "reason": f"not scored under rules={rules.name}: {v['dropped']}"}
+    if str(v.get("bc_filter", "")).startswith("not"):
+        return {"status": "no word counts",
+                "reason": f"PAUSE scored without the backchannel filter ({m.get('words_status')}); their filter "
+                          "would read the empty chunks as a backchannel"}
+    return None
+
+
+def export_run(run_dir: Path, out: Path, *, asr: Any = None, overrides: dict[str, Any] | None = None
+               ) -> dict[str, Any]:
+    """Write the authors' layout for every episode `run_dir`'s scores count under the rule set of `overrides`
+    (`rules=authors`, any rule parameter; the paper's rules by default). The run is scored first: the VAD spans
+    and word counts come from its measurements.jsonl, refused when stale. Returns the summary written to
+    export.json: episodes per condition, the rules, what was left out and why."""
     run_dir, out = Path(run_dir), Path(out)
+    rules, applied = rules_from(overrides)
     scores = load_json(run_dir / "scores.json", "scores file")
     if scores.get("benchmark") != BENCHMARK:
         raise UsageError(f"{run_dir} holds {scores.get('benchmark')!r} scores; `export m3` exports M3 runs")
     refuse_if_stale(run_dir, run_dir / "scores.json", scores, "the export would pair old spans with new audio")
     measured = [json.loads(x) for x in (run_dir / MEASUREMENTS).read_text().splitlines() if x.strip()]
+    configs = sorted({(str(m.get("language")), str(m.get("domain"))) for m in measured if m.get("language")})
+    if len(configs) > 1:
+        raise UsageError(f"{run_dir} mixes {', '.join(f'{lang}/{dom}' for lang, dom in configs)}: their evaluation "
+                         "takes one language and domain per metadata file; export one run per config")
     folder = load_run_folder(run_dir, BENCHMARK)
     episodes = {ep.case_id: ep for ep in folder.ok}
     lazy = LazyASR(asr)
@@ -116,8 +184,13 @@ def export_run(run_dir: Path, out: Path, *, asr: Any = None) -> dict[str, Any]:
     no_text: Counter[str] = Counter()
     left_out = [{"case_id": f.case_id, "status": f.status, "reason": f.reason}
                 for f in [*folder.failures, *folder.skipped]]
+    listed = {f["case_id"] for f in left_out}
     for m in measured:
-        if m.get("failed") or m["case_id"] not in episodes:
+        why = not_exported(m, rules) or (None if m["case_id"] in episodes else
+                                         {"status": "failed", "reason": "no usable recording"})
+        if why:
+            if m["case_id"] not in listed:
+                left_out.append({"case_id": m["case_id"], **why})
             continue
         audio = read_recording(run_dir, episodes[m["case_id"]])
         start, end = input_span(m)
@@ -143,9 +216,14 @@ def export_run(run_dir: Path, out: Path, *, asr: Any = None) -> dict[str, Any]:
         counts[m["condition"]] += 1
     for cond, rows in lines.items():
         atomic_write_text(out / cond / "metadata.jsonl", "".join(r + "\n" for r in rows))
-    summary = {"out": str(out), "episodes": dict(counts), "left_out": left_out, "asr": lazy.described(),
-               "untranscribed": {lang: f"{n} episode(s): {C.language_problem(lazy.get(), lang)}"
-                                 for lang, n in no_text.items()},
+    for cond in {str(m.get("condition")) for m in measured} - set(lines):  # a folder's list from an earlier export
+        (out / cond / "metadata.jsonl").unlink(missing_ok=True)
+    summary = {"out": str(out), "rules": rules.name, "overrides": applied,
+               "compare_with": scores_path(run_dir, applied).name, "episodes": dict(counts),
+               "left_out": left_out, "left_out_by_status": dict(Counter(f["status"] for f in left_out)),
+               "asr": lazy.described(), "scoring_asr": scores.get("asr"),
+               "untranscribed": {lang: f"{n} episode(s): {C.language_problem(lazy.get(), lang)} (the segments "
+                                       "scoring transcribed keep their text)" for lang, n in no_text.items()},
                "audio": f"the recording over [input_start, input_end), {SESSION_SR} Hz, ch0 user, ch1 model"}
     atomic_write_json(out / "export.json", summary)
     return summary

@@ -28,8 +28,9 @@ The authors' code (`evaluation/dimensions/timing.py`, `inference/events.py`, `as
  (2) `pause_takeover`: "window" (paper: the SHIFT rule over W) | "pause_overlap" (code: any model segment
      overlapping the pause (s, t), even one begun long before), with `ignore_backchannels` (code: segments
      shorter than `bc_max_s` = 1.0 s with fewer than `bc_max_words` = 4 words are not takeovers). Word counts
-     come from ASR of those segments (measure.py); where none could be had (no ASR for the language) the filter
-     is not applied to that episode and the result counts it.
+     come from ASR of those segments, counted in English and Japanese alike by metrics/m3/words.py (score.py
+     stores them; the export writes the same words as chunks); where none could be had (an ASR that does not
+     transcribe the language) the filter is not applied to that episode and the result counts it.
  (3) `pause_latency_fallback`: "undefined" (paper) | "next_onset_or_window_end" (code: without a takeover, the
      first model onset at or after t, else the end of the window, minus s).
  (4) `stop_rule`: "speaking_at_s" (paper) | "earliest_before" (code: the earliest model segment that starts
@@ -275,6 +276,20 @@ def reference_fits(m: dict[str, Any]) -> bool | None:
     return in_turn if m["event_type"] in STOP_EVENTS else not in_turn
 
 
+def unfit_reason(m: dict[str, Any]) -> str | None:
+    """(6) Why the code does not score this event, or None when it does (or rec.json cannot tell)."""
+    if reference_fits(m) is not False:
+        return None
+    kind = m["event_type"]
+    if kind == "SHIFT" and ms(m["event_end_s"]) <= ms(m["event_start_s"]):
+        ahead = sec(ms(m["event_start_s"]) - ms(m["event_end_s"]))
+        return (f"overlapping SHIFT: the reply starts {ahead:g} s before the user's turn ends, so the reference "
+                "system is speaking at s (rule 6)")
+    if kind in TAKEOVER_EVENTS:
+        return f"the reference system is in a turn at s, where a {kind} needs it silent (rule 6)"
+    return f"the reference system is not in a turn at s, where a {kind} needs it speaking (rule 6)"
+
+
 def _is_backchannel(seg: SegmentMs, m: dict[str, Any], rules: Rules, ev: EventTimes) -> bool | None:
     """(2) A short model segment with few words; None when its word count was not measured."""
     if seg[1] - seg[0] >= ms(rules.bc_max_s):
@@ -295,8 +310,9 @@ def verdict(m: dict[str, Any], rules: Rules) -> dict[str, Any]:
     "latency_s" (SHIFT / PAUSE) or "stop_latency_s", "speaking", "censored" (BC / BARGE_IN). A latency is None
     where the rules leave it undefined; "why" says why."""
     ev = EventTimes.of(m)
-    if rules.drop_unfit_events and reference_fits(m) is False:
-        return {"scored": False, "dropped": "reference system state does not fit the event (rule 6)"}
+    unfit = unfit_reason(m) if rules.drop_unfit_events else None
+    if unfit:
+        return {"scored": False, "dropped": unfit}
     spans = m.get("vad_spans") or []
     segs = visible(segments(spans, rules), ev, rules)
     w_end = window_end(ev, rules)

@@ -57,6 +57,7 @@ from metrics.m3.measure import (
 )
 from metrics.m3.rules import RULE_SETS, Rules, rules_from, segment_key, segments, visible
 from metrics.m3.rules import EventTimes as Times
+from metrics.m3.words import word_count
 from metrics.scoring import LazyASR, reused_inputs, spans_audio, store_measurements
 from metrics.spans import Span
 from metrics.vad import SileroVAD, VADParams
@@ -75,8 +76,9 @@ def vad_params(recorded: Any) -> VADParams:
 
 
 def _words(m: dict[str, Any], model: np.ndarray, spans: list[Span], asr: LazyASR) -> None:
-    """Word counts of the short model segments overlapping a PAUSE, under each named rule set's segmentation and
-    view (the authors' backchannel filter reads them; rules.py)."""
+    """Word counts (metrics/m3/words.py) of the short model segments overlapping a PAUSE, under each named rule
+    set's segmentation and view (the authors' backchannel filter reads them; rules.py), and the transcripts they
+    count, which the export writes."""
     ev = Times.of(m)
     wanted: dict[str, tuple[int, int]] = {}
     for rules in RULE_SETS.values():
@@ -86,8 +88,6 @@ def _words(m: dict[str, Any], model: np.ndarray, spans: list[Span], asr: LazyASR
     if not wanted:
         return
     problem = C.language_problem(asr.get(), m["language"])
-    if problem is None and C.word_count("", m["language"]) is None:
-        problem = f"not computed: no word count for {m['language']} transcripts (written without spaces)"
     if problem:
         m["words_status"] = problem
         return
@@ -95,8 +95,8 @@ def _words(m: dict[str, Any], model: np.ndarray, spans: list[Span], asr: LazyASR
     m["words"], m["words_text"] = {}, {}
     for key, (a, b) in sorted(wanted.items()):
         text = transcribe(spans_audio(model, SR, spans, a / 1000, b / 1000), SR)
-        m["words"][key] = C.word_count(text, m["language"])
-        m["words_text"][key] = text
+        m["words"][key] = word_count(text, m["language"])
+        m["words_text"][key] = text  # the export writes these words as the segment's chunks (export.py)
     m["words_status"] = f"asr:{asr.name}"
 
 
