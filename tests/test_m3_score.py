@@ -285,7 +285,8 @@ def test_japanese_content_not_computed_with_an_english_asr(tmp_path: Path) -> No
     assert grp["shift_tor"]["k"] == 1
     for key in ("relevance", "consistency", "qa_accuracy"):
         assert grp[key]["computed"] is False and "not Japanese" in grp[key]["reason"]
-    # The authors' backchannel filter has no word counts in Japanese: not applied, and counted.
+    # Scored with an ASR that does not transcribe Japanese, the authors' backchannel filter has no word counts:
+    # not applied, and counted.
     authors = score_run(tmp_path, overrides={"rules": "authors"}, reuse_measurements=True)
     assert _group(authors, ld="ja_task")["pause_latency"]["n_bc_filter_not_applied"] == 1
     assert any("ja:" in note for note in res["content_notes"])
