@@ -155,8 +155,12 @@ def cmd_export(a: argparse.Namespace) -> int:
     summary = export_run(Path(a.run_dir), Path(a.out), asr=get_asr(a.asr, **parse_kv(a.asr_arg, "--asr-arg")),
                          overrides=parse_kv(a.param, "--param"))
     print(f"exported {summary['episodes']} episode(s) per condition to {summary['out']} (the M3 authors' layout: "
-          f"{{condition}}/metadata.jsonl, audio/, asr/), the episodes scored under rules={summary['rules']}: "
-          f"compare their summary with {summary['compare_with']}")
+          f"{{condition}}/metadata.jsonl, audio/, asr/): the episodes scored under rules={summary['rules']}")
+    if summary["compare_with"]:
+        print(f"their timing summary of each condition folder is {summary['compare_with']}'s, cell for cell")
+    else:
+        print("their evaluation applies the authors' rules: export with --param rules=authors to compare its "
+              "summary with scores-rules=authors.json")
     for f in summary["left_out"]:
         print(f"LEFT OUT {f['case_id']} ({f['status']}): {f['reason']}")
     for lang, why in summary["untranscribed"].items():

@@ -140,14 +140,17 @@ def test_export_needs_fresh_scores(tmp_path: Path) -> None:
 
 
 def test_cli_export(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """`duplex-eval export m3 RUN_DIR --out DIR`, with the default (real) ASR."""
+    """`duplex-eval export m3 RUN_DIR --out DIR --param rules=authors`, with the default (real) ASR."""
     from eval.cli import main
 
     g = H.gold("SHIFT", s=S, t=S + 0.3)
     H.write(tmp_path / "run", "en-task-d001-e01-user", g, H.bursts(D, [(S + 0.4, S + 2.0)]))
     score_run(tmp_path / "run", asr=EnglishASR(), vad_factory=H.planted)
-    assert main(["export", "m3", str(tmp_path / "run"), "--out", str(tmp_path / "out")]) == 0
-    assert "exported {'user': 1}" in capsys.readouterr().out
+    assert main(["export", "m3", str(tmp_path / "run"), "--out", str(tmp_path / "out"), "--param",
+                 "rules=authors"]) == 0
+    printed = capsys.readouterr().out
+    assert "exported {'user': 1}" in printed and "rules=authors" in printed
+    assert "is scores-rules=authors.json's, cell for cell" in printed
     row = json.loads((tmp_path / "out" / "user" / "metadata.jsonl").read_text())
     assert Path(row["output_audio_path"]).is_file() and Path(row["output_asr_path"]).is_file()
     assert json.loads((tmp_path / "out" / "export.json").read_text())["asr"] == "whisper-tiny-en"
@@ -264,6 +267,7 @@ def test_export_leaves_out_what_the_rules_drop_and_says_why(planted: dict[str, A
     # Under the paper's rules every episode is scored, so every one is exported: their summary then counts the
     # overlapping SHIFTs our authors-rules scores drop (what the rule-set choice changes).
     assert planted["paper_summary"]["left_out"] == [] and planted["paper_summary"]["rules"] == "paper"
+    assert planted["paper_summary"]["compare_with"] is None
     theirs = R.cells(planted["paper_out"] / "user" / "metadata.jsonl")
     assert theirs["shift_tor"][1] == 5 != planted["authors"]["scores"]["en_task_user"]["shift_tor"]["n"]
 

@@ -218,8 +218,10 @@ def export_run(run_dir: Path, out: Path, *, asr: Any = None, overrides: dict[str
         atomic_write_text(out / cond / "metadata.jsonl", "".join(r + "\n" for r in rows))
     for cond in {str(m.get("condition")) for m in measured} - set(lines):  # a folder's list from an earlier export
         (out / cond / "metadata.jsonl").unlink(missing_ok=True)
-    summary = {"out": str(out), "rules": rules.name, "overrides": applied,
-               "compare_with": scores_path(run_dir, applied).name, "episodes": dict(counts),
+    # Their evaluation applies their own rules: its summary is ours only for the authors' rule set unchanged.
+    compare_with = scores_path(run_dir, applied).name if rules == AUTHORS else None
+    summary = {"out": str(out), "rules": rules.name, "overrides": applied, "compare_with": compare_with,
+               "episodes": dict(counts),
                "left_out": left_out, "left_out_by_status": dict(Counter(f["status"] for f in left_out)),
                "asr": lazy.described(), "scoring_asr": scores.get("asr"),
                "untranscribed": {lang: f"{n} episode(s): {C.language_problem(lazy.get(), lang)} (the segments "
