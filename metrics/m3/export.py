@@ -1,5 +1,5 @@
-"""Export an M3 run folder to the layout the M3-DuplexBench authors' evaluation reads (README "Interop"), so their
-`evaluation/run_evaluation.py` can score our recordings unchanged.
+"""Export an M3 run folder to the layout the M3-DuplexBench authors' evaluation reads (README "M3-DuplexBench"), so
+their `evaluation/run_evaluation.py` can score our recordings unchanged.
 
     OUT/{condition}/metadata.jsonl                        one line per episode, their field names
     OUT/{condition}/audio/{sample_id}/{event_id}.wav      stereo, ch0 user, ch1 model, 24 kHz: the recording over

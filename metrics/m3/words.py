@@ -1,5 +1,5 @@
-"""Words of a model utterance, as the M3-DuplexBench authors' backchannel filter counts them (M3-DuplexBench
-README "Interop"; metrics/m3/rules.py difference (2)): a model segment shorter than 1 s with fewer than 4 words is a
+"""Words of a model utterance, as the M3-DuplexBench authors' backchannel filter counts them (README
+"M3-DuplexBench"; metrics/m3/rules.py difference (2)): a model segment shorter than 1 s with fewer than 4 words is a
 backchannel, not a takeover. Their code counts the words their forced aligner placed in the segment; we count the
 words of its ASR transcript with the one rule below, and both users of the count read it from here: scoring stores
 the count of each short PAUSE segment (score.py) and the export writes those same words as the segment's `chunks`
