@@ -11,9 +11,10 @@ its `_compute`:
         def _compute(self, measurements: list[str], ...) -> dict[str, Any]:
             return headline(self.records(measurements), ...)
 
-A script imports one name from here (evaluate reads a script line by line to find the packages it needs, and
-reads `from a import b, c` wrongly). `evaluate.load` picks the first non-abstract `evaluate.Metric` subclass in the
-script's namespace; the bases here are abstract (their `_compute` is), so the script's own class is the one loaded.
+A script imports one name from here: evaluate reads a script line by line to find the packages it needs, so the
+scripts keep one import per line and no comma imports. `evaluate.load` picks the first non-abstract
+`evaluate.Metric` subclass in the script's namespace; the bases here are abstract (their `_compute` is), so the
+script's own class is the one loaded.
 `duplex-eval push-metric` copies this file into the Space with the rest of the code the script imports.
 """
 
