@@ -68,7 +68,12 @@ def voices_table(header: tuple[str, str, str], uses: Mapping[str, Counter[str]])
     return md_table(header, [[f"`{v}`", len(owners), sum(owners.values())] for v, owners in sorted(uses.items())])
 
 
+def protocol_placeholders(protocol: ProtocolParams) -> dict[str, str]:
+    """`$p_<name>` for every protocol field: its default as prose writes it (5.0 s as "5")."""
+    return {f"p_{k}": f"{v:g}" if isinstance(v, float) else str(v) for k, v in protocol.to_dict().items()}
+
+
 def shared_context(repo_dir: Path, configs: Iterable[str], protocol: ProtocolParams) -> dict[str, str]:
     ctx = {"summary_table": summary_table(repo_dir, configs), "protocol_table": protocol_table(protocol)}
-    ctx.update({f"p_{k}": f"{v:g}" if isinstance(v, float) else str(v) for k, v in protocol.to_dict().items()})
+    ctx.update(protocol_placeholders(protocol))
     return ctx

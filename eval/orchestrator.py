@@ -7,7 +7,9 @@ run as fast as they step; only `realtime=True` agents are paced in wall-clock ti
 
 from __future__ import annotations
 
+import importlib.metadata
 import time
+import tomllib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as StepTimeout
@@ -25,7 +27,22 @@ from eval.schedule import Ctx, EpisodePlan, StepScheduler
 from metrics.feasibility import step_time_record
 from metrics.vad import StreamingVAD
 
-HARNESS_VERSION = "0.1.0"
+
+def _harness_version() -> str:
+    """duplex-eval's version, defined once in pyproject.toml: the installed distribution's, or, in a checkout run
+    without installing it (`accelerate launch eval/run.py`), pyproject.toml's own; "unknown" without either."""
+    try:
+        return importlib.metadata.version("duplex-eval")
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    try:
+        with (Path(__file__).resolve().parent.parent / "pyproject.toml").open("rb") as f:
+            return str(tomllib.load(f)["project"]["version"])
+    except (OSError, KeyError, tomllib.TOMLDecodeError):
+        return "unknown"
+
+
+HARNESS_VERSION = _harness_version()
 STALL_PREFIX = "step stalled"
 
 

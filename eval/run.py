@@ -36,6 +36,7 @@ from dataset_builder.episode import Episode  # noqa: E402
 from dataset_builder.errors import UsageError  # noqa: E402
 from dataset_builder.progress import Progress  # noqa: E402
 from dataset_builder.schema import SchemaError  # noqa: E402
+from eval.orchestrator import RunOptions  # noqa: E402
 
 if TYPE_CHECKING:
     from eval.schedule import EpisodePlan
@@ -57,7 +58,7 @@ class RunConfig:
     limit: int | None = None
     cases: list[str] | None = None
     seed: int = 0
-    step_timeout_s: float | None = 30.0
+    step_timeout_s: float | None = RunOptions.step_timeout_s
     retry_failed: bool = False  # re-run episodes recorded as failed
     force: bool = False  # start the folder over: remove its episodes, scores and run.json first
     progress: bool = False  # a progress line with counts and time left, on stderr
@@ -158,7 +159,7 @@ def run(cfg: RunConfig) -> dict[str, int]:
     from dataset_builder.fingerprint import dataset_fingerprint
     from dataset_builder.hf_dataset import _checked_shards
     from eval.lockstep import LockstepRunner, is_batched
-    from eval.orchestrator import STALL_PREFIX, RunOptions, record_failed_episode, run_episode
+    from eval.orchestrator import STALL_PREFIX, record_failed_episode, run_episode
 
     bench: Benchmark = benchmark_for_config(cfg.config)
     protocol = bench.protocol_class()().override(cfg.params)
@@ -269,7 +270,8 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, default=None, help="run only the first N cases")
     p.add_argument("--case", action="append", dest="cases", default=None, help="run only this case id")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--step-timeout", type=float, default=30.0, help="seconds one agent step may take (0: none)")
+    p.add_argument("--step-timeout", type=float, default=RunOptions.step_timeout_s,
+                   help="seconds one agent step may take (0: none)")
     p.add_argument("--retry-failed", action="store_true", help="re-run episodes recorded as failed")
     p.add_argument("--force", action="store_true",
                    help="start the folder over: remove its episodes, scores and run.json first")

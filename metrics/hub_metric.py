@@ -28,6 +28,8 @@ from dataset_builder.errors import UsageError
 
 ROOT = Path(__file__).resolve().parent.parent  # the folder holding the project's packages
 PROJECT = ("dataset_builder", "metrics", "adapters", "eval")
+# The base every metric script subclasses (its module info and input column): what it imports, the script imports.
+SCRIPT_BASE = ROOT / "metrics" / "evaluate_module.py"
 DISTRIBUTION = "duplex-eval"
 # evaluate's launch_gradio_widget builds its form with gr.inputs / gr.outputs, which gradio 4 removed: the SDK
 # version evaluate's own metric Spaces declare. The package needs Python >= 3.11.
@@ -156,7 +158,8 @@ def space_files(name: str, space_id: str, package: str | None = None) -> list[Sp
     closure, others = project_closure(script)
     if package:
         vendored: list[Path] = []
-        pins = pinned_requirements({m.split(".")[0] for m in _imported_modules(script)} - set(PROJECT))
+        own = [script] + [p for p in closure if p == SCRIPT_BASE]
+        pins = pinned_requirements({m.split(".")[0] for f in own for m in _imported_modules(f)} - set(PROJECT))
         reqs = (f"# the scoring code this metric imports (metrics.*) comes from the {DISTRIBUTION} package:\n"
                 f"{package.strip()}\n# imported by the metric script, pinned to the versions it was tested with:\n")
     else:

@@ -6,6 +6,7 @@ threshold under test sits well clear of the latencies it is compared with.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import subprocess
@@ -15,11 +16,13 @@ from typing import Any
 
 import pytest
 
+from metrics.evaluate_module import IFEvalMetric, M3Metric, MeasurementsMetric, MPEMetric
 from metrics.mpe.aggregate import aggregate
 from metrics.mpe.verdicts import Thresholds
 
 ROOT = Path(__file__).resolve().parent.parent
 MODULE_DIR = ROOT / "metrics" / "duplex_mpe"
+MODULES = sorted(p.name for p in (ROOT / "metrics").iterdir() if (p / f"{p.name}.py").is_file())
 
 
 def t_window(pair: str, cond: str, active: bool, onset: float | None, verdict: str | None) -> dict[str, Any]:
@@ -169,3 +172,22 @@ def test_script_imports_one_per_line() -> None:
     for line in (MODULE_DIR / "duplex_mpe.py").read_text().splitlines():
         if line.startswith(("import ", "from ")):
             assert "," not in line, line
+
+
+def test_every_script_is_loaded_as_its_own_class_on_the_shared_base() -> None:
+    # evaluate.load takes the first non-abstract Metric subclass in the script's namespace; the bases the scripts
+    # import are abstract, so it is the script's own class, with the base's info and the script's own text.
+    import datasets
+    import evaluate
+
+    assert all(inspect.isabstract(base) for base in (MeasurementsMetric, MPEMetric, M3Metric, IFEvalMetric))
+    citations = {"duplex_mpe": "@misc{duplex_mpe,", "m3": "@misc{m3_duplexbench,", "ifeval": "@misc{dsb_ifeval,"}
+    for name in MODULES:
+        module = evaluate.load(str(ROOT / "metrics" / name), keep_in_memory=True)
+        cls = type(module)
+        assert cls.__module__.endswith(f".{name}") and issubclass(cls, MeasurementsMetric), (name, cls)
+        assert module.features == datasets.Features({"measurements": datasets.Value("string")})
+        assert cls.__doc__.startswith(cls.DESCRIPTION + cls.KWARGS_DESCRIPTION)
+        assert (module.info.description, module.info.inputs_description) == (cls.DESCRIPTION, cls.KWARGS_DESCRIPTION)
+        bench = "m3" if issubclass(cls, M3Metric) else "ifeval" if issubclass(cls, IFEvalMetric) else "duplex_mpe"
+        assert module.info.citation.startswith(citations[bench]), name

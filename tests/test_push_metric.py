@@ -54,6 +54,7 @@ def test_dry_run_lists_every_file_and_prints_what_it_writes(name: str, capsys: p
     # The copied scoring code: this checkout's files, byte for byte, and every project file the script reaches.
     copied = [d for d in files if d.startswith(("metrics/", "dataset_builder/"))]
     assert "metrics/__init__.py" in copied and all(files[d].data == (ROOT / d).read_bytes() for d in copied)
+    assert "metrics/evaluate_module.py" in copied  # the base every script subclasses
     assert not any(d.startswith(("adapters/", "eval/")) for d in files)
     # The standard evaluate widget app.
     assert section(out, "app.py") == ('import evaluate\nfrom evaluate.utils import launch_gradio_widget\n\n\n'
@@ -82,6 +83,8 @@ def test_package_requirement_instead_of_copies(capsys: pytest.CaptureFixture[str
     assert [m.group(1) for m in FILE_LINE.finditer(out)] == ["m3-stop.py", "README.md", "app.py", "requirements.txt"]
     pins = [line for line in section(out, "requirements.txt").splitlines() if not line.startswith("#")]
     assert pins[0] == req and f"evaluate=={importlib.metadata.version('evaluate')}" in pins
+    # The script's base (metrics/evaluate_module.py) imports datasets for the script: pinned as the script's own.
+    assert pins[1:] == [f"{d}=={importlib.metadata.version(d)}" for d in ("datasets", "evaluate")]
 
 
 # Spaces: each app's folder first on sys.path, and no duplex-eval installed (the editable install's finder and the

@@ -1,4 +1,4 @@
-"""Duplex-MPE as an `evaluate` metric: stored window measurements in, the six MPE scores out (SPEC §5).
+"""Duplex-MPE as an `evaluate` metric: stored window measurements in, the six MPE scores out.
 
     import evaluate
     from metrics import metric_dir
@@ -12,20 +12,17 @@ The module holds no scoring logic: verdicts and aggregation are `metrics.mpe.ver
 # evaluate reads this file line by line to find the packages it needs: one import per line, no comma imports.
 from __future__ import annotations
 
-import json
 from typing import Any
 
-import datasets
-import evaluate
-
+from dataset_builder.protocols import MPEProtocol
+from metrics.evaluate_module import MPEMetric
 from metrics.mpe.aggregate import aggregate
 from metrics.mpe.verdicts import Thresholds
 
-_CITATION = """\
-@misc{duplex_mpe,
-  title = {Duplex-MPE: Benchmarking Multi-Party Interaction in Full-Duplex Dialogue}
-}
-"""
+# The defaults are the protocol's (dataset_builder/protocols.py): one definition for the runner, the scorer and
+# this module.
+_ONSET_S = MPEProtocol.t_onset_window_s
+_YIELD_S = MPEProtocol.yield_tolerance_s
 
 _DESCRIPTION = """\
 Scores a full-duplex spoken dialogue model on the Duplex-MPE benchmark (multi-party scenes with an assistant
@@ -34,16 +31,16 @@ named Aria) from the continuous per-window measurements written by `duplex-eval 
 the VAD or the ASR. Six metrics, each with its own denominator and a Wilson 95% interval; no aggregate score.
 """
 
-_KWARGS_DESCRIPTION = """
+_KWARGS_DESCRIPTION = f"""
 Args:
     measurements: list of JSON strings, one window measurement each (a line of measurements.jsonl).
         kind "T" (one per T turn), "silence" (one per N1/N2/N3 window) or "N4" (one per N4Q/N4R event).
         A record with "failed": true (a window of a failed episode) counts as a failure in every metric of its kind.
-    t_onset_window_s: seconds after T ends within which a voiced onset counts as a response (default 5.0).
+    t_onset_window_s: seconds after T ends within which a voiced onset counts as a response (default {_ONSET_S}).
     yield_tolerance_s: seconds model speech active at N4R onset may continue and still count as a yield
-        (default 1.0).
+        (default {_YIELD_S}).
 Returns:
-    scores: {metric: {"value", "n", "k", "ci"}} over all windows, for fresh_onset_rate, response_presence,
+    scores: {{metric: {{"value", "n", "k", "ci"}}}} over all windows, for fresh_onset_rate, response_presence,
         answer_accuracy, silence_preservation, window_response, answering_window_yield
         ("value" and "ci" are None when "n" is 0).
     by_condition: the same per condition ("explicit", "implicit").
@@ -59,21 +56,11 @@ Examples:
 """
 
 
-@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class DuplexMPE(evaluate.Metric):
-    def _info(self) -> evaluate.MetricInfo:
-        return evaluate.MetricInfo(
-            module_type="metric",
-            description=_DESCRIPTION,
-            citation=_CITATION,
-            inputs_description=_KWARGS_DESCRIPTION,
-            # One JSON string per window: the records are nested and differ by kind, which a flat Arrow schema
-            # cannot hold without inventing nullable columns for every field.
-            features=datasets.Features({"measurements": datasets.Value("string")}),
-        )
+class DuplexMPE(MPEMetric):
+    DESCRIPTION = _DESCRIPTION
+    KWARGS_DESCRIPTION = _KWARGS_DESCRIPTION
 
-    def _compute(self, measurements: list[str], t_onset_window_s: float = 5.0,
-                 yield_tolerance_s: float = 1.0) -> dict[str, Any]:
-        records = [json.loads(m) for m in measurements]
+    def _compute(self, measurements: list[str], t_onset_window_s: float = _ONSET_S,
+                 yield_tolerance_s: float = _YIELD_S) -> dict[str, Any]:
         th = Thresholds(t_onset_window_s=float(t_onset_window_s), yield_tolerance_s=float(yield_tolerance_s))
-        return aggregate(records, th)
+        return aggregate(self.records(measurements), th)

@@ -12,20 +12,16 @@ function `duplex-eval score` uses, so both give one number.
 # evaluate reads this file line by line to find the packages it needs: one import per line, no comma imports.
 from __future__ import annotations
 
-import json
 from typing import Any
 
-import datasets
-import evaluate
-
+from dataset_builder.protocols import MPEProtocol
+from metrics.evaluate_module import MPEMetric
 from metrics.mpe.headline import headline
 from metrics.mpe.verdicts import Thresholds
 
-_CITATION = """\
-@misc{duplex_mpe,
-  title = {Duplex-MPE: Benchmarking Multi-Party Interaction in Full-Duplex Dialogue}
-}
-"""
+# The defaults are the protocol's (dataset_builder/protocols.py): one definition for the runner, the scorer and
+# this module.
+_ONSET_S = MPEProtocol.t_onset_window_s
 
 _DESCRIPTION = """\
 Duplex-MPE fresh-onset response rate: the share of requests addressed to the assistant (label T) that it answers
@@ -35,15 +31,15 @@ window can change without re-running the model, the VAD or the ASR. Wilson 95% i
 paired explicit-vs-implicit exact McNemar test.
 """
 
-_KWARGS_DESCRIPTION = """
+_KWARGS_DESCRIPTION = f"""
 Args:
     measurements: list of JSON strings, the lines of measurements.jsonl (records of every kind may be passed;
         only kind "T" windows enter this rate). A record with "failed": true counts as a failure.
-    t_onset_window_s: seconds after T ends within which a voiced onset counts (default 5.0).
+    t_onset_window_s: seconds after T ends within which a voiced onset counts (default {_ONSET_S}).
 Returns:
     fresh_onset_rate: k / n (None when n is 0); n: T windows; k: fresh onsets; ci: Wilson 95% [low, high].
-    by_condition: {"explicit", "implicit"}: {"value", "n", "k", "ci"}.
-    by_label: {"T": the same block}.
+    by_condition: {{"explicit", "implicit"}}: {{"value", "n", "k", "ci"}}.
+    by_label: {{"T": the same block}}.
     paired: n_pairs, explicit_only, implicit_only, difference (explicit - implicit), mcnemar_p.
     thresholds: the threshold applied.
 Examples:
@@ -53,18 +49,10 @@ Examples:
 """
 
 
-@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class FreshOnsetRate(evaluate.Metric):
-    def _info(self) -> evaluate.MetricInfo:
-        return evaluate.MetricInfo(
-            module_type="metric",
-            description=_DESCRIPTION,
-            citation=_CITATION,
-            inputs_description=_KWARGS_DESCRIPTION,
-            # One JSON string per window: the records are nested and differ by kind.
-            features=datasets.Features({"measurements": datasets.Value("string")}),
-        )
+class FreshOnsetRate(MPEMetric):
+    DESCRIPTION = _DESCRIPTION
+    KWARGS_DESCRIPTION = _KWARGS_DESCRIPTION
 
-    def _compute(self, measurements: list[str], t_onset_window_s: float = 5.0) -> dict[str, Any]:
+    def _compute(self, measurements: list[str], t_onset_window_s: float = _ONSET_S) -> dict[str, Any]:
         th = Thresholds(t_onset_window_s=float(t_onset_window_s))
-        return headline([json.loads(m) for m in measurements], "fresh_onset_rate", th)
+        return headline(self.records(measurements), "fresh_onset_rate", th)

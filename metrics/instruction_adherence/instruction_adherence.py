@@ -13,23 +13,11 @@ the function `duplex-eval score` uses, so both give one number.
 # evaluate reads this file line by line to find the packages it needs: one import per line, no comma imports.
 from __future__ import annotations
 
-import json
 from typing import Any
 
-import datasets
-import evaluate
-
+from metrics.evaluate_module import IFEvalMetric
 from metrics.ifeval.headline import headline
 from metrics.ifeval.verdicts import Thresholds
-
-_CITATION = """\
-@misc{dsb_ifeval,
-  title = {DuplexSpeechBench-IFEval: Evaluating Implicit Instruction Following in Full-Duplex Voice Agents},
-  eprint = {2609.03423},
-  archivePrefix = {arXiv},
-  url = {https://arxiv.org/abs/2609.03423}
-}
-"""
 
 _DESCRIPTION = """\
 DSB-IFEval Instruction Adherence Score: the share of cases in which a full-duplex voice agent does the floor
@@ -61,17 +49,9 @@ Examples:
 """
 
 
-@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class InstructionAdherence(evaluate.Metric):
-    def _info(self) -> evaluate.MetricInfo:
-        return evaluate.MetricInfo(
-            module_type="metric",
-            description=_DESCRIPTION,
-            citation=_CITATION,
-            inputs_description=_KWARGS_DESCRIPTION,
-            # One JSON string per case: the records are nested (spans, readback, judge) and differ by action.
-            features=datasets.Features({"measurements": datasets.Value("string")}),
-        )
+class InstructionAdherence(IFEvalMetric):
+    DESCRIPTION = _DESCRIPTION
+    KWARGS_DESCRIPTION = _KWARGS_DESCRIPTION
 
     def _compute(self, measurements: list[str], take_turn_max_wait_s: float | None = None,
                  yield_max_latency_ms: float | None = None, interrupt_max_latency_ms: float | None = None,
@@ -80,4 +60,4 @@ class InstructionAdherence(evaluate.Metric):
                                    "yield_max_latency_ms": yield_max_latency_ms,
                                    "interrupt_max_latency_ms": interrupt_max_latency_ms,
                                    "bc_ceiling_s": bc_ceiling_s, "readback_min_coverage": readback_min_coverage})
-        return headline([json.loads(m) for m in measurements], th)
+        return headline(self.records(measurements), th)

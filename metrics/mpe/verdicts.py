@@ -5,11 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from dataset_builder.protocols import MPEProtocol
+
 
 @dataclass(frozen=True)
 class Thresholds:
-    t_onset_window_s: float = 5.0
-    yield_tolerance_s: float = 1.0
+    """The scoring thresholds; their defaults are the protocol's, the values a run records in rec.json."""
+
+    t_onset_window_s: float = MPEProtocol.t_onset_window_s
+    yield_tolerance_s: float = MPEProtocol.yield_tolerance_s
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> Thresholds:

@@ -12,20 +12,11 @@ function `duplex-eval score` uses, so both give one number.
 # evaluate reads this file line by line to find the packages it needs: one import per line, no comma imports.
 from __future__ import annotations
 
-import json
 from typing import Any
 
-import datasets
-import evaluate
-
+from metrics.evaluate_module import MPEMetric
 from metrics.mpe.headline import headline
 from metrics.mpe.verdicts import Thresholds
-
-_CITATION = """\
-@misc{duplex_mpe,
-  title = {Duplex-MPE: Benchmarking Multi-Party Interaction in Full-Duplex Dialogue}
-}
-"""
 
 _DESCRIPTION = """\
 Duplex-MPE silence preservation: the share of windows the assistant should leave to the people (N1: it is only
@@ -50,17 +41,9 @@ Examples:
 """
 
 
-@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class SilencePreservation(evaluate.Metric):
-    def _info(self) -> evaluate.MetricInfo:
-        return evaluate.MetricInfo(
-            module_type="metric",
-            description=_DESCRIPTION,
-            citation=_CITATION,
-            inputs_description=_KWARGS_DESCRIPTION,
-            # One JSON string per window: the records are nested and differ by kind.
-            features=datasets.Features({"measurements": datasets.Value("string")}),
-        )
+class SilencePreservation(MPEMetric):
+    DESCRIPTION = _DESCRIPTION
+    KWARGS_DESCRIPTION = _KWARGS_DESCRIPTION
 
     def _compute(self, measurements: list[str]) -> dict[str, Any]:
-        return headline([json.loads(m) for m in measurements], "silence_preservation", Thresholds())
+        return headline(self.records(measurements), "silence_preservation", Thresholds())
