@@ -1,32 +1,37 @@
 """`oracle`: does the right thing at the right time from the case's gold metadata (SPEC §3).
 
 It hears realised timeline cues (one frame late, like a listener) and speaks through the project's TTS, so
-its audio goes through the same VAD, ASR and judge as any model's: its score tests the whole chain. DSB-IFEval
-cases are played by `adapters.oracle_ifeval`, which also gives the text of what it says (MPE episodes carry none);
-M3-DuplexBench cases by `adapters.oracle_m3`, in the row's own system voice. It takes teacher forcing: a forced
+its audio goes through the same VAD, ASR and judge as any model's: its score tests the whole chain. What it does
+in a case is its benchmark's own script, named by the benchmark's registry entry (`oracle`): Duplex-MPE's in
+`adapters.oracle_mpe`, DSB-IFEval's in `adapters.oracle_ifeval` (which also gives the text of what it says),
+M3-DuplexBench's in `adapters.oracle_m3` (in the row's own system voice). It takes teacher forcing: a forced
 frame is returned as it is (it says what it is made to say).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from adapters.base import AssistantVoice, SpeechQueue
-from adapters.oracle_ifeval import IFEvalOracleScript
-from adapters.oracle_m3 import M3OracleScript
+from adapters.oracle_ifeval import Say
 from adapters.protocol import Frame, TimelineCue
-from dataset_builder.audio import SESSION_SR, seconds_to_samples
-
-# Long enough to still be speaking when N4R starts after the answering window, so yielding is exercised.
-HOLDING_REPLY = ("Sure, let me look into that for you. I am checking what I know about it, "
-                 "and I will have an answer for you in just a moment.")
+from dataset_builder.audio import SESSION_SR
+from dataset_builder.benchmarks import get_benchmark
 
 
-def answer_sentence(gold_answer: str) -> str:
-    return f"The answer is {gold_answer}."
+class OracleScript(Protocol):
+    """The oracle's behaviour in one case of a benchmark (built by the entry's `oracle(case, agent)`)."""
+
+    def on_cue(self, cue: TimelineCue) -> list[Say]:
+        """Timed actions for the agent's speech queue, from one realised timeline cue."""
+        ...
+
+    def frame(self, n: int) -> tuple[np.ndarray, str | None] | None:
+        """The next n samples of its own model channel and their text, or None: it speaks through the queue."""
+        ...
 
 
 class OracleAgent:
@@ -44,61 +49,31 @@ class OracleAgent:
         self.answer_delay_s = answer_delay_s
         self.stop_delay_s = stop_delay_s
         self.queue = SpeechQueue()
-        self.labels: dict[str, str] = {}
-        self.planned: list[tuple[int, str, np.ndarray | None, str | None]] = []  # (sample, what, audio, text)
-        self.ifeval: IFEvalOracleScript | None = None
-        self.m3: M3OracleScript | None = None
+        self.planned: list[Say] = []  # (sample, what, audio, text)
+        self.script: OracleScript | None = None
         self.t = 0
-        self.answer = np.zeros(0, np.float32)
-        self.holding = np.zeros(0, np.float32)
 
     def reset(self, system_prompt: str | None, seed: int) -> None:
         self.queue.stop()
         self.planned = []
-        self.labels = {}
-        self.ifeval = None
-        self.m3 = None
+        self.script = None
         self.t = 0
 
     def bind_case(self, case: Any) -> None:
-        if getattr(case, "benchmark", "") == "ifeval":
-            self.ifeval = IFEvalOracleScript(case, self.mouth.speak, self.sample_rate, self.answer_delay_s,
-                                             self.stop_delay_s)
-            return
-        if getattr(case, "benchmark", "") == "m3":  # bound to the plan's M3Bound: the case and its reference audio
-            self.m3 = M3OracleScript(case, self.answer_delay_s, self.stop_delay_s)
-            return
-        self.labels = {t.turn_id: t.label for t in case.script.turns}
-        self.answer = self.mouth.speak(answer_sentence(case.script.gold_answer))
-        self.holding = self.mouth.speak(HOLDING_REPLY) if "N4Q" in self.labels.values() else self.holding
+        self.script = get_benchmark(case.benchmark).function("oracle")(case, self)
 
     def cue(self, event: TimelineCue) -> None:
-        if self.ifeval is not None:
-            self.planned += self.ifeval.on_cue(event)
-            return
-        if self.m3 is not None:
-            self.m3.on_cue(event)
-            return
-        label = self.labels.get(event.turn_id)
-        delay = seconds_to_samples(self.answer_delay_s, self.sample_rate)
-        if event.kind == "clip_end" and label == "T":
-            self.planned.append((event.sample + delay, "say", self.answer, None))
-        elif event.kind == "clip_end" and label == "N4Q":
-            self.planned.append((event.sample + delay, "say", self.holding, None))
-        elif event.kind == "clip_start" and label == "N4R":
-            self.planned.append((event.sample + seconds_to_samples(self.stop_delay_s, self.sample_rate),
-                                 "stop", None, None))
+        if self.script is not None:
+            self.planned += self.script.on_cue(event)
 
     def step(self, user_frame: np.ndarray, forced_model_frame: np.ndarray | None = None) -> Frame:
-        if self.m3 is not None:
-            audio, text = self.m3.frame(self.frame_size)
-            self.t += self.frame_size
-            if forced_model_frame is not None:
-                return Frame(np.asarray(forced_model_frame, np.float32).copy())
-            return Frame(audio, text)
+        own = self.script.frame(self.frame_size) if self.script is not None else None  # its track runs on if forced
         if forced_model_frame is not None:
             self.t += self.frame_size
             return Frame(np.asarray(forced_model_frame, np.float32).copy())
+        if own is not None:
+            self.t += self.frame_size
+            return Frame(*own)
         due = [p for p in self.planned if p[0] <= self.t]
         self.planned = [p for p in self.planned if p[0] > self.t]
         texts = []

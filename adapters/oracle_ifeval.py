@@ -12,13 +12,16 @@ Everything it says is also given as text (App. E.5 scores a readback on the mode
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from adapters.protocol import TimelineCue
 from dataset_builder.audio import seconds_to_samples
 from dataset_builder.ifeval.schema import BARGE_WINDOW_S
+
+if TYPE_CHECKING:
+    from adapters.oracle import OracleAgent
 
 ACK = "I see. Go on."  # answers turn 1 before a take-turn turn 2
 # Answers turn 1 before a barge-in turn 2: spoken on, sentence after sentence, until it outlasts the barge window.
@@ -125,3 +128,11 @@ class IFEvalOracleScript:
         # LISTEN, NO_BACKCHANNEL: silent through turn 2; CONTINUE, ACCEPT_OVERLAP: the holding reply talks on;
         # READBACK: after turn 2 (above).
         return []
+
+    def frame(self, n: int) -> None:
+        """None: it speaks through the agent's speech queue (what `on_cue` returns)."""
+        return None
+
+
+def oracle_script(case: Any, agent: OracleAgent) -> IFEvalOracleScript:
+    return IFEvalOracleScript(case, agent.mouth.speak, agent.sample_rate, agent.answer_delay_s, agent.stop_delay_s)

@@ -18,13 +18,16 @@ Utterances are tightened (`tighten`: inner pauses shortened) so that each is one
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from adapters.oracle_ifeval import MAX_INNER_GAP_S, tighten
+from adapters.oracle_ifeval import MAX_INNER_GAP_S, Say, tighten
 from adapters.protocol import TimelineCue
 from dataset_builder.audio import seconds_to_samples
+
+if TYPE_CHECKING:
+    from adapters.oracle import OracleAgent
 
 WINDOW_CLIP = "window"  # the plan's clip id of W (eval/plans/m3.py)
 SHIFT_OVERLAP_S = 0.4  # a SHIFT's reply may start this much before s (DESIGN.md)
@@ -122,9 +125,10 @@ class M3OracleScript:
         return np.concatenate(parts)
 
     # --- what it hears and says --------------------------------------------------------------------------------
-    def on_cue(self, cue: TimelineCue) -> None:
+    def on_cue(self, cue: TimelineCue) -> list[Say]:
+        """Edits its own track; nothing for the agent's speech queue."""
         if cue.turn_id != WINDOW_CLIP or cue.kind != "clip_start":
-            return
+            return []
         ev = self.event
         if ev.event_type == "SHIFT" and not self.carried_on:
             reply = self._reply()
@@ -133,6 +137,7 @@ class M3OracleScript:
             self._put(max(self.t, cue.sample + self.answer_delay), audio, ev.reply)
         elif ev.event_type == "BARGE_IN":
             self.track[max(self.t, cue.sample + self.stop_delay):] = 0.0
+        return []
 
     def frame(self, n: int) -> tuple[np.ndarray, str | None]:
         """The next n samples of the track, and the text of anything that starts in them."""
@@ -142,3 +147,8 @@ class M3OracleScript:
         out[:len(chunk)] = chunk
         said = [text for at, text in self.texts if t <= at < t + n]
         return out, " ".join(said) or None
+
+
+def oracle_script(case: BoundM3, agent: OracleAgent) -> M3OracleScript:
+    """Bound to the plan's M3Bound: the case and its reference audio."""
+    return M3OracleScript(case, agent.answer_delay_s, agent.stop_delay_s)

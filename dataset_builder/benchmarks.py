@@ -1,9 +1,13 @@
 """The benchmark registry (SPEC §11): one record per benchmark, its pieces named as lazy "module:function" strings.
 
-Code stays in its layer — generation in `dataset_builder/<bench>/`, the user-stream plan in
-`eval/plans/<bench>.py`, measurements, verdicts and tables in `metrics/<bench>/` — and the harness core names no
-benchmark: the CLI, the runner and the scorer look a benchmark up here by name, by dataset config, or by the
-benchmark a run recorded. Adding one is a folder per layer plus one entry below.
+Code stays in its layer — generation in `dataset_builder/<bench>/`, measurements, verdicts and tables in
+`metrics/<bench>/`, the oracle's script in `adapters/oracle_<bench>.py`, the user-stream plan in
+`eval/plans/<bench>.py`, the report's leaderboards in `eval/report_site/boards/<bench>.py` — and the harness core
+names no benchmark: the CLI, the runner, the oracle, the scorer, the report and the demo look a benchmark up here
+by name, by dataset config, or by the benchmark a run recorded. Adding one is those files plus one entry below
+(the README's "Adding a benchmark" lists them). The protocol classes still sit together in
+`dataset_builder/protocols.py`; the entry's `protocol` is the one place that names a benchmark's class, so a new
+benchmark may equally keep its class in its own `dataset_builder/<bench>/`.
 """
 
 from __future__ import annotations
@@ -30,6 +34,20 @@ class Benchmark:
     windows: str  # windows(measurements of one episode, result) -> [(start_s, end_s, ok, spans)] for its plot
     cases: str  # cases(folder, config) -> [case], every validated case of a config, no audio read
     case_audio: str  # case_audio(folder, config, wanted=ids) -> iterator of (case, float32 24 kHz audio)
+    oracle: str  # oracle(case the plan bound, agent: adapters.oracle.OracleAgent) -> adapters.oracle.OracleScript
+    # The report's leaderboards and breakdowns: boards(runs: [eval.report_site.collect.RunView]) -> [Table];
+    # empty: one generic leaderboard of every `{value, n, ...}` entry of the scores.
+    boards: str = ""
+    # The per-metric outcomes behind one window's verdict on the report's episode page:
+    # window_detail(measurement, result) -> str; empty: none shown.
+    window_detail: str = ""
+    # `build --diagnostics` when the benchmark has its own: diagnostics(folder) -> text; empty: the shared script
+    # audit of metrics.build_audit.
+    diagnostics: str = ""
+    # Seconds each of its demo jobs took in a fresh `make demo` on the 2-core machine, by job ("build" or the agent
+    # of a run): the demo's progress line and scheduling order use them; a job not listed counts as the demo's
+    # default.
+    demo_seconds: tuple[tuple[str, int], ...] = ()
     # The configs a whole evaluation runs, each its own run; empty: the first config only (the others are subsets
     # of it that its scorer reports from the same run, like IFEval's matched-audio cases).
     run_configs: tuple[str, ...] = ()
@@ -68,6 +86,11 @@ def benchmark_names() -> list[str]:
     return sorted(_BENCHMARKS)
 
 
+def registered_names() -> list[str]:
+    """The benchmarks in the order registered below: the order the demo builds, runs and prints them."""
+    return list(_BENCHMARKS)
+
+
 def get_benchmark(name: str) -> Benchmark:
     if name not in _BENCHMARKS:
         raise UsageError(f"unknown benchmark {name!r}; known: {benchmark_names()}")
@@ -92,6 +115,10 @@ register_benchmark(Benchmark(
     windows="metrics.mpe.tables:plot_windows",
     cases="dataset_builder.hf_dataset:list_cases",
     case_audio="dataset_builder.hf_dataset:iter_cases",
+    oracle="adapters.oracle_mpe:oracle_script",
+    boards="eval.report_site.boards.mpe:boards",
+    window_detail="eval.report_site.boards.mpe:window_detail",
+    demo_seconds=(("build", 170), ("cascade", 300), ("oracle", 30)),
 ))
 
 IFEVAL = Benchmark(
@@ -104,6 +131,11 @@ IFEVAL = Benchmark(
     windows="metrics.ifeval.tables:plot_windows",
     cases="dataset_builder.ifeval.rows:list_items",
     case_audio="dataset_builder.ifeval.rows:iter_items",
+    oracle="adapters.oracle_ifeval:oracle_script",
+    boards="eval.report_site.boards.ifeval:boards",
+    window_detail="eval.report_site.boards.ifeval:window_detail",
+    diagnostics="dataset_builder.ifeval.diagnostics:audit",
+    demo_seconds=(("build", 70), ("cascade", 220), ("oracle", 75)),
 )
 register_benchmark(IFEVAL)
 
@@ -118,5 +150,10 @@ register_benchmark(Benchmark(
     windows="metrics.m3.tables:plot_windows",
     cases="dataset_builder.m3.rows:list_items",
     case_audio="dataset_builder.m3.rows:iter_items",
+    oracle="adapters.oracle_m3:oracle_script",
+    boards="eval.report_site.boards.m3:boards",
+    window_detail="eval.report_site.boards.m3:window_detail",
+    diagnostics="metrics.m3.diagnostics:audit",
+    demo_seconds=(("build", 100),),
     run_configs=("m3_chat_en", "m3_task_en", "m3_chat_ja", "m3_task_ja"),  # four languages x domains, four runs
 ))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import logging
 import sys
@@ -19,9 +18,6 @@ from eval.report_site.media import DEFAULT_KBPS as DEFAULT_AUDIO_KBPS
 from eval.run import add_run_arguments, config_from_args, finish, parse_kv, run
 
 DEFAULT_OUT = Path("out")
-# Benchmarks whose `build --diagnostics` is their own ("module:function(folder) -> text") instead of the shared
-# script audit of metrics.build_audit.
-OWN_DIAGNOSTICS = {"ifeval": "dataset_builder.ifeval.diagnostics:audit", "m3": "metrics.m3.diagnostics:audit"}
 
 
 def buildable_names() -> list[str]:
@@ -66,9 +62,8 @@ def cmd_build(a: argparse.Namespace) -> int:
             for config in options.configs or bench.configs:
                 print(f"dataset written to {out} (load with datasets.load_dataset({str(out.resolve())!r}, "
                       f"{config!r}, split='test'))")
-    if (a.diagnostics or a.diagnostics_only) and bench.name in OWN_DIAGNOSTICS:
-        module, _, fn = OWN_DIAGNOSTICS[bench.name].partition(":")
-        print(getattr(importlib.import_module(module), fn)(out))
+    if (a.diagnostics or a.diagnostics_only) and bench.diagnostics:  # the benchmark's own
+        print(bench.function("diagnostics")(out))
     elif a.diagnostics or a.diagnostics_only:
         from metrics.build_audit import DIAGNOSTICS_FILE, audit, format_audit
 

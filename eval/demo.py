@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dataset_builder.benchmarks import benchmark_names, get_benchmark
+from dataset_builder.benchmarks import get_benchmark, registered_names
 from dataset_builder.progress import Progress
 from eval.report_site.media import Media
 from eval.run import RunConfig, run
@@ -29,10 +29,9 @@ from metrics.tables import provenance
 log = logging.getLogger("duplex_eval.demo")
 
 SPEAKING_AGENTS = ("oracle", "cascade")  # they speak through the project's TTS and share its clip cache
-# Seconds each job took in a fresh `make demo` on the 2-core machine (a job not listed counts as DEFAULT_JOB_S):
-# the progress line's time left and the scheduling order use them; runs of LONG_JOB_S or more go one at a time.
-JOB_SECONDS = {"build mpe": 170, "build ifeval": 70, "build m3": 100, "mpe cascade": 300, "ifeval cascade": 220,
-               "ifeval oracle": 75, "mpe oracle": 30}
+# Seconds each job took in a fresh `make demo` on the 2-core machine are each benchmark's `demo_seconds` (a job not
+# listed counts as DEFAULT_JOB_S): the progress line's time left and the scheduling order use them; runs of
+# LONG_JOB_S or more go one at a time.
 DEFAULT_JOB_S = 25
 LONG_JOB_S = 200  # run jobs this long go one at a time
 
@@ -57,7 +56,7 @@ def demo(out: Path, preset: str = "mini", adapters: list[str] | None = None,
     workers = workers or min(2, os.cpu_count() or 1)
     t0 = time.perf_counter()
     cache = out / "cache"
-    names = benchmarks or ["mpe", *(b for b in benchmark_names() if b != "mpe")]
+    names = benchmarks or registered_names()
     datasets = {b: out / "datasets" / f"duplex-{b}-{preset}" for b in names}
     blocks: list[ConfigRuns] = []
     for b in names:
@@ -125,7 +124,10 @@ def demo(out: Path, preset: str = "mini", adapters: list[str] | None = None,
 
 
 def _seconds(job: str) -> float:
-    return JOB_SECONDS.get(job, DEFAULT_JOB_S)
+    """Seconds of a job: "build <bench>" or "<bench> <agent>"."""
+    first, _, second = job.partition(" ")
+    bench, part = (second, "build") if first == "build" else (first, second)
+    return dict(get_benchmark(bench).demo_seconds).get(part, DEFAULT_JOB_S)
 
 
 def _is_long(job: tuple[str, Any]) -> bool:

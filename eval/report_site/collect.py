@@ -104,32 +104,14 @@ def _speech_s(m: dict[str, Any], spans: list[list[float]]) -> float | None:
     return round(sum(b - a for a, b in spans), 3) if spans else None
 
 
-def _detail(bench: str, m: dict[str, Any], result: dict[str, Any]) -> str:
-    """The per-metric outcomes behind a window's verdict, where the benchmark has several."""
+def _detail(detail_of: Any, m: dict[str, Any], result: dict[str, Any]) -> str:
+    """The per-metric outcomes behind a window's verdict, where the benchmark has several (its `window_detail`)."""
+    if detail_of is None:
+        return ""
     try:
-        if bench == "mpe":
-            from metrics.mpe.verdicts import Thresholds, outcomes
-
-            got = outcomes(m, Thresholds(**result["thresholds"]))
-            extra = f"; answer {m['answer_verdict']}" if m.get("answer_verdict") else ""
-            return ", ".join(f"{k} {'✓' if ok else '✗'}" for k, ok in got.items()) + extra
-        if bench == "ifeval":
-            parts = [f"expected {m.get('expected_action')}", f"VAD: {m.get('vad_label')}"]
-            if m.get("genuine_onset_s") is not None:
-                parts.append(f"onset {m['genuine_onset_s']:.2f} s")
-            if m.get("readback"):
-                parts.append(f"readback coverage {m['readback'].get('coverage')}")
-            return ", ".join(parts)
-        if bench == "m3":
-            from metrics.m3.rules import RULE_SETS, Rules, verdict
-
-            given = dict(result.get("rules") or {})
-            v = verdict(m, Rules(**given) if given else RULE_SETS["paper"])
-            keys = ("takeover", "latency_s", "stop_latency_s", "censored", "why", "dropped")
-            return ", ".join(f"{k} {v[k]}" for k in keys if v.get(k) is not None)
+        return str(detail_of(m, result))
     except (KeyError, TypeError, ValueError):
         return ""
-    return ""
 
 
 def model_spans(measurements: list[dict[str, Any]]) -> list[list[float]]:
@@ -148,6 +130,7 @@ def model_spans(measurements: list[dict[str, Any]]) -> list[list[float]]:
 
 def window_rows(bench: Benchmark, measurements: list[dict[str, Any]], result: dict[str, Any]) -> list[WindowRow]:
     windows_of = bench.function("windows")
+    detail_of = bench.function("window_detail") if bench.window_detail else None
     rows = []
     for m in measurements:
         label = str(m.get("label") or m.get("event_type") or m.get("kind") or "?")
@@ -171,7 +154,7 @@ def window_rows(bench: Benchmark, measurements: list[dict[str, Any]], result: di
         speech = _speech_s(m, spans)
         talked = bool(spans) or bool(speech)
         rows.append(WindowRow(label, float(a), float(b), "pass" if ok else "fail", talked, speech, _transcript(m),
-                              group, _detail(bench.name, m, result)))
+                              group, _detail(detail_of, m, result)))
     return rows
 
 

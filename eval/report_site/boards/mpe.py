@@ -1,0 +1,65 @@
+"""Duplex-MPE's report pieces: its leaderboard and breakdowns (by condition, label, the paired
+explicit/implicit test), and the detail behind a window's verdict."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eval.report_site.boards import grouped_table, metric_table, run_cell
+from eval.report_site.collect import RunView
+from eval.report_site.model import Cell, Table, dash, name, pvalue, rate
+
+
+def boards(runs: list[RunView]) -> list[Table]:
+    from metrics.mpe.tables import REPORTED_ONLY
+    from metrics.mpe.verdicts import METRICS
+
+    headline = [m for m in METRICS if m not in REPORTED_ONLY]
+    cols = [(m, m) for m in headline] + [(f"{m} (reported)", m) for m in REPORTED_ONLY]
+    board = metric_table("mpe-leaderboard", "Duplex-MPE leaderboard", runs, cols,
+                         lambda r, m: r["scores"].get(m), failed=True,
+                         note="value [Wilson 95% CI] k/n; '(reported)' metrics are shown for coverage, not scored "
+                              "capabilities.")
+    board.columns.insert(-1, "paired explicit−implicit (response presence)")
+    for run, row in zip(runs, board.rows, strict=True):
+        row.insert(-1, _paired(run.result.get("paired", {}).get("response_presence")))
+    tables = [board]
+    tables.append(grouped_table("mpe-condition", "Duplex-MPE by condition", runs, "by_condition", "condition",
+                                list(METRICS), "value [Wilson 95% CI] k/n per condition."))
+    labels = Table("mpe-label", "Duplex-MPE by label", ["run", "label", "metric", "value"], n_keys=3,
+                   note="Each window label enters the metrics of its kind: T the onset and answer metrics, N1-N3 "
+                        "silence preservation, N4 the answering-window metrics.")
+    for run in runs:
+        for label, block in (run.result.get("by_label") or {}).items():
+            for metric, entry in block.items():
+                labels.add([run_cell(run), name(label), name(metric), rate(entry)])
+    tables.append(labels)
+    paired = Table("mpe-paired", "Duplex-MPE paired explicit vs implicit (same conversation, exact McNemar)",
+                   ["run", "metric", "pairs", "explicit only", "implicit only", "difference", "McNemar p"], n_keys=2)
+    for run in runs:
+        for metric, p in (run.result.get("paired") or {}).items():
+            paired.add([run_cell(run), name(metric), Cell(str(p["n_pairs"]), float(p["n_pairs"])),
+                        Cell(str(p["explicit_only"]), float(p["explicit_only"])),
+                        Cell(str(p["implicit_only"]), float(p["implicit_only"])),
+                        Cell(f"{p['difference']:+.3f}", float(p["difference"])) if p.get("n_pairs") else dash(),
+                        pvalue(p.get("mcnemar_p")) if p.get("n_pairs") else dash("no complete pairs")])
+    tables.append(paired)
+    return tables
+
+
+def _paired(p: dict[str, Any] | None) -> Cell:
+    if not p or not p.get("n_pairs"):
+        return dash("no complete explicit/implicit pairs")
+    return Cell(f"{p['difference']:+.3f}", float(p["difference"]), "",
+                f"McNemar p={p['mcnemar_p']:.3g} ({p['n_pairs']} pairs)",
+                f"explicit only {p['explicit_only']}, implicit only {p['implicit_only']}")
+
+
+def window_detail(m: dict[str, Any], result: dict[str, Any]) -> str:
+    """Each metric's outcome of the window under the thresholds the scores were computed with, and the answer's
+    verdict."""
+    from metrics.mpe.verdicts import Thresholds, outcomes
+
+    got = outcomes(m, Thresholds(**result["thresholds"]))
+    extra = f"; answer {m['answer_verdict']}" if m.get("answer_verdict") else ""
+    return ", ".join(f"{k} {'✓' if ok else '✗'}" for k, ok in got.items()) + extra
