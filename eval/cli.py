@@ -289,164 +289,224 @@ def add_score_arguments(p: argparse.ArgumentParser) -> None:
                         "runs against the default")
 
 
+def _add_build(p: argparse.ArgumentParser) -> None:
+    """`build BENCHMARK`: the dataset's size, voices, writer and cache, and the audit after it."""
+    p.add_argument("benchmark", choices=buildable_names())
+    p.add_argument("--preset", default="mini", help="size preset (mpe: mini, full)")
+    p.add_argument("--n", "--n-pairs", dest="n", type=int, default=None,
+                   help="override the preset's size (mpe: scenario pairs)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--tts", default="piper", help="TTS backend: piper (default), espeak, http")
+    p.add_argument("--tts-arg", action="append", default=[], metavar="K=V",
+                   help="TTS backend arg, e.g. base_url=http://127.0.0.1:8880 model=kokoro (for --tts http)")
+    p.add_argument("--writer", default="template",
+                   help="who writes the scene text: template (the composer's phrase banks, default) or openai (an "
+                        "LLM rewrites each pair; every rewrite passes the same checks or is asked for again)")
+    p.add_argument("--writer-arg", action="append", default=[], metavar="K=V",
+                   help="writer arg, e.g. base_url=http://127.0.0.1:8000 model=qwen (for --writer openai; the API "
+                        "key is read from $OPENAI_API_KEY or the variable api_key_env names)")
+    p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress line on stderr")
+    p.add_argument("--no-speech-gate", action="store_true",
+                   help="do not let the default ASR check each turn (by default a turn whose addressed name, "
+                        '"Aria" or numbers it cannot recover is re-spoken slower or reported, and the build prints '
+                        "per-voice word error rate)")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="synthesis processes (default: one per core); the output is "
+                        "byte-identical whatever N")
+    p.add_argument("--stats", default=None, metavar="FILE",
+                   help="m3: sample PAUSE/SHIFT/BC/barge-in timings from this TimingStats JSON (`duplex-eval events "
+                        "... --stats-out`; what it did not measure comes from the shipped defaults)")
+    p.add_argument("--configs", default=None, metavar="A,B",
+                   help="build only these of the benchmark's configs (m3: m3_chat_en,m3_task_en,m3_chat_ja,"
+                        "m3_task_ja)")
+    p.add_argument("--out", default=None, help="dataset folder (default out/datasets/duplex-<benchmark>)")
+    p.add_argument("--cache-dir", default=None,
+                   help="TTS clip cache (default $DUPLEX_EVAL_CACHE/tts or ~/.cache/duplex-eval/tts)")
+    p.add_argument("--no-cache", action="store_true")
+    p.add_argument("--scripts-only", action="store_true",
+                   help="write OUT/scripts.jsonl (one validated script per line) and no audio: seconds, no TTS")
+    p.add_argument("--diagnostics", action="store_true",
+                   help="after building, print and write OUT/diagnostics.json: distinct texts, repeated sentences, "
+                        "distinct-n, per-attribute word differences; with audio also ASR word error rate per "
+                        "voice and the 'Aria' recognition rate (text only with --scripts-only)")
+    p.add_argument("--diagnostics-only", action="store_true",
+                   help="do not build: audit the existing folder --out (its parquet, else its scripts.jsonl)")
+    p.add_argument("--diagnostics-limit", type=int, default=None, metavar="N",
+                   help="ASR only the first N cases (default: all; the default ASR runs ~10x faster than real "
+                        "time on CPU: the mini set's 40 cases take ~4 min)")
+    p.add_argument("--diagnostics-texts", type=int, default=None, metavar="N",
+                   help="compare the voices on the first N distinct turn texts, each spoken by every voice "
+                        "(default 100: 500 clips, ~4.5 min; 0: judge the voice ratio on the set's own audio)")
+    p.set_defaults(func=cmd_build)
+
+
+def _add_run(p: argparse.ArgumentParser) -> None:
+    """`run`: the runner's own arguments (eval.run)."""
+    add_run_arguments(p)
+    p.set_defaults(func=cmd_run)
+
+
+def _add_score(p: argparse.ArgumentParser) -> None:
+    """`score RUN_DIR...`."""
+    p.add_argument("run_dirs", nargs="+")
+    add_score_arguments(p)
+    p.set_defaults(func=cmd_score)
+
+
+def _add_report(p: argparse.ArgumentParser) -> None:
+    """`report RUN_DIR...`: the HTML report."""
+    p.add_argument("run_dirs", nargs="+")
+    p.add_argument("--out", default=str(DEFAULT_OUT / "report"))
+    p.add_argument("--max-plots", type=int, default=None, metavar="N",
+                   help="timeline figure and audio for the first N episodes of each run only (default: every "
+                        "episode; every episode gets its page either way)")
+    p.add_argument("--audio-kbps", type=float, default=DEFAULT_AUDIO_KBPS,
+                   help="bitrate of the stereo Opus audio on the episode pages (default %(default)g)")
+    p.add_argument("--allow-stale", action="store_true",
+                   help="show runs whose scores no longer match their folder, marked STALE, instead of refusing")
+    p.set_defaults(func=cmd_report)
+
+
+def _add_export(p: argparse.ArgumentParser) -> None:
+    """`export {m3,fdb} RUN_DIR`: a run in a peer benchmark's own layout."""
+    p.add_argument("benchmark", choices=("m3", "fdb"))
+    p.add_argument("run_dir")
+    p.add_argument("--out", required=True, help="m3: folder for {condition}/metadata.jsonl, audio/ and asr/; fdb: "
+                                                "for {condition}/{task}/{case_id}/input.wav, output.wav, task file")
+    p.add_argument("--asr", default="whisper-tiny-en", help="m3: ASR of the model's utterances (their ASR JSON's "
+                                                            "text); fdb leaves the ASR to their own script")
+    p.add_argument("--asr-arg", action="append", default=[], metavar="K=V")
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                   help="m3: the rule set whose scored episodes are exported, as for score (rules=authors to "
+                        "compare with their evaluation; the paper's rules by default)")
+    p.set_defaults(func=cmd_export)
+
+
+def _add_import(p: argparse.ArgumentParser) -> None:
+    """`import {m3,fdb} DATA_DIR`: a peer benchmark's released data as a dataset config."""
+    p.add_argument("benchmark", choices=("m3", "fdb"))
+    p.add_argument("data_dir", metavar="DATA_DIR")
+    p.add_argument("--out", required=True, help="dataset folder to write data/m3_<domain>_<lang>/ and the card into")
+    p.add_argument("--user-channel", type=int, default=0, choices=(0, 1),
+                   help="m3: the channel of the party the harness plays (the other is the model's)")
+    p.add_argument("--split", default="test", help="m3: reads DATA_DIR/<split>.jsonl")
+    p.add_argument("--language", default=None, choices=M3_LANGUAGES,
+                   help="default: m3 from a path .../data/<lang>/<domain>/...; fdb en")
+    p.add_argument("--domain", default=None, choices=M3_DOMAINS, help="default: m3 from the path, as --language; "
+                                                                       "fdb chat")
+    p.set_defaults(func=cmd_import)
+
+
+def _add_text_reference(p: argparse.ArgumentParser) -> None:
+    """`text-reference`: the transcript-conditioned reference."""
+    p.add_argument("--dataset", required=True)
+    p.add_argument("--config", default="mpe")
+    p.add_argument("--decider", default="policy", help="policy (heuristic) or openai")
+    p.add_argument("--decider-arg", action="append", default=[], metavar="K=V",
+                   help="e.g. base_url=http://127.0.0.1:8000 model=qwen")
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=cmd_text_reference)
+
+
+def _add_push(p: argparse.ArgumentParser) -> None:
+    """`push FOLDER`: a dataset folder to the Hub."""
+    p.add_argument("folder")
+    p.add_argument("repo", nargs="?", default=None, metavar="REPO_ID", help="the same as --repo-id")
+    p.add_argument("--repo-id", default=None, help="the Hub dataset repo, e.g. my-org/duplex-mpe")
+    p.add_argument("--dry-run", action="store_true",
+                   help="list every file, its size and its path in the repo, and the configs load_dataset will "
+                        "see; upload nothing (no token needed)")
+    p.add_argument("--token-env", default="HF_TOKEN")
+    p.add_argument("--private", action="store_true")
+    p.set_defaults(func=cmd_push)
+
+
+def _add_push_metric(p: argparse.ArgumentParser) -> None:
+    """`push-metric NAME`: an evaluate module to a Hub metric Space."""
+    p.add_argument("name", help="a module folder under metrics/, e.g. fresh_onset_rate")
+    p.add_argument("--space", required=True, metavar="ORG/NAME", help="the Space; its script is NAME.py")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print every file the Space would receive (destination, source, the generated app.py, "
+                        "requirements.txt and README.md) and upload nothing")
+    p.add_argument("--package", default=None, metavar="REQUIREMENT",
+                   help="declare the scoring code as this pip requirement (e.g. 'duplex-eval @ "
+                        "git+https://github.com/ORG/duplex-eval@COMMIT') instead of copying its files into the Space")
+    p.add_argument("--token-env", default="HF_TOKEN")
+    p.add_argument("--private", action="store_true")
+    p.set_defaults(func=cmd_push_metric)
+
+
+def _add_events(p: argparse.ArgumentParser) -> None:
+    """`events DIALOGUE.wav...`: M3 events of two-channel dialogues."""
+    p.add_argument("dialogues", nargs="+", metavar="DIALOGUE.wav", help="2-channel WAV, one party per channel")
+    p.add_argument("--user-channel", type=int, default=0, choices=(0, 1),
+                   help="the channel whose events are evaluated (the other is the system)")
+    p.add_argument("--words", action="append", default=[], metavar="TXT_ALIGN",
+                   help="word timestamps (channel<TAB>start<TAB>end<TAB>word a line) instead of the VAD; once "
+                        "per dialogue, in order")
+    p.add_argument("--stats-out", default=None, metavar="FILE",
+                   help="write the timing statistics pooled over the dialogues (TimingStats JSON) for the M3 "
+                        "build to sample from")
+    p.set_defaults(func=cmd_events)
+
+
+def _add_demo(p: argparse.ArgumentParser) -> None:
+    """`demo`: the README's main job."""
+    p.add_argument("--out", default=str(DEFAULT_OUT))
+    p.add_argument("--preset", default="mini", help="size preset of each benchmark's set")
+    p.add_argument("--benchmarks", default="",
+                   help=f"comma-separated benchmarks (default: all, Duplex-MPE first: {', '.join(benchmark_names())})")
+    p.add_argument("--adapters", default="silent,oracle,cascade")
+    p.add_argument("--workers", type=int, default=0, metavar="N",
+                   help="jobs (builds, runs) at once, each in its own process (default: one per core, at most 2)")
+    p.set_defaults(func=cmd_demo)
+
+
+def _add_check_adapter(p: argparse.ArgumentParser) -> None:
+    """`check-adapter NAME_OR_PATH`: the protocol conformance checks."""
+    p.add_argument("adapter", metavar="NAME_OR_PATH", help="registered adapter name or module:Class")
+    p.add_argument("--adapter-arg", action="append", default=[], metavar="K=V", help="adapter constructor arg")
+    p.add_argument("--seed", type=int, default=0, help="the seed every reset gets")
+    p.add_argument("--atol", type=float, default=0.0,
+                   help="largest sample difference two runs that must match may show (default 0: identical)")
+    p.add_argument("--out", default=None, help="keep the episode check's recording in this folder")
+    p.add_argument("--json", default=None, metavar="FILE", help="also write the results as JSON")
+    p.set_defaults(func=cmd_check_adapter)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="duplex-eval", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="build a benchmark dataset folder")
-    b.add_argument("benchmark", choices=buildable_names())
-    b.add_argument("--preset", default="mini", help="size preset (mpe: mini, full)")
-    b.add_argument("--n", "--n-pairs", dest="n", type=int, default=None,
-                   help="override the preset's size (mpe: scenario pairs)")
-    b.add_argument("--seed", type=int, default=0)
-    b.add_argument("--tts", default="piper", help="TTS backend: piper (default), espeak, http")
-    b.add_argument("--tts-arg", action="append", default=[], metavar="K=V",
-                   help="TTS backend arg, e.g. base_url=http://127.0.0.1:8880 model=kokoro (for --tts http)")
-    b.add_argument("--writer", default="template",
-                   help="who writes the scene text: template (the composer's phrase banks, default) or openai (an "
-                        "LLM rewrites each pair; every rewrite passes the same checks or is asked for again)")
-    b.add_argument("--writer-arg", action="append", default=[], metavar="K=V",
-                   help="writer arg, e.g. base_url=http://127.0.0.1:8000 model=qwen (for --writer openai; the API "
-                        "key is read from $OPENAI_API_KEY or the variable api_key_env names)")
-    b.add_argument("--no-progress", dest="progress", action="store_false", help="no progress line on stderr")
-    b.add_argument("--no-speech-gate", action="store_true",
-                   help="do not let the default ASR check each turn (by default a turn whose addressed name, "
-                        '"Aria" or numbers it cannot recover is re-spoken slower or reported, and the build prints '
-                        "per-voice word error rate)")
-    b.add_argument("--workers", type=int, default=None, metavar="N",
-                   help="synthesis processes (default: one per core); the output is "
-                        "byte-identical whatever N")
-    b.add_argument("--stats", default=None, metavar="FILE",
-                   help="m3: sample PAUSE/SHIFT/BC/barge-in timings from this TimingStats JSON (`duplex-eval events "
-                        "... --stats-out`; what it did not measure comes from the shipped defaults)")
-    b.add_argument("--configs", default=None, metavar="A,B",
-                   help="build only these of the benchmark's configs (m3: m3_chat_en,m3_task_en,m3_chat_ja,"
-                        "m3_task_ja)")
-    b.add_argument("--out", default=None, help="dataset folder (default out/datasets/duplex-<benchmark>)")
-    b.add_argument("--cache-dir", default=None,
-                   help="TTS clip cache (default $DUPLEX_EVAL_CACHE/tts or ~/.cache/duplex-eval/tts)")
-    b.add_argument("--no-cache", action="store_true")
-    b.add_argument("--scripts-only", action="store_true",
-                   help="write OUT/scripts.jsonl (one validated script per line) and no audio: seconds, no TTS")
-    b.add_argument("--diagnostics", action="store_true",
-                   help="after building, print and write OUT/diagnostics.json: distinct texts, repeated sentences, "
-                        "distinct-n, per-attribute word differences; with audio also ASR word error rate per "
-                        "voice and the 'Aria' recognition rate (text only with --scripts-only)")
-    b.add_argument("--diagnostics-only", action="store_true",
-                   help="do not build: audit the existing folder --out (its parquet, else its scripts.jsonl)")
-    b.add_argument("--diagnostics-limit", type=int, default=None, metavar="N",
-                   help="ASR only the first N cases (default: all; the default ASR runs ~10x faster than real "
-                        "time on CPU: the mini set's 40 cases take ~4 min)")
-    b.add_argument("--diagnostics-texts", type=int, default=None, metavar="N",
-                   help="compare the voices on the first N distinct turn texts, each spoken by every voice "
-                        "(default 100: 500 clips, ~4.5 min; 0: judge the voice ratio on the set's own audio)")
-    b.set_defaults(func=cmd_build)
+    _add_build(b)
     r = sub.add_parser("run", help="run an adapter over a dataset (resumable)")
-    add_run_arguments(r)
-    r.set_defaults(func=cmd_run)
+    _add_run(r)
     s = sub.add_parser("score", help="score run folders; writes RUN_DIR/scores.json")
-    s.add_argument("run_dirs", nargs="+")
-    add_score_arguments(s)
-    s.set_defaults(func=cmd_score)
+    _add_score(s)
     rp = sub.add_parser("report", help="HTML report with per-episode timeline plots and audio")
-    rp.add_argument("run_dirs", nargs="+")
-    rp.add_argument("--out", default=str(DEFAULT_OUT / "report"))
-    rp.add_argument("--max-plots", type=int, default=None, metavar="N",
-                    help="timeline figure and audio for the first N episodes of each run only (default: every "
-                         "episode; every episode gets its page either way)")
-    rp.add_argument("--audio-kbps", type=float, default=DEFAULT_AUDIO_KBPS,
-                    help="bitrate of the stereo Opus audio on the episode pages (default %(default)g)")
-    rp.add_argument("--allow-stale", action="store_true",
-                    help="show runs whose scores no longer match their folder, marked STALE, instead of refusing")
-    rp.set_defaults(func=cmd_report)
+    _add_report(rp)
     ex = sub.add_parser("export", help="export a run to a peer benchmark's own layout (m3: the M3-DuplexBench "
                                        "authors' evaluation, of a scored run; fdb: Full-Duplex-Bench v1's sample "
                                        "folders, of an M3 run)")
-    ex.add_argument("benchmark", choices=("m3", "fdb"))
-    ex.add_argument("run_dir")
-    ex.add_argument("--out", required=True, help="m3: folder for {condition}/metadata.jsonl, audio/ and asr/; fdb: "
-                                                 "for {condition}/{task}/{case_id}/input.wav, output.wav, task file")
-    ex.add_argument("--asr", default="whisper-tiny-en", help="m3: ASR of the model's utterances (their ASR JSON's "
-                                                             "text); fdb leaves the ASR to their own script")
-    ex.add_argument("--asr-arg", action="append", default=[], metavar="K=V")
-    ex.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
-                    help="m3: the rule set whose scored episodes are exported, as for score (rules=authors to "
-                         "compare with their evaluation; the paper's rules by default)")
-    ex.set_defaults(func=cmd_export)
+    _add_export(ex)
     im = sub.add_parser("import", help="import a peer benchmark's released data as a dataset config (m3: the "
                                        "M3-DuplexBench authors' layout, {split}.jsonl + audio/ + txt_align/; fdb: "
                                        "Full-Duplex-Bench v1 sample folders, {ID}/input.wav + task file)")
-    im.add_argument("benchmark", choices=("m3", "fdb"))
-    im.add_argument("data_dir", metavar="DATA_DIR")
-    im.add_argument("--out", required=True, help="dataset folder to write data/m3_<domain>_<lang>/ and the card into")
-    im.add_argument("--user-channel", type=int, default=0, choices=(0, 1),
-                    help="m3: the channel of the party the harness plays (the other is the model's)")
-    im.add_argument("--split", default="test", help="m3: reads DATA_DIR/<split>.jsonl")
-    im.add_argument("--language", default=None, choices=M3_LANGUAGES,
-                    help="default: m3 from a path .../data/<lang>/<domain>/...; fdb en")
-    im.add_argument("--domain", default=None, choices=M3_DOMAINS, help="default: m3 from the path, as --language; "
-                                                                        "fdb chat")
-    im.set_defaults(func=cmd_import)
+    _add_import(im)
     tr = sub.add_parser("text-reference", help="transcript-conditioned reference: respond/silent from text")
-    tr.add_argument("--dataset", required=True)
-    tr.add_argument("--config", default="mpe")
-    tr.add_argument("--decider", default="policy", help="policy (heuristic) or openai")
-    tr.add_argument("--decider-arg", action="append", default=[], metavar="K=V",
-                    help="e.g. base_url=http://127.0.0.1:8000 model=qwen")
-    tr.add_argument("--out", required=True)
-    tr.set_defaults(func=cmd_text_reference)
+    _add_text_reference(tr)
     pu = sub.add_parser("push", help="upload a built dataset folder to the Hub (token from $HF_TOKEN)")
-    pu.add_argument("folder")
-    pu.add_argument("repo", nargs="?", default=None, metavar="REPO_ID", help="the same as --repo-id")
-    pu.add_argument("--repo-id", default=None, help="the Hub dataset repo, e.g. my-org/duplex-mpe")
-    pu.add_argument("--dry-run", action="store_true",
-                    help="list every file, its size and its path in the repo, and the configs load_dataset will "
-                         "see; upload nothing (no token needed)")
-    pu.add_argument("--token-env", default="HF_TOKEN")
-    pu.add_argument("--private", action="store_true")
-    pu.set_defaults(func=cmd_push)
+    _add_push(pu)
     pm = sub.add_parser("push-metric", help="upload an evaluate module (metrics/NAME/) as a Hub metric Space "
                                              "(token from $HF_TOKEN)")
-    pm.add_argument("name", help="a module folder under metrics/, e.g. fresh_onset_rate")
-    pm.add_argument("--space", required=True, metavar="ORG/NAME", help="the Space; its script is NAME.py")
-    pm.add_argument("--dry-run", action="store_true",
-                    help="print every file the Space would receive (destination, source, the generated app.py, "
-                         "requirements.txt and README.md) and upload nothing")
-    pm.add_argument("--package", default=None, metavar="REQUIREMENT",
-                    help="declare the scoring code as this pip requirement (e.g. 'duplex-eval @ "
-                         "git+https://github.com/ORG/duplex-eval@COMMIT') instead of copying its files into the Space")
-    pm.add_argument("--token-env", default="HF_TOKEN")
-    pm.add_argument("--private", action="store_true")
-    pm.set_defaults(func=cmd_push_metric)
+    _add_push_metric(pm)
     ev = sub.add_parser("events", help="M3 events (SHIFT/PAUSE/BC/BARGE_IN) of 2-channel dialogue WAVs")
-    ev.add_argument("dialogues", nargs="+", metavar="DIALOGUE.wav", help="2-channel WAV, one party per channel")
-    ev.add_argument("--user-channel", type=int, default=0, choices=(0, 1),
-                    help="the channel whose events are evaluated (the other is the system)")
-    ev.add_argument("--words", action="append", default=[], metavar="TXT_ALIGN",
-                    help="word timestamps (channel<TAB>start<TAB>end<TAB>word a line) instead of the VAD; once "
-                         "per dialogue, in order")
-    ev.add_argument("--stats-out", default=None, metavar="FILE",
-                    help="write the timing statistics pooled over the dialogues (TimingStats JSON) for the M3 "
-                         "build to sample from")
-    ev.set_defaults(func=cmd_events)
+    _add_events(ev)
     d = sub.add_parser("demo", help="build each benchmark's mini set, run silent/oracle/cascade, score, report")
-    d.add_argument("--out", default=str(DEFAULT_OUT))
-    d.add_argument("--preset", default="mini", help="size preset of each benchmark's set")
-    d.add_argument("--benchmarks", default="",
-                   help=f"comma-separated benchmarks (default: all, Duplex-MPE first: {', '.join(benchmark_names())})")
-    d.add_argument("--adapters", default="silent,oracle,cascade")
-    d.add_argument("--workers", type=int, default=0, metavar="N",
-                   help="jobs (builds, runs) at once, each in its own process (default: one per core, at most 2)")
-    d.set_defaults(func=cmd_demo)
+    _add_demo(d)
     ca = sub.add_parser("check-adapter", help="protocol conformance checks of an adapter (your own model too); "
                                               "exit status 1 if any check fails")
-    ca.add_argument("adapter", metavar="NAME_OR_PATH", help="registered adapter name or module:Class")
-    ca.add_argument("--adapter-arg", action="append", default=[], metavar="K=V", help="adapter constructor arg")
-    ca.add_argument("--seed", type=int, default=0, help="the seed every reset gets")
-    ca.add_argument("--atol", type=float, default=0.0,
-                    help="largest sample difference two runs that must match may show (default 0: identical)")
-    ca.add_argument("--out", default=None, help="keep the episode check's recording in this folder")
-    ca.add_argument("--json", default=None, metavar="FILE", help="also write the results as JSON")
-    ca.set_defaults(func=cmd_check_adapter)
+    _add_check_adapter(ca)
     return p
 
 
