@@ -176,6 +176,46 @@ def test_sweep_identical_rankings_give_tau_one() -> None:
         sweep({"A": [meas("L1")]})
 
 
+def _listen_run(tag: str, k1: int, k2: int, n: int) -> list[dict[str, Any]]:
+    """k1 of n L1 and k2 of n L2 LISTEN cases pass (LISTEN has no threshold, so no configuration moves it)."""
+    return ([meas("L1", i < k1, conv=f"{tag}{i}") for i in range(n)]
+            + [meas("L2", i < k2, conv=f"{tag}{i}") for i in range(n)])
+
+
+def test_equal_gaps_over_different_denominators_tie() -> None:
+    """X's gap 10/48 - 5/48 and Y's 20/48 - 15/48 are both 5/48, though as floats they differ in the last bit
+    (0.10416666666666669 vs 0.10416666666666667). Z's gap is 0 by default and 1 at a 1.5 s take-turn wait. Ranked
+    exactly, X and Y tie in both rankings (that pair is skipped) and both of Z's pairs swap: tau-b = -2/2 = -1.
+    Ranked as floats, X > Y would count as one concordant pair: tau = (1 - 2)/3."""
+    assert 10 / 48 - 5 / 48 != 20 / 48 - 15 / 48  # the float trap this guards against
+    z = [_tt("L1", 1.0, "z1"), _tt("L2", 1.8, "z1")]  # R1 waits 2.0 s by default: both pass; at 1.5 s L2 fails
+    runs = {"X": _listen_run("x", 10, 5, 48), "Y": _listen_run("y", 20, 15, 48), "Z": z}
+    assert aggregate(runs["X"], Thresholds())["entailment_gap"]["value"] == 5 / 48
+    assert aggregate(runs["Y"], Thresholds())["entailment_gap"]["value"] == 5 / 48  # stored values agree too
+    res = sweep(runs)
+    assert res["default_entailment_gap"] == {"X": 5 / 48, "Y": 5 / 48, "Z": 0.0}
+    assert res["default_order"] == ["X", "Y", "Z"]  # a tie is ordered by name
+    taus = {(r["thresholds"]["take_turn_max_wait_s"], r["tau"], r["top1_kept"], r["order_kept"])
+            for r in res["configs"]}
+    assert taus == {(1.5, -1.0, False, False), (2.0, 1.0, True, True), (2.5, 1.0, True, True)}
+    assert [r["order"] for r in res["configs"]][:1] == [["Z", "X", "Y"]]
+    s = res["summary"]
+    assert s["mean"] == pytest.approx(1 / 3) and s["min"] == -1.0 and s["max"] == 1.0 and s["n_tau"] == 180
+    assert s["top1_kept"] == pytest.approx(2 / 3) and s["order_kept"] == pytest.approx(2 / 3)
+    # two runs whose gaps are equal only exactly: tau is undefined (both rankings constant), not 1.0
+    two = sweep({"X": runs["X"], "Y": runs["Y"]})
+    assert two["summary"]["n_tau"] == 0 and {r["tau"] for r in two["configs"]} == {None}
+
+
+def test_kendall_tau_ties_of_fractions() -> None:
+    from fractions import Fraction as F
+
+    gap = [F(10, 48) - F(5, 48), F(20, 48) - F(15, 48), F(0)]
+    assert kendall_tau(gap, [F(0), F(0), F(1)]) == -1.0  # (X, Y) tied in both: skipped
+    assert kendall_tau(gap, [F(1), F(0), F(0)]) == 0.5  # tied in x only, in y only, one concordant: 1/2
+    assert kendall_tau([10 / 48 - 5 / 48, 20 / 48 - 15 / 48, 0.0], [0.0, 0.0, 1.0]) == pytest.approx(-2 / 6 ** 0.5)  # floats: -0.816
+
+
 # --- the judge ----------------------------------------------------------------------------------------------
 
 
