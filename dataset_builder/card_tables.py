@@ -71,4 +71,6 @@ def voices_table(header: tuple[str, str, str], uses: Mapping[str, Counter[str]])
 def shared_context(repo_dir: Path, configs: Iterable[str], protocol: ProtocolParams) -> dict[str, str]:
     ctx = {"summary_table": summary_table(repo_dir, configs), "protocol_table": protocol_table(protocol)}
     ctx.update({f"p_{k}": f"{v:g}" if isinstance(v, float) else str(v) for k, v in protocol.to_dict().items()})
+    # the benchmark's VAD settings (protocol.vad_settings: its --param fields and the fixed rest), as $vad_NAME
+    ctx.update({f"vad_{k}": f"{v:g}" for k, v in protocol.vad_settings().items()})
     return ctx
