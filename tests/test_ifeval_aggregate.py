@@ -79,10 +79,26 @@ def test_level_differences_and_pairs() -> None:
     res = aggregate(ms, Thresholds())
     eg, rg, rt = res["entailment_gap"], res["redundancy_gain"], res["role_tax"]
     assert (eg["a"], eg["b"], eg["value"], eg["n_a"], eg["n_b"]) == ("L1", "L2", 0.5, 4, 4)
-    assert eg["ci"] == pytest.approx(newcombe_interval(3, 4, 1, 4), abs=1e-4)
+    lo, hi = newcombe_interval(3, 4, 1, 4)  # type: ignore[misc]
+    assert eg["ci"] == [round(lo, 4), round(hi, 4)] == [-0.1355, 0.7891]
     assert eg["paired"] == {"n_pairs": 4, "a_only": 2, "b_only": 0, "mcnemar_p": 0.5}
     assert rg["value"] == 0.75 and rt["value"] == 0.25
     assert aggregate([meas("L1")], Thresholds())["entailment_gap"]["value"] is None  # no L2: no gap
+    # the other direction counts too (role tax: L3 passes where L1 failed, once); no shared conversation: no pairs
+    assert rt["paired"] == {"n_pairs": 4, "a_only": 1, "b_only": 0, "mcnemar_p": 1.0}
+    back = aggregate([m | {"level": {"L1": "L2", "L2": "L1"}.get(m["level"], m["level"])} for m in ms], Thresholds())
+    assert back["entailment_gap"]["paired"] == {"n_pairs": 4, "a_only": 0, "b_only": 2, "mcnemar_p": 0.5}
+    apart = aggregate([meas("L1", conv="x"), meas("L2", conv="y")], Thresholds())["entailment_gap"]
+    assert apart["paired"] == {"n_pairs": 0, "a_only": 0, "b_only": 0, "mcnemar_p": None} and apart["value"] == 0.0
+
+
+def test_aggregate_applies_the_run_wide_thresholds() -> None:
+    """TAKE_TURN onsets at 1.8 s pass at R1's 2.0 s and fail at a run-wide 1.5 s, in every block."""
+    ms = [_tt("L1", 1.8, "c1"), _tt("L2", 1.0, "c1"), _tt("L2", 1.8, "c2")]
+    by_default, tight = aggregate(ms, Thresholds()), aggregate(ms, Thresholds(take_turn_max_wait_s=1.5))
+    assert kn(by_default["scores"]["ias"]) == (3, 3) and kn(tight["scores"]["ias"]) == (1, 3)
+    assert kn(tight["by_level"]["L1"]) == (0, 1) and kn(tight["by_action"]["TAKE_TURN"]) == (1, 3)
+    assert by_default["entailment_gap"]["value"] == 0.0 and tight["entailment_gap"]["value"] == -0.5
 
 
 def test_matched_audio_table() -> None:
@@ -95,6 +111,12 @@ def test_matched_audio_table() -> None:
     assert kn(mat["ias"]) == (5, 6) and kn(mat["by_role"]["R3"]) == (1, 2)
     assert kn(mat["by_role_probe"]["R1 C1"]) == (2, 2) and kn(mat["by_role_probe"]["R1 C4"]) == (0, 0)
     assert kn(mat["all_roles_pass"]) == (1, 2)  # L1: all three; L2: R3 failed
+    assert kn(mat["by_level"]["L1"]) == (3, 3) and kn(mat["by_level"]["L2"]) == (2, 3)
+    assert kn(mat["by_level"]["L3"]) == (0, 0)
+    # a second matched group at L1 in which R2 failed: triples are kept apart by their group
+    ms += [meas("L1", ok, role=role, conv="C1-i2", matched_audio=True, matched_group="M-C1-i2")
+           for role, ok in (("R1", True), ("R2", False), ("R3", True))]
+    assert kn(aggregate(ms, Thresholds())["matched_audio"]["all_roles_pass"]) == (1, 3)
 
 
 # --- the sweep ----------------------------------------------------------------------------------------------
@@ -219,6 +241,8 @@ def test_exact_differences_and_level_counts() -> None:
     assert passes_of_level(ms, Thresholds(), "L3") == (0, 0)
     assert entailment_gap(ms, Thresholds()) == Fraction(1, 3) - 1
     assert entailment_gap(ms, Thresholds(take_turn_max_wait_s=1.5)) == Fraction(1, 3) - Fraction(1, 2)
+    l1 = [_tt("L1", 1.8, "c1"), meas("L2", True, conv="c1")]  # the run-wide wait reaches the L1 side too
+    assert entailment_gap(l1, Thresholds()) == 0 and entailment_gap(l1, Thresholds(take_turn_max_wait_s=1.5)) == -1
     assert entailment_gap([meas("L1")], Thresholds()) is None
 
 

@@ -351,6 +351,7 @@ def test_measure_case_known_record() -> None:
     model = [Span(11.0, 12.5), Span(12.8, 13.4), Span(15.2, 17.0), Span(19.0, 20.0)]
     user = [Span(10.0, 12.0), Span(13.0, 13.2), Span(16.0, 17.5)]
     m = measure_case("case-1", gold(t2_start={"cause": "endpoint"}), (10.0, 17.5), 30.0, model, user)
+    assert m["case_id"] == "case-1" and m["conversation_id"] == "R3-C1-i1"
     assert m["window"] == [12.0, 16.0] and m["t2_start_s"] == 10.0 and m["t2_end_s"] == 17.5
     assert m["carried_in"] == [11.0, 12.5]
     assert m["onsets"] == [[12.8, 13.4], [15.2, 17.0]] and m["n_onsets"] == 2
