@@ -66,6 +66,11 @@ class ProtocolParams:
 
     RANGES: ClassVar[dict[str, tuple[float, bool]]] = {}
     FROM_AGENT: ClassVar[tuple[str, ...]] = ()  # fields `for_agent` fills from the adapter; no --param sets them
+    # The benchmark's VAD (Silero, metrics/vad.py `VADParams`), in this one place: protocol field -> VADParams
+    # field for the settings a run may change (--param), and VAD_FIXED for those it may not. The scheduler and the
+    # scorer both read `vad_settings()` (metrics.vad.vad_of); rec.json records what a run used.
+    VAD_FIELDS: ClassVar[dict[str, str]] = {}
+    VAD_FIXED: ClassVar[dict[str, float]] = {}
 
     def __post_init__(self) -> None:
         problems = [p for name, (bound, inclusive) in self.RANGES.items()
@@ -75,6 +80,10 @@ class ProtocolParams:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)  # type: ignore[call-overload]
+
+    def vad_settings(self) -> dict[str, float]:
+        """The benchmark's VAD settings, by VADParams field name."""
+        return dict(self.VAD_FIXED) | {vad: getattr(self, name) for name, vad in self.VAD_FIELDS.items()}
 
     def for_agent(self: P, agent: Any) -> P:
         """The parameter set the runner plans an agent's cases with: a protocol may take facts of the adapter
@@ -115,6 +124,12 @@ class ProtocolParams:
 @dataclass(frozen=True)
 class MPEProtocol(ProtocolParams):
     RANGES: ClassVar[dict[str, tuple[float, bool]]] = MPE_RANGES
+    # Duplex-MPE §3 names the causal Silero VAD's minimum speech and merge gap only; for the rest we keep
+    # Silero's thresholds (0.5 / 0.35), leave speech at the first chunk below 0.35 and pad nothing (speech_pad_ms
+    # 0: onsets and offsets are the detector's own chunk edges, as the scheduler sees them live).
+    VAD_FIELDS: ClassVar[dict[str, str]] = {"vad_min_speech_ms": "min_speech_ms", "vad_merge_gap_ms": "merge_gap_ms"}
+    VAD_FIXED: ClassVar[dict[str, float]] = {"threshold": 0.5, "neg_threshold": 0.35, "min_silence_ms": 0,
+                                             "speech_pad_ms": 0}
     # scheduler (what the user stream does)
     post_preamble_s: float = 1.0  # silence after the duty preamble, outside every scoring window
     t_onset_window_s: float = 5.0  # a fresh onset may start this long after T ends
@@ -138,6 +153,7 @@ IFEVAL_RANGES: dict[str, tuple[float, bool]] = {
     "vad_min_speech_ms": (0, False),
     "vad_min_silence_ms": (0, True),
     "vad_merge_gap_ms": (0, True),
+    "vad_speech_pad_ms": (0, True),
 }
 
 
@@ -151,6 +167,13 @@ class IFEvalProtocol(ProtocolParams):
     """
 
     RANGES: ClassVar[dict[str, tuple[float, bool]]] = IFEVAL_RANGES
+    # DSB-IFEval App. E.2: min_speech_duration_ms=90, min_silence_duration_ms=90, "all remaining parameters use the
+    # library defaults" (silero-vad 6.2.3 get_speech_timestamps: threshold 0.5, neg_threshold 0.5 - 0.15, speech
+    # padding 30 ms), spans within 0.3 s merged.
+    VAD_FIELDS: ClassVar[dict[str, str]] = {
+        "vad_min_speech_ms": "min_speech_ms", "vad_min_silence_ms": "min_silence_ms",
+        "vad_merge_gap_ms": "merge_gap_ms", "vad_speech_pad_ms": "speech_pad_ms"}
+    VAD_FIXED: ClassVar[dict[str, float]] = {"threshold": 0.5, "neg_threshold": 0.35}
     # scheduler (what the user stream does)
     endpoint_s: float = 1.5  # model silence that ends a take-turn wait (before turn 2, and at the end)
     inter_turn_gap_s: float = 3.0  # least silence between turn 1 and a take-turn turn 2; a model that has not
@@ -162,6 +185,7 @@ class IFEvalProtocol(ProtocolParams):
     vad_min_speech_ms: int = 90
     vad_min_silence_ms: int = 90
     vad_merge_gap_ms: int = 300
+    vad_speech_pad_ms: int = 30  # Silero's default: each span widened by 30 ms on both sides
 
 
 M3_RANGES: dict[str, tuple[float, bool]] = {
@@ -191,6 +215,12 @@ class M3Protocol(ProtocolParams):
 
     RANGES: ClassVar[dict[str, tuple[float, bool]]] = M3_RANGES
     FROM_AGENT: ClassVar[tuple[str, ...]] = ("frame_size",)
+    # M3-DuplexBench names no VAD, only IPUs split at silences > 0.5 s (§2); padding we choose none (0 ms), so a
+    # segment's ends are the detector's own chunk edges and a 0.5 s gap is measured between them.
+    VAD_FIELDS: ClassVar[dict[str, str]] = {
+        "vad_threshold": "threshold", "vad_neg_threshold": "neg_threshold", "vad_min_speech_ms": "min_speech_ms",
+        "vad_min_silence_ms": "min_silence_ms", "vad_merge_gap_ms": "merge_gap_ms"}
+    VAD_FIXED: ClassVar[dict[str, float]] = {"speech_pad_ms": 0}
     lead_silence_s: float = 5.0  # None/User, adapters that greet first only
     greets_first: int = 0  # 1: the adapter greets first (its `greets_first`; --param greets_first=1 forces it)
     frame_size: int = 0  # the adapter's frame in samples at its rate (0: unknown, s is not aligned)

@@ -79,7 +79,18 @@ def provenance(folder: RunFolder) -> dict[str, Any]:
             "dataset": identity.get("dataset"), "config": info.get("config"),
             "dataset_fingerprint": info.get("dataset_fingerprint"), "n_dataset_cases": info.get("n_dataset_cases"),
             # How fast the agent stepped on the hardware the run used (SPEC §12): every benchmark's scores say it.
-            "feasibility": run_feasibility(stepped)}
+            "feasibility": run_feasibility(stepped), "vad": recorded_vad(stepped)}
+
+
+def recorded_vad(episodes: list[Any]) -> dict[str, Any] | list[dict[str, Any]] | None:
+    """The VAD settings the episodes recorded (rec.json `params.vad`, what the scheduler ran and the scorer
+    re-runs): one dict when all agree, else each distinct one; None when none recorded any."""
+    seen: list[dict[str, Any]] = []
+    for ep in episodes:
+        vad = ep.params.get("vad")
+        if isinstance(vad, dict) and vad not in seen:
+            seen.append(dict(vad))
+    return None if not seen else seen[0] if len(seen) == 1 else seen
 
 
 def staleness(run_dir: Path, scores: Mapping[str, Any]) -> list[str]:

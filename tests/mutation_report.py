@@ -38,6 +38,19 @@ EXPLAINED = ROOT / "tests" / "MUTATION.md"
 SCOPE = {
     # The heuristic judge only (its answer rule lives in metrics/answer_match.py, in scope as a whole).
     "metrics/judges.py": ["metrics.judges.xǁHeuristicJudgeǁ*", "metrics.judges.x__is_ack*"],
+    # --- DSB-IFEval ---
+    # The sweep's arithmetic, not its printing (sweep_text) or its run loading (load_runs, freshness checks).
+    "metrics/ifeval/sweep.py": [f"metrics.ifeval.sweep.x_{f}__mutmut_*" for f in (
+        "configurations", "_sign", "kendall_tau", "_order", "_floats", "_gaps", "sweep")],
+}
+
+# Which benchmark's score a module counts toward (`--group`); a module not listed counts toward "mpe".
+GROUPS = {
+    # --- DSB-IFEval ---
+    "metrics/ifeval/verdicts.py": "ifeval",
+    "metrics/ifeval/measure.py": "ifeval",
+    "metrics/ifeval/aggregate.py": "ifeval",
+    "metrics/ifeval/sweep.py": "ifeval",
 }
 
 # mutmut 3.8's exit-code meanings (mutmut/stats.py: status_by_exit_code).
@@ -45,8 +58,10 @@ STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests"
           36: "timeout", 24: "timeout", -24: "timeout", 152: "timeout", 255: "timeout", 37: "type check"}
 
 
-def modules() -> list[str]:
-    return list(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mutmut"]["only_mutate"])
+def modules(group: str | None = None) -> list[str]:
+    """The modules in scope ([tool.mutmut] only_mutate), or those of one group."""
+    listed = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mutmut"]["only_mutate"]
+    return [m for m in listed if group is None or GROUPS.get(m, "mpe") == group]
 
 
 def globs(module: str) -> list[str]:
@@ -57,12 +72,13 @@ def in_scope(module: str, name: str) -> bool:
     return any(fnmatch.fnmatchcase(name, g) for g in globs(module))
 
 
-def run(max_children: int) -> int:
-    """A fresh run: mutants/ rebuilt from the working tree, only the mutants in scope tested."""
+def run(max_children: int, group: str | None = None) -> int:
+    """A fresh run: mutants/ rebuilt from the working tree, only the mutants in scope (of `group`) tested."""
     shutil.rmtree(ROOT / "mutants", ignore_errors=True)
     (ROOT / "mutants").mkdir()
-    args = [str(MUTMUT), "run", "--max-children", str(max_children)] + [g for m in modules() for g in globs(m)]
-    print(f"mutmut run over {len(modules())} modules (log: mutants/run.log) ...", flush=True)
+    scope = modules(group)
+    args = [str(MUTMUT), "run", "--max-children", str(max_children)] + [g for m in scope for g in globs(m)]
+    print(f"mutmut run over {len(scope)} modules (log: mutants/run.log) ...", flush=True)
     with open(ROOT / "mutants" / "run.log", "w") as log:
         rc = subprocess.run(args, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT).returncode
     if rc != 0:
@@ -83,21 +99,24 @@ def explained() -> set[str]:
     return set(re.findall(r"`([\w.ǁ]+__mutmut_\d+)`", EXPLAINED.read_text())) if EXPLAINED.exists() else set()
 
 
-def report(diffs: bool) -> int:
+def report(diffs: bool, group: str | None = None) -> int:
     rows, survivors = [], []
     total: Counter[str] = Counter()
-    for module in modules():
+    by_group: dict[str, Counter[str]] = {}
+    for module in modules(group):
         by_name = results(module)
         c = Counter(by_name.values())
         c["n"], c["detected"] = len(by_name), c["killed"] + c["timeout"]
         rows.append((module, c))
         total.update(c)
+        by_group.setdefault(GROUPS.get(module, "mpe"), Counter()).update(c)
         survivors += [name for name, st in by_name.items() if st in ("survived", "no tests", "suspicious")]
 
     head = f"{'module':<32} {'killed':>6} {'timeout':>7} {'survived':>8} {'no tests':>8} {'total':>5}   score"
     print(head + "\n" + "-" * len(head))
-    for module, c in [*rows, ("all", total)]:
-        if module == "all":
+    groups = [(f"all {g}", c) for g, c in by_group.items()] if len(by_group) > 1 else []
+    for module, c in [*rows, *groups, ("all", total)]:
+        if module.startswith("all") and (module == "all" or module == groups[0][0]):
             print("-" * len(head))
         score = f"{100 * c['detected'] / c['n']:5.1f} %" if c["n"] else "    n/a"
         print(f"{module:<32} {c['killed']:>6} {c['timeout']:>7} {c['survived']:>8} {c['no tests']:>8} {c['n']:>5} "
@@ -122,10 +141,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--run", action="store_true", help="run mutmut afresh first")
     ap.add_argument("--max-children", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--diffs", action="store_true", help="print every survivor with its diff (mutmut show)")
+    ap.add_argument("--group", choices=sorted({"mpe", *GROUPS.values()}),
+                    help="only one benchmark's modules (GROUPS; shared modules such as metrics/stats.py count as mpe)")
     args = ap.parse_args(argv)
-    if args.run and run(args.max_children) != 0:
+    if args.run and run(args.max_children, args.group) != 0:
         return 1
-    return report(args.diffs)
+    return report(args.diffs, args.group)
 
 
 if __name__ == "__main__":

@@ -76,6 +76,8 @@ def test_span_helpers() -> None:
 def test_params() -> None:
     assert VAD_PRESETS["ifeval"].min_silence_ms == 90 and VAD_PRESETS["ifeval"].min_speech_ms == 90
     assert VAD_PRESETS["mpe"].min_speech_ms == 250 and VAD_PRESETS["mpe"].merge_gap_ms == 300
+    assert (VAD_PRESETS["ifeval"].speech_pad_ms, VAD_PRESETS["mpe"].speech_pad_ms, VAD_PRESETS["m3"].speech_pad_ms) == (
+        30, 0, 0)
     assert VADParams.from_dict(VAD_PRESETS["mpe"].to_dict()) == VAD_PRESETS["mpe"]
     with pytest.raises(ValueError):
         VADParams.from_dict({"treshold": 0.4})
@@ -91,8 +93,9 @@ def test_batch_spans_match_truth(two_utterances: tuple, preset: str) -> None:
     assert len(spans) == 2, spans
     for s, (a, b) in zip(spans, truth, strict=True):
         assert abs(s.start_s - a) <= 0.1 and abs(s.end_s - b) <= 0.1, (s, a, b)
-        # exact on the 32 ms chunk grid of the 16 kHz signal
-        assert s.start_s / CHUNK_S == pytest.approx(round(s.start_s / CHUNK_S), abs=1e-9)
+        # exact on the 32 ms chunk grid of the 16 kHz signal, less the preset's speech padding (DSB-IFEval: 30 ms)
+        start = s.start_s + VAD_PRESETS[preset].speech_pad_ms / 1000
+        assert start / CHUNK_S == pytest.approx(round(start / CHUNK_S), abs=1e-9)
 
 
 def test_batch_independent_of_input_rate(two_utterances: tuple) -> None:

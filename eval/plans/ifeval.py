@@ -19,7 +19,7 @@ turn 2 (written while the episode runs; see `NoteTurn2`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -28,7 +28,7 @@ from dataset_builder.audio import SESSION_SR, resample, seconds_to_samples
 from dataset_builder.ifeval.schema import IFEvalItem
 from dataset_builder.protocols import IFEvalProtocol
 from eval.schedule import BargeIn, Ctx, EpisodePlan, Play, Step
-from metrics.vad import VAD_PRESETS
+from metrics.vad import vad_of
 
 TURN_IDS = ("t1", "t2")
 
@@ -97,8 +97,7 @@ def cut_clips(item: IFEvalItem, audio: np.ndarray, sr: int) -> dict[str, np.ndar
 def plan(case: IFEvalItem, audio: np.ndarray, protocol: IFEvalProtocol, sr: int) -> EpisodePlan:
     """The whole episode: the level's system prompt, the steps, the IFEval VAD, the gold (DESIGN.md)."""
     c = case.case
-    vad = replace(VAD_PRESETS["ifeval"], min_speech_ms=protocol.vad_min_speech_ms,
-                  min_silence_ms=protocol.vad_min_silence_ms, merge_gap_ms=protocol.vad_merge_gap_ms)
+    vad = vad_of(protocol)
     gold = case.gold()
     return EpisodePlan(steps=user_steps(case, audio, protocol, sr, gold), vad=vad, vad_preset="ifeval",
                        protocol=protocol.to_dict(), condition=c.level, group_id=c.conversation_id, gold=gold,

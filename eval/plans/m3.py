@@ -31,7 +31,7 @@ from dataset_builder.audio import SESSION_SR, resample, seconds_to_samples
 from dataset_builder.m3.schema import SYSTEM_CHANNEL, USER_CHANNEL, M3Case
 from dataset_builder.protocols import M3Protocol
 from eval.schedule import EpisodePlan, Play, Silence, Step
-from metrics.vad import VADParams
+from metrics.vad import VADParams, vad_of
 
 VAD_PRESET = "m3"
 # M3 gives the model no text instructions (the paper prompts none), but the session is one to one: the empty prompt
@@ -66,9 +66,7 @@ class M3Bound:
 
 
 def vad_params(protocol: M3Protocol) -> VADParams:
-    return VADParams(threshold=protocol.vad_threshold, neg_threshold=protocol.vad_neg_threshold,
-                     min_speech_ms=protocol.vad_min_speech_ms, min_silence_ms=protocol.vad_min_silence_ms,
-                     merge_gap_ms=protocol.vad_merge_gap_ms)
+    return vad_of(protocol)
 
 
 def _channel(audio: np.ndarray, channel: int, n: int) -> np.ndarray:

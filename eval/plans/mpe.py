@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 
 from dataset_builder.audio import SESSION_SR, resample, seconds_to_samples
 from dataset_builder.protocols import MPEProtocol
 from dataset_builder.schema import Case
 from eval.schedule import EpisodePlan, Play, Silence, Step, TakeTurn
-from metrics.vad import VAD_PRESETS
+from metrics.vad import vad_of
 
 PREAMBLE_ID = "preamble"
 
@@ -27,8 +25,7 @@ def cut_clips(case: Case, audio: np.ndarray, sr: int) -> tuple[np.ndarray, dict[
 def plan(case: Case, audio: np.ndarray, protocol: MPEProtocol, sr: int) -> EpisodePlan:
     """The whole episode: no system prompt (the duty preamble is spoken), steps, the MPE VAD, the gold."""
     s = case.script
-    vad = replace(VAD_PRESETS["mpe"], min_speech_ms=protocol.vad_min_speech_ms,
-                  merge_gap_ms=protocol.vad_merge_gap_ms)
+    vad = vad_of(protocol)
     gold = {"question": s.question, "gold_answer": s.gold_answer, "gold_aliases": list(s.gold_aliases),
             "task_type": s.task_type, "t_position": s.t_position, "labels": {t.turn_id: t.label for t in s.turns}}
     return EpisodePlan(steps=user_steps(case, audio, protocol, sr), vad=vad, vad_preset="mpe",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable
+from fractions import Fraction
 from typing import Any
 
 from dataset_builder.ifeval.schema import ACTIONS, LEVELS, MATCHED_PROBES, MATCHED_ROLES, ROLES
@@ -44,6 +45,13 @@ def _pick(rows: list[Outcome], keep: Callable[[dict[str, Any]], bool]) -> dict[s
     return summarise(ok for m, ok in rows if keep(m))
 
 
+def exact_difference(ka: int, na: int, kb: int, nb: int) -> Fraction | None:
+    """k_a/n_a - k_b/n_b as an exact fraction (None when either level has no case). Level differences are
+    compared and ranked (the sweep's Kendall's tau) on these: as floats, equal differences over different
+    denominators (10/48 - 5/48 and 20/48 - 15/48) can differ in the last bit and stop being ties."""
+    return None if not na or not nb else Fraction(ka, na) - Fraction(kb, nb)
+
+
 def difference(rows: list[Outcome], a: str, b: str) -> dict[str, Any]:
     ra, rb = _pick(rows, lambda m: m["level"] == a), _pick(rows, lambda m: m["level"] == b)
     ci = newcombe_interval(ra["k"], ra["n"], rb["k"], rb["n"])
@@ -54,8 +62,8 @@ def difference(rows: list[Outcome], a: str, b: str) -> dict[str, Any]:
     pairs = [(v[a], v[b]) for v in by_conv.values() if a in v and b in v]
     a_only = sum(1 for x, y in pairs if x and not y)
     b_only = sum(1 for x, y in pairs if y and not x)
-    value = None if ra["value"] is None or rb["value"] is None else ra["value"] - rb["value"]
-    return {"value": value, "a": a, "b": b, "n_a": ra["n"], "n_b": rb["n"],
+    exact = exact_difference(ra["k"], ra["n"], rb["k"], rb["n"])
+    return {"value": None if exact is None else float(exact), "a": a, "b": b, "n_a": ra["n"], "n_b": rb["n"],
             "ci": [round(ci[0], 4), round(ci[1], 4)] if ci else None,
             "paired": {"n_pairs": len(pairs), "a_only": a_only, "b_only": b_only,
                        "mcnemar_p": mcnemar_exact(a_only, b_only) if pairs else None}}
@@ -93,11 +101,13 @@ def aggregate(measurements: list[dict[str, Any]], th: Thresholds) -> dict[str, A
     }
 
 
-def ias_of_level(measurements: list[dict[str, Any]], th: Thresholds, level: str) -> float | None:
-    return _pick(outcomes((m for m in measurements if m["level"] == level), th), lambda m: True)["value"]
+def passes_of_level(measurements: list[dict[str, Any]], th: Thresholds, level: str) -> tuple[int, int]:
+    """(cases passed, cases) at one level under `th`."""
+    oks = [passes(m, th) for m in measurements if m["level"] == level]
+    return sum(oks), len(oks)
 
 
-def entailment_gap(measurements: list[dict[str, Any]], th: Thresholds) -> float | None:
+def entailment_gap(measurements: list[dict[str, Any]], th: Thresholds) -> Fraction | None:
+    """IAS(L1) - IAS(L2) exactly (see `exact_difference`); None when a level has no case."""
     a, b = DIFFERENCES["entailment_gap"]
-    ia, ib = ias_of_level(measurements, th, a), ias_of_level(measurements, th, b)
-    return None if ia is None or ib is None else ia - ib
+    return exact_difference(*passes_of_level(measurements, th, a), *passes_of_level(measurements, th, b))

@@ -9,8 +9,9 @@
                                  "conflict_profile", "safety_override", ...}; `--param` overrides write
                                  scores-NAME=VALUE.json instead (metrics/freshness.py)
 
-VAD: Silero at 16 kHz on both channels with the parameters the episode recorded (the "ifeval" preset: min speech
-90 ms, min silence 90 ms, spans merged within 0.3 s). READBACK reads the model's own text output when the adapter
+VAD: Silero at 16 kHz on both channels with the parameters the episode recorded (DSB-IFEval App. E.2, the
+protocol's defaults: min speech 90 ms, min silence 90 ms, Silero's default 30 ms speech padding, spans merged within
+0.3 s); scores.json's "vad" says which. READBACK reads the model's own text output when the adapter
 gives one (capability "text_output" or any text in the record), else the ASR of its speech from w0 on; the
 measurement records which.
 """

@@ -2,6 +2,9 @@
 measurements (no model, VAD or ASR), and Kendall's tau of the Entailment-Gap ranking of several runs under each
 configuration against the ranking under the default thresholds.
 
+Gaps are ranked and compared as exact fractions (`aggregate.entailment_gap`), so two runs with equal gaps over
+different case counts tie; the result holds them as floats for printing and storing.
+
 A configuration sets one value per swept threshold for every case of its action (role overrides included);
 the default ranking is the one scores.json reports, with each case's own thresholds.
 """
@@ -12,6 +15,7 @@ import itertools
 import math
 import statistics
 from collections.abc import Sequence
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +38,16 @@ def configurations() -> list[Thresholds]:
     return [Thresholds(**dict(zip(GRID, values, strict=True))) for values in itertools.product(*GRID.values())]
 
 
-def _sign(x: float) -> int:
+Number = float | Fraction
+
+
+def _sign(x: Number) -> int:
     return int(x > 0) - int(x < 0)
 
 
-def kendall_tau(x: Sequence[float], y: Sequence[float]) -> float | None:
-    """Kendall's tau-b of two equally long sequences (ties handled); None when either is constant or n < 2."""
+def kendall_tau(x: Sequence[Number], y: Sequence[Number]) -> float | None:
+    """Kendall's tau-b of two equally long sequences (ties handled: exact only for exact values, such as
+    Fractions); None when either is constant or n < 2."""
     if len(x) != len(y):
         raise ValueError(f"need sequences of one length, got {len(x)} and {len(y)}")
     concordant = discordant = ties_x = ties_y = 0
@@ -59,33 +67,44 @@ def kendall_tau(x: Sequence[float], y: Sequence[float]) -> float | None:
     return None if denom == 0 else (concordant - discordant) / denom
 
 
-def _order(gaps: dict[str, float]) -> list[str]:
+def _order(gaps: dict[str, Number]) -> list[str]:
+    """Run names by gap, largest first; equal gaps by name."""
     return sorted(gaps, key=lambda name: (-gaps[name], name))
+
+
+def _floats(gaps: dict[str, Fraction]) -> dict[str, float]:
+    return {n: float(g) for n, g in gaps.items()}
+
+
+def _gaps(runs: dict[str, list[dict[str, Any]]], th: Thresholds) -> dict[str, Fraction]:
+    gaps = {name: entailment_gap(ms, th) for name, ms in runs.items()}
+    missing = sorted(n for n, g in gaps.items() if g is None)
+    if missing:
+        raise UsageError(f"--sweep: {', '.join(missing)} scored no L1 or no L2 case, so it has no Entailment Gap")
+    return gaps  # type: ignore[return-value]
 
 
 def sweep(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """IAS and Entailment Gap of every run under every configuration, and tau against the default ranking."""
-    default = {name: entailment_gap(ms, Thresholds()) for name, ms in runs.items()}
-    missing = sorted(n for n, g in default.items() if g is None)
-    if missing:
-        raise UsageError(f"--sweep: {', '.join(missing)} scored no L1 or no L2 case, so it has no Entailment Gap")
+    default = _gaps(runs, Thresholds())
     names = sorted(runs)
-    base = [float(default[n]) for n in names]  # type: ignore[arg-type]
+    base, base_order = [default[n] for n in names], _order(default)
     rows = []
     for th in configurations():
-        gaps = {n: entailment_gap(runs[n], th) for n in names}
+        gaps = _gaps(runs, th)  # a run with L1 and L2 cases has both under every configuration
+        order = _order(gaps)
         ias = {n: summarise(passes(m, th) for m in runs[n])["value"] for n in names}
-        rows.append({"thresholds": th.applied(), "entailment_gap": gaps, "ias": ias,
-                     "tau": kendall_tau(base, [float(gaps[n]) for n in names]),  # type: ignore[arg-type]
-                     "top1_kept": _order(gaps)[:1] == _order(default)[:1],  # type: ignore[arg-type]
-                     "order_kept": _order(gaps) == _order(default)})  # type: ignore[arg-type]
+        rows.append({"thresholds": th.applied(), "entailment_gap": _floats(gaps), "ias": ias,
+                     "tau": kendall_tau(base, [gaps[n] for n in names]),
+                     "top1_kept": order[:1] == base_order[:1], "order_kept": order == base_order,
+                     "order": order})
     taus = [r["tau"] for r in rows if r["tau"] is not None]
     summary = {"n_configs": len(rows), "n_runs": len(names), "n_tau": len(taus),
                "mean": statistics.fmean(taus) if taus else None, "median": statistics.median(taus) if taus else None,
                "min": min(taus) if taus else None, "max": max(taus) if taus else None,
                "top1_kept": sum(r["top1_kept"] for r in rows) / len(rows),
                "order_kept": sum(r["order_kept"] for r in rows) / len(rows)}
-    return {"default_entailment_gap": default, "default_order": _order(default), "configs": rows,  # type: ignore[arg-type]
+    return {"default_entailment_gap": _floats(default), "default_order": base_order, "configs": rows,
             "summary": summary}
 
 
@@ -124,7 +143,7 @@ def sweep_text(result: dict[str, Any], worst: int = 5) -> str:
         t = r["thresholds"]
         lines.append(f"  tau {r['tau']:+.3f} at take_turn {t['take_turn_max_wait_s']:g} s, yield "
                      f"{t['yield_max_latency_ms']:g} ms, interrupt {t['interrupt_max_latency_ms']:g} ms, "
-                     f"backchannel {t['bc_ceiling_s']:g} s: " + ", ".join(_order(r["entailment_gap"])))
+                     f"backchannel {t['bc_ceiling_s']:g} s: " + ", ".join(r["order"]))
     return "\n".join(lines)
 
 

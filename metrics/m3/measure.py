@@ -27,13 +27,13 @@ from dataset_builder.atomic import round_ms
 from dataset_builder.m3.schema import CONDITIONS, DOMAINS, EVENT_TYPES, LANGUAGES
 from metrics.m3.rules import RULE_SETS, describe
 from metrics.spans import Span
-from metrics.vad import VADParams
+from metrics.vad import VAD_PRESETS
 
-# The VAD of an episode that recorded none (rec.json `params.vad` holds the M3 protocol's, which match): Silero's
+# The VAD of an episode that recorded none (the M3 protocol's, dataset_builder/protocols.py): Silero's
 # hysteresis, spans closer than 0.5 s merged (gaps are multiples of the 32 ms chunk, so none of exactly 0.5 s) and
 # shorter than 250 ms dropped. The rules join spans into IPUs once more, under their own gap rule, so a VAD that
 # merges less (down to raw spans) is scored the same way.
-VAD_M3 = VADParams(threshold=0.5, neg_threshold=0.35, min_speech_ms=250, merge_gap_ms=500, min_silence_ms=0)
+VAD_M3 = VAD_PRESETS["m3"]
 REQUIRED_GOLD = ("event_id", "event_type", "language", "domain", "condition", "prompt_start_s", "event_start_s",
                  "event_end_s", "window_end_s")
 IDENTITY = ("event_id", "dialogue_id", "event_type", "language", "domain", "condition")
