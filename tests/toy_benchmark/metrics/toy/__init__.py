@@ -1,0 +1,1 @@
+"""The toy benchmark's score: one rate, `answered`, with its Wilson interval (tests/toy_benchmark/README.md)."""
