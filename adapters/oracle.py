@@ -15,8 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from adapters.base import AssistantVoice, SpeechQueue
-from adapters.oracle_ifeval import Say
+from adapters.base import AssistantVoice, Say, SpeechQueue
 from adapters.protocol import Frame, TimelineCue
 from dataset_builder.audio import SESSION_SR
 from dataset_builder.benchmarks import get_benchmark

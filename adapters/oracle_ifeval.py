@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from adapters.base import MAX_INNER_GAP_S, Say, tighten
 from adapters.protocol import TimelineCue
 from dataset_builder.audio import seconds_to_samples
 from dataset_builder.ifeval.schema import BARGE_WINDOW_S
@@ -34,35 +35,6 @@ BACKCHANNEL = "Mm-hmm."
 INTERRUPT = "Sorry to cut in, but that is important."
 READBACK = "Let me read that back: {target}."
 CLOSING = "Thank you. I understand."
-
-# Speech-free stretches longer than this inside one utterance are shortened to it, so the VAD (spans merged within
-# 0.3 s) hears one utterance: a sentence pause must not read as the oracle yielding while it talks on.
-MAX_INNER_GAP_S = 0.12
-_QUIET_DBFS = -45.0
-_WIN_S = 0.01
-
-Say = tuple[int, str, np.ndarray | None, str | None]  # (sample, "say" | "stop", audio, text)
-
-
-def tighten(audio: np.ndarray, sr: int, max_gap_s: float = MAX_INNER_GAP_S) -> np.ndarray:
-    """Speech with its leading and trailing silence cut and every inner silence shortened to `max_gap_s`."""
-    win = max(1, int(_WIN_S * sr))
-    k = len(audio) // win
-    if k == 0:
-        return audio
-    rms = np.sqrt((audio[:k * win].reshape(k, win) ** 2).mean(axis=1) + 1e-12)
-    loud = 20 * np.log10(rms) >= _QUIET_DBFS
-    if not loud.any():
-        return audio[:0]
-    keep_gap = max(1, int(round(max_gap_s / _WIN_S)))
-    first, last = int(np.argmax(loud)), k - int(np.argmax(loud[::-1]))
-    pieces, quiet = [], 0
-    for i in range(first, last):
-        quiet = 0 if loud[i] else quiet + 1
-        if quiet <= keep_gap:
-            pieces.append(audio[i * win:(i + 1) * win])
-    return np.concatenate(pieces)
-
 
 def spaced_digits(text: str) -> str:
     """Digit runs said one digit at a time ("4172" -> "4 1 7 2"), as a caller would hear a readback."""

@@ -13,7 +13,7 @@ late, like a listener):
 
 Under User it replays the reference system channel through C and P itself before a BC or BARGE_IN, so that it is
 speaking at s; under Full those frames are forced and the agent returns the forced frames (`OracleAgent.step`).
-Utterances are tightened (`tighten`: inner pauses shortened) so that each is one VAD segment.
+Utterances are tightened (`adapters.base.tighten`: inner pauses shortened) so that each is one VAD segment.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from adapters.oracle_ifeval import MAX_INNER_GAP_S, Say, tighten
+from adapters.base import MAX_INNER_GAP_S, Say, tighten
 from adapters.protocol import TimelineCue
 from dataset_builder.audio import seconds_to_samples
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from adapters.oracle_ifeval import Say
+from adapters.base import Say
 from adapters.protocol import TimelineCue
 from dataset_builder.audio import seconds_to_samples
 

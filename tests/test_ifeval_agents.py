@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from adapters.base import tighten
 from adapters.cascade_policy import ACKNOWLEDGE, TurnPolicy
-from adapters.oracle_ifeval import HOLDING, IFEvalOracleScript, spaced_digits, tighten
+from adapters.oracle_ifeval import HOLDING, IFEvalOracleScript, spaced_digits
 from adapters.protocol import TimelineCue
 from dataset_builder.audio import SESSION_SR, seconds_to_samples
 from dataset_builder.ifeval.readback import coverage

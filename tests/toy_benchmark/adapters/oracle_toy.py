@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
+from adapters.base import Say
 from adapters.protocol import TimelineCue
 from dataset_builder.audio import seconds_to_samples
 
@@ -19,7 +18,7 @@ class ToyOracleScript:
         self.speak = agent.mouth.speak
         self.delay = seconds_to_samples(agent.answer_delay_s, agent.sample_rate)
 
-    def on_cue(self, cue: TimelineCue) -> list[tuple[int, str, np.ndarray | None, str | None]]:
+    def on_cue(self, cue: TimelineCue) -> list[Say]:
         if cue.turn_id == "q" and cue.kind == "clip_end":
             return [(cue.sample + self.delay, "say", self.speak(self.answer), self.answer)]
         return []
