@@ -47,6 +47,13 @@ class CascadeAgent:
         self.user_speech_s = 0.0
         self.quiet_s = 0.0
 
+    def runtime(self) -> dict[str, Any]:
+        """What decides what it hears and says, recorded in every rec.json: its ASR and the native settings that ASR
+        computes with (dataset_builder.numerics; its TTS's ONNX threads are among them)."""
+        asr_runtime = getattr(self.asr, "runtime", None)
+        return {"asr": self.asr.name, "asr_runtime": asr_runtime() if callable(asr_runtime) else None,
+                "tts": self.mouth.tts.name}
+
     def reset(self, system_prompt: str | None, seed: int) -> None:
         self.vad.reset()
         self.queue.stop()

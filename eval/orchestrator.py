@@ -64,9 +64,12 @@ def episode_paths(out_dir: Path, case_id: str) -> tuple[Path, Path]:
 
 
 def adapter_info(agent: DuplexAgent) -> dict[str, Any]:
-    return {"name": agent.name, "version": getattr(agent, "version", "unknown"),
+    info = {"name": agent.name, "version": getattr(agent, "version", "unknown"),
             "sample_rate": agent.sample_rate, "frame_size": agent.frame_size, "realtime": agent.realtime,
             "capabilities": sorted(agent.capabilities)}
+    # An agent built on native float libraries may say how they compute (README "Same numbers on another machine").
+    runtime = getattr(agent, "runtime", None)
+    return info | ({"runtime": runtime()} if callable(runtime) else {})
 
 
 def check_frame(frame: Any, frame_size: int, t_s: float) -> tuple[np.ndarray, str | None]:

@@ -25,6 +25,7 @@ import numpy as np
 from dataset_builder.audio import VAD_SR, resample, samples_digest
 from dataset_builder.errors import UsageError
 from dataset_builder.http_client import RetryingClient, RetryPolicy
+from dataset_builder.numerics import pin_ctranslate2, runtime_record
 from dataset_builder.openai_compat import EndpointError, check_endpoint
 from dataset_builder.registry import LazyRegistry
 
@@ -93,8 +94,16 @@ class FasterWhisperASR(_MemoisedASR):
         """The languages it transcribes (a scorer reports content in any other as not computed)."""
         return (self.language,)
 
+    def runtime(self) -> dict[str, Any]:
+        """How it computes, recorded beside what it heard: the pinned native settings (dataset_builder.numerics),
+        the compute type, threads and beam."""
+        pin_ctranslate2()
+        return {**runtime_record(), "compute_type": self.compute_type, "cpu_threads": self.cpu_threads,
+                "beam_size": self.beam_size}
+
     def _load(self) -> Any:
         if self._model is None:
+            pin_ctranslate2()  # before the first model: CTranslate2 picks its kernels then
             from faster_whisper import WhisperModel
 
             model_dir = self.model_dir
@@ -154,6 +163,7 @@ class WhisperBaseASR(FasterWhisperASR):
 
     def _load(self) -> Any:
         if self._model is None:
+            pin_ctranslate2()
             from faster_whisper import WhisperModel
 
             self._model = WhisperModel("whisper-base", device="cpu", compute_type=self.compute_type,

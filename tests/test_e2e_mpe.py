@@ -140,6 +140,42 @@ def test_cli_reports_bad_input_clearly(tmp_path: Path, capsys: pytest.CaptureFix
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "mpe_mini_scores.json"
 GOLDEN_KEYS = ("scores", "by_condition", "by_label", "paired", "thresholds", "n_episodes", "n_failed")
+# Where whisper decides a count, the count may move on a machine whose kernels differ from this one's (README "Same
+# numbers on another machine"): faster-whisper is pinned to oneDNN's AVX2 kernels (dataset_builder.numerics), but
+# ONNX Runtime's kernels (piper's voice, Silero) still follow the CPU, and int8 greedy whisper flips a word at a
+# near tie. oracle acts from gold metadata, so only whether its answers are heard right goes through whisper;
+# cascade hears "Aria" and the numbers through whisper, so whether, when and what it answers all do.
+ASR_DECIDED: dict[str, frozenset[str] | None] = {"silent": frozenset(), "oracle": frozenset({"answer_accuracy"}),
+                                                 "cascade": None}  # None: every metric
+# ... and so does the number of answers cascade gives (the n of its answer accuracy); every other n counts windows
+# of the dataset.
+ASR_DECIDED_N: dict[str, frozenset[str]] = {"cascade": frozenset({"answer_accuracy"})}
+ASR_TOLERANCE = 3
+
+
+def golden_mismatches(now: object, golden: object, decided: frozenset[str] | None,
+                      decided_n: frozenset[str] = frozenset(), tolerance: int = ASR_TOLERANCE,
+                      path: tuple[str, ...] = ()) -> list[str]:
+    """Where `now` differs from `golden`: exactly, except the counts of the metrics in `decided` (None: all), whose
+    k (and, for those in `decided_n`, n) may each move by `tolerance`; their value, CI, difference and McNemar p
+    follow from the counts and are left to the stats tests."""
+    where = "/".join(path) or "top"
+    if isinstance(golden, dict) and isinstance(now, dict):
+        if set(now) != set(golden):
+            return [f"{where}: keys {sorted(now)} != {sorted(golden)}"]
+        metric = path[-1] if path else ""
+        if path and path[0] != "thresholds" and (decided is None or metric in decided):
+            if {"k", "n"} <= set(golden):
+                n_tol = tolerance if metric in decided_n else 0
+                return [f"{where}/{c}: {now[c]} vs golden {golden[c]} (tolerance {tol})"
+                        for c, tol in (("k", tolerance), ("n", n_tol)) if abs(now[c] - golden[c]) > tol]
+            if "explicit_only" in golden:
+                return [f"{where}/{c}: {now[c]} vs golden {golden[c]} (tolerance {tol})"
+                        for c, tol in (("explicit_only", tolerance), ("implicit_only", tolerance), ("n_pairs", 0))
+                        if abs(now[c] - golden[c]) > tol]
+        return [m for key in golden for m in golden_mismatches(now[key], golden[key], decided, decided_n, tolerance,
+                                                                 (*path, key))]
+    return [] if now == golden else [f"{where}: {now!r} vs golden {golden!r}"]
 
 
 @pytest.fixture(scope="module")
@@ -152,8 +188,9 @@ def cascade_scores(mini_dataset: Path, tmp_path_factory) -> dict:
 @pytest.mark.parametrize("agent", ["silent", "oracle", "cascade"])
 def test_mini_set_scores_match_the_golden_numbers(agent: str, request) -> None:
     """The mini set's scores.json numbers, frozen: any change to the data, the harness or the scoring that moves
-    a number fails here. When the change is intended (a new dataset version, a scoring fix), rewrite the golden
-    with `DUPLEX_EVAL_WRITE_GOLDEN=1 .venv/bin/pytest tests/test_e2e_mpe.py -k golden` and say why in the commit."""
+    a number fails here; a count whisper decides may move by ASR_TOLERANCE (above), every other number is exact.
+    When the change is intended (a new dataset version, a scoring fix), rewrite the golden with
+    `DUPLEX_EVAL_WRITE_GOLDEN=1 .venv/bin/pytest tests/test_e2e_mpe.py -k golden` and say why in the commit."""
     import json
     import os
 
@@ -164,4 +201,44 @@ def test_mini_set_scores_match_the_golden_numbers(agent: str, request) -> None:
         golden[agent] = json.loads(json.dumps(now))
         GOLDEN.write_text(json.dumps(golden, indent=1, sort_keys=True) + "\n")
         pytest.skip(f"golden written for {agent}")
-    assert now == json.loads(GOLDEN.read_text())[agent]
+    golden = json.loads(GOLDEN.read_text())[agent]
+    assert golden_mismatches(json.loads(json.dumps(now)), golden, ASR_DECIDED[agent],
+                             ASR_DECIDED_N.get(agent, frozenset())) == []
+    assert result["asr_runtime"]["ctranslate2_env"]["CT2_USE_MKL"] == "0"
+
+
+def _count(k: int, n: int) -> dict:
+    return {"k": k, "n": n, "value": k / n, "ci": [0.0, 1.0]}
+
+
+def test_golden_comparison_is_exact_except_where_whisper_decides() -> None:
+    """Known answers for the comparison itself: a whisper-decided count within the tolerance passes, one count
+    more fails; an exact metric fails on any change, and so does a new key."""
+    gold = {"scores": {"answer_accuracy": _count(10, 15), "fresh_onset_rate": _count(15, 40)},
+            "paired": {"fresh_onset_rate": {"explicit_only": 15, "implicit_only": 0, "n_pairs": 20,
+                                            "difference": 0.75, "mcnemar_p": 6.1e-05}},
+            "n_episodes": 40}
+    t = ASR_TOLERANCE
+    moved = {"scores": {"answer_accuracy": _count(10 + t, 15), "fresh_onset_rate": _count(15, 40)},
+             "paired": gold["paired"], "n_episodes": 40}
+    assert golden_mismatches(moved, gold, frozenset({"answer_accuracy"})) == []
+    too_far = {**moved, "scores": {**moved["scores"], "answer_accuracy": _count(10 + t + 1, 15)}}
+    assert golden_mismatches(too_far, gold, frozenset({"answer_accuracy"})) == [
+        f"scores/answer_accuracy/k: {10 + t + 1} vs golden 10 (tolerance {t})"]
+    # n counts the dataset's windows unless declared whisper-decided.
+    more_answers = {**moved, "scores": {**moved["scores"], "answer_accuracy": _count(10, 16)}}
+    assert golden_mismatches(more_answers, gold, frozenset({"answer_accuracy"})) == [
+        "scores/answer_accuracy/n: 16 vs golden 15 (tolerance 0)"]
+    assert golden_mismatches(more_answers, gold, frozenset({"answer_accuracy"}), frozenset({"answer_accuracy"})) == []
+    # The same move in a metric compared exactly fails, down to its value.
+    onset = {**moved, "scores": {**gold["scores"], "fresh_onset_rate": _count(16, 40)}}
+    assert golden_mismatches(onset, gold, frozenset({"answer_accuracy"})) == [
+        "scores/fresh_onset_rate/k: 16 vs golden 15", "scores/fresh_onset_rate/value: 0.4 vs golden 0.375"]
+    assert golden_mismatches(onset, gold, None) == []
+    paired = {**gold, "paired": {"fresh_onset_rate": {**gold["paired"]["fresh_onset_rate"], "explicit_only": 16,
+                                                      "difference": 0.8}}}
+    assert golden_mismatches(paired, gold, None) == []
+    assert len(golden_mismatches(paired, gold, frozenset())) == 2
+    assert golden_mismatches({**gold, "n_episodes": 41}, gold, None) == ["n_episodes: 41 vs golden 40"]
+    assert golden_mismatches({**gold, "extra": 1}, gold, None) == [
+        "top: keys ['extra', 'n_episodes', 'paired', 'scores'] != ['n_episodes', 'paired', 'scores']"]

