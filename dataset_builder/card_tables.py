@@ -77,5 +77,5 @@ def shared_context(repo_dir: Path, configs: Iterable[str], protocol: ProtocolPar
     ctx = {"summary_table": summary_table(repo_dir, configs), "protocol_table": protocol_table(protocol)}
     ctx.update(protocol_placeholders(protocol))
     # the benchmark's VAD settings (protocol.vad_settings: its --param fields and the fixed rest), as $vad_NAME
-    ctx.update({f"vad_{k}": f"{v:g}" for k, v in protocol.vad_settings().items()})
+    ctx.update({f"vad_{k}": v if isinstance(v, str) else f"{v:g}" for k, v in protocol.vad_settings().items()})
     return ctx

@@ -70,7 +70,7 @@ class ProtocolParams:
     # field for the settings a run may change (--param), and VAD_FIXED for those it may not. The scheduler and the
     # scorer both read `vad_settings()` (metrics.vad.vad_of); rec.json records what a run used.
     VAD_FIELDS: ClassVar[dict[str, str]] = {}
-    VAD_FIXED: ClassVar[dict[str, float]] = {}
+    VAD_FIXED: ClassVar[dict[str, float | str]] = {}
 
     def __post_init__(self) -> None:
         problems = [p for name, (bound, inclusive) in self.RANGES.items()
@@ -81,7 +81,7 @@ class ProtocolParams:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)  # type: ignore[call-overload]
 
-    def vad_settings(self) -> dict[str, float]:
+    def vad_settings(self) -> dict[str, float | str]:
         """The benchmark's VAD settings, by VADParams field name."""
         return dict(self.VAD_FIXED) | {vad: getattr(self, name) for name, vad in self.VAD_FIELDS.items()}
 
@@ -128,7 +128,7 @@ class MPEProtocol(ProtocolParams):
     # Silero's thresholds (0.5 / 0.35), leave speech at the first chunk below 0.35 and pad nothing (speech_pad_ms
     # 0: onsets and offsets are the detector's own chunk edges, as the scheduler sees them live).
     VAD_FIELDS: ClassVar[dict[str, str]] = {"vad_min_speech_ms": "min_speech_ms", "vad_merge_gap_ms": "merge_gap_ms"}
-    VAD_FIXED: ClassVar[dict[str, float]] = {"threshold": 0.5, "neg_threshold": 0.35, "min_silence_ms": 0,
+    VAD_FIXED: ClassVar[dict[str, float | str]] = {"threshold": 0.5, "neg_threshold": 0.35, "min_silence_ms": 0,
                                              "speech_pad_ms": 0}
     # scheduler (what the user stream does)
     post_preamble_s: float = 1.0  # silence after the duty preamble, outside every scoring window
@@ -169,11 +169,12 @@ class IFEvalProtocol(ProtocolParams):
     RANGES: ClassVar[dict[str, tuple[float, bool]]] = IFEVAL_RANGES
     # DSB-IFEval App. E.2: min_speech_duration_ms=90, min_silence_duration_ms=90, "all remaining parameters use the
     # library defaults" (silero-vad 6.2.3 get_speech_timestamps: threshold 0.5, neg_threshold 0.5 - 0.15, speech
-    # padding 30 ms), spans within 0.3 s merged.
+    # padding 30 ms), spans within 0.3 s merged. rules "silero": the spans are that library function's own (its
+    # min-silence count, its drop of short segments before the merge, its padding and end-of-signal rules).
     VAD_FIELDS: ClassVar[dict[str, str]] = {
         "vad_min_speech_ms": "min_speech_ms", "vad_min_silence_ms": "min_silence_ms",
         "vad_merge_gap_ms": "merge_gap_ms", "vad_speech_pad_ms": "speech_pad_ms"}
-    VAD_FIXED: ClassVar[dict[str, float]] = {"threshold": 0.5, "neg_threshold": 0.35}
+    VAD_FIXED: ClassVar[dict[str, float | str]] = {"threshold": 0.5, "neg_threshold": 0.35, "rules": "silero"}
     # scheduler (what the user stream does)
     endpoint_s: float = 1.5  # model silence that ends a take-turn wait (before turn 2, and at the end)
     inter_turn_gap_s: float = 3.0  # least silence between turn 1 and a take-turn turn 2; a model that has not
@@ -220,7 +221,7 @@ class M3Protocol(ProtocolParams):
     VAD_FIELDS: ClassVar[dict[str, str]] = {
         "vad_threshold": "threshold", "vad_neg_threshold": "neg_threshold", "vad_min_speech_ms": "min_speech_ms",
         "vad_min_silence_ms": "min_silence_ms", "vad_merge_gap_ms": "merge_gap_ms"}
-    VAD_FIXED: ClassVar[dict[str, float]] = {"speech_pad_ms": 0}
+    VAD_FIXED: ClassVar[dict[str, float | str]] = {"speech_pad_ms": 0}
     lead_silence_s: float = 5.0  # None/User, adapters that greet first only
     greets_first: int = 0  # 1: the adapter greets first (its `greets_first`; --param greets_first=1 forces it)
     frame_size: int = 0  # the adapter's frame in samples at its rate (0: unknown, s is not aligned)

@@ -1,7 +1,9 @@
 """Silero VAD (ONNX) on 16 kHz audio: batch spans for scoring and a streaming detector for the scheduler.
 
-Both paths share one chunk-level state machine (hysteresis -> merge -> minimum duration), so a streamed
-recording and the same recording scored offline give the same onsets. All times live on the 32 ms chunk
+Both paths share one chunk-level state machine, so a streamed recording and the same recording scored offline give
+the same onsets. Two rule sets exist (`VADParams.rules`): "project" (hysteresis -> merge -> minimum duration, the
+Duplex-MPE and M3 choice where their papers are silent) and "silero" (silero-vad 6.2.3's own
+`get_speech_timestamps` segmentation, then the merge: DSB-IFEval App. E.2). All times live on the 32 ms chunk
 grid of the 16 kHz signal; any input rate is resampled first (a VAD fed 24 kHz audio as 16 kHz stretches every
 timestamp by 1.5x — STYLE, "What to avoid").
 """
@@ -28,6 +30,9 @@ _CONTEXT = 64  # samples of the previous chunk the ONNX model expects in front o
 _RESET_AFTER_SKIPPED = 10
 
 
+RULES = ("project", "silero")
+
+
 @dataclass(frozen=True)
 class VADParams:
     """VAD thresholds (SPEC §5 for MPE, §7 for DSB-IFEval); stored with every result.
@@ -38,6 +43,13 @@ class VADParams:
     merge_gap_ms are merged, then spans whose unpadded speech is shorter than min_speech_ms are dropped. Chunks
     whose RMS is below energy_floor_dbfs are not given to the model at all (probability 0), which makes digital
     silence cheap. Each benchmark's values live in its protocol (dataset_builder/protocols.py, `vad_of`).
+
+    rules="silero" replaces the span rules above by silero-vad 6.2.3's `get_speech_timestamps` (the library call
+    DSB-IFEval App. E.2 names) followed by the merge: the model sees every chunk (no energy floor, so the
+    probabilities are the library's own), speech ends only once the low-probability chunks since its first one
+    span min_silence_ms (4 chunks for 90 ms), segments of min_speech_ms or less are dropped before the merge,
+    padding is split between neighbours closer than twice speech_pad_ms, and speech still open at the end of the
+    signal runs to its end. `_SileroTracker` is that rule, chunk by chunk.
     """
 
     threshold: float = 0.5
@@ -47,8 +59,11 @@ class VADParams:
     speech_pad_ms: int = 0
     energy_floor_dbfs: float = -55.0
     min_silence_ms: int = 0
+    rules: str = "project"  # "project" or "silero" (see above)
 
     def __post_init__(self) -> None:
+        if self.rules not in RULES:
+            raise ValueError(f"rules={self.rules!r}: expected one of {sorted(RULES)}")
         if not 0.0 <= self.neg_threshold <= self.threshold <= 1.0:
             raise ValueError(f"need 0 <= neg_threshold <= threshold <= 1, got {self}")
         for name in ("min_speech_ms", "merge_gap_ms", "speech_pad_ms", "min_silence_ms"):
@@ -64,6 +79,11 @@ class VADParams:
         if unknown:
             raise ValueError(f"unknown VADParams fields: {sorted(unknown)}")
         return cls(**d)
+
+    @property
+    def model_floor_dbfs(self) -> float:
+        """The energy floor the model runs under: none for the library's rule, which scores every chunk."""
+        return -math.inf if self.rules == "silero" else self.energy_floor_dbfs
 
 
 def vad_of(protocol: ProtocolParams) -> VADParams:
@@ -211,6 +231,173 @@ class _SpanTracker:
     def spans(self) -> list[Span]:
         return [Span(a / VAD_SR, b / VAD_SR) for a, b in self.done]
 
+    @property
+    def speaking(self) -> bool:
+        return self.open_start is not None and self.confirmed
+
+    @property
+    def speech_now(self) -> bool:
+        """Confirmed speech is going on at the latest chunk."""
+        return self.speaking and self.triggered and self.temp_end is None
+
+    def last_speech_end(self) -> int | None:
+        """End (samples) of the latest confirmed speech, as far as known now; None if there never was any."""
+        return self._current_end() if self.speaking else self.last_end
+
+
+def silero_pad(raw: list[tuple[int, int]], pad: int, n_samples: int | None) -> list[tuple[int, int]]:
+    """silero-vad 6.2.3's padding of its segments (get_speech_timestamps_from_probs, after the loop): the first
+    start and every end widened by `pad`, clipped to [0, n_samples]; neighbours closer than 2 * pad split their
+    gap instead. n_samples None: no end clip (a stream whose end is not known yet)."""
+    out = [list(s) for s in raw]
+    for k, seg in enumerate(out):
+        if k == 0:
+            seg[0] = max(0, seg[0] - pad)
+        if k != len(out) - 1:
+            gap = out[k + 1][0] - seg[1]
+            step = gap // 2 if gap < 2 * pad else pad
+            seg[1] += step
+            out[k + 1][0] = max(0, out[k + 1][0] - step)
+        else:
+            seg[1] = seg[1] + pad if n_samples is None else min(n_samples, seg[1] + pad)
+    return [(a, b) for a, b in out]
+
+
+def merge_samples(spans: list[tuple[int, int]], gap: int) -> list[tuple[int, int]]:
+    """Ordered, non-overlapping spans in samples, those separated by less than `gap` samples joined (the integer
+    form of metrics.spans.merge_spans, exact on the sample grid)."""
+    out: list[tuple[int, int]] = []
+    for a, b in spans:
+        if out and a - out[-1][1] < gap:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+class _SileroTracker:
+    """The "silero" rules (VADParams docstring) chunk by chunk, causally: the library's segments are found as the
+    chunks arrive; a segment longer than min_speech is confirmed (onset reported) as soon as its end, wherever
+    it falls, must leave it longer; a merged span is final once no later segment can join it or move its end.
+    `finish` applies the library's end-of-signal rule and rebuilds every span from the segments, so the offline
+    spans are the library's exactly (with max_speech_duration_s at its default, inf)."""
+
+    def __init__(self, params: VADParams) -> None:
+        p = params
+        self.thr, self.neg = p.threshold, p.neg_threshold
+        # The library's sample counts at 16 kHz (sampling_rate * ms / 1000: whole numbers for whole ms).
+        self.min_speech = p.min_speech_ms * VAD_SR // 1000
+        self.min_sil = p.min_silence_ms * VAD_SR // 1000
+        self.pad = p.speech_pad_ms * VAD_SR // 1000
+        self.merge_gap = p.merge_gap_ms * VAD_SR // 1000
+        # A later segment starting less than this after a kept segment's end joins it (or, with no merge, moves its
+        # padded end): padded gap < merge_gap, padding split when the raw gap is under 2 * pad.
+        self.reach = self.merge_gap + 2 * self.pad
+        self.reset()
+
+    def reset(self) -> None:
+        self.i = 0  # chunks seen
+        self.triggered = False
+        self.seg_start = 0  # chunk where the open segment began (valid while triggered)
+        self.temp_end: int | None = None  # chunk where its current run of low probabilities began
+        self.seg_confirmed = False  # the open segment will be kept, however it ends
+        self.raw: list[tuple[int, int]] = []  # kept segments, unpadded samples
+        self.group_open = False  # a merged span holding confirmed speech is not final yet
+        self.n_final = 0  # merged spans that are final
+        self.done: list[tuple[int, int]] = []
+        self.onsets: list[int] = []
+
+    def _provisional(self) -> list[tuple[int, int]]:
+        """Kept segments plus the open one if confirmed (its start decides its neighbour's padded end)."""
+        if self.triggered and self.seg_confirmed:
+            end = self.temp_end if self.temp_end is not None else self.i
+            return [*self.raw, (self.seg_start * CHUNK, end * CHUNK)]
+        return self.raw
+
+    def _finalize(self) -> None:
+        self.n_final += 1
+        self.group_open = False
+        merged = merge_samples(silero_pad(self._provisional(), self.pad, None), self.merge_gap)
+        self.done = merged[: self.n_final]
+
+    def _confirm(self) -> None:
+        self.seg_confirmed = True
+        start = self.seg_start * CHUNK
+        if self.group_open and (self.merge_gap == 0 or start - self.raw[-1][1] >= self.reach):
+            self._finalize()  # it cannot join this segment (with no merge, its padding may split with it)
+        if not self.group_open:
+            self.group_open = True
+            prev = self.raw[-1][1] if self.raw else None
+            gap = None if prev is None else start - prev
+            self.onsets.append(start - gap // 2 if gap is not None and gap < 2 * self.pad
+                               else max(0, start - self.pad))
+
+    def step(self, p: float) -> None:
+        i = self.i
+        self.i = i + 1
+        if p >= self.thr:
+            self.temp_end = None
+            if not self.triggered:
+                self.triggered, self.seg_start, self.seg_confirmed = True, i, False
+        elif p < self.neg and self.triggered:
+            if self.temp_end is None:
+                self.temp_end = i
+            if (i - self.temp_end) * CHUNK >= self.min_sil:
+                end = self.temp_end * CHUNK
+                if end - self.seg_start * CHUNK > self.min_speech:
+                    if not self.seg_confirmed:
+                        self._confirm()
+                    self.raw.append((self.seg_start * CHUNK, end))
+                self.triggered, self.temp_end, self.seg_confirmed = False, None, False
+        if self.triggered and not self.seg_confirmed:
+            # The segment ends at the first chunk of its closing silence (or the signal's end, later still).
+            least_end = (self.temp_end if self.temp_end is not None else self.i) * CHUNK
+            if least_end - self.seg_start * CHUNK > self.min_speech:
+                self._confirm()
+        if self.group_open and not (self.triggered and self.seg_confirmed):
+            earliest = self.seg_start if self.triggered else self.i  # no later segment can start before this
+            if earliest * CHUNK - self.raw[-1][1] >= self.reach:
+                self._finalize()
+
+    def finish(self, n_samples: int) -> None:
+        """End of signal: the library keeps speech still open (even inside its min-silence wait) to the end."""
+        if self.triggered and n_samples - self.seg_start * CHUNK > self.min_speech:
+            self.raw.append((self.seg_start * CHUNK, n_samples))
+        self.triggered, self.temp_end, self.seg_confirmed, self.group_open = False, None, False, False
+        self.done = merge_samples(silero_pad(self.raw, self.pad, n_samples), self.merge_gap)
+        self.n_final = len(self.done)
+
+    def spans(self) -> list[Span]:
+        return [Span(a / VAD_SR, b / VAD_SR) for a, b in self.done]
+
+    @property
+    def speaking(self) -> bool:
+        return self.group_open
+
+    @property
+    def speech_now(self) -> bool:
+        return self.triggered and self.seg_confirmed and self.temp_end is None
+
+    def last_speech_end(self) -> int | None:
+        if self.triggered and self.seg_confirmed:
+            return (self.temp_end if self.temp_end is not None else self.i) * CHUNK + self.pad
+        return self.raw[-1][1] + self.pad if self.raw else None
+
+
+def span_tracker(params: VADParams) -> _SpanTracker | _SileroTracker:
+    """The chunk-level state machine of `params.rules`."""
+    return _SileroTracker(params) if params.rules == "silero" else _SpanTracker(params)
+
+
+def spans_from_probs(probs: Any, n_samples: int, params: VADParams) -> list[Span]:
+    """Spans of a 16 kHz signal of `n_samples` from its chunk probabilities (what SileroVAD.spans does after the
+    model)."""
+    tracker = span_tracker(params)
+    for p in probs:
+        tracker.step(float(p))
+    tracker.finish(n_samples)
+    return tracker.spans()
+
 
 def _mono(audio: np.ndarray) -> np.ndarray:
     audio = np.asarray(audio, dtype=np.float32)
@@ -229,7 +416,7 @@ class SileroVAD:
         # Scoring runs the VAD over every channel of every episode, and many are the same samples (a silent model,
         # one user stream under five instruction levels): the probabilities depend only on the samples and the
         # energy floor, so they are computed once per process.
-        key = (samples_digest(x16), self.params.energy_floor_dbfs)
+        key = (samples_digest(x16), self.params.model_floor_dbfs)
         probs = _PROBS_MEMO.get(key)
         if probs is None:
             probs = self._compute_probs16(x16)
@@ -243,7 +430,7 @@ class SileroVAD:
         x = np.zeros(n * CHUNK, dtype=np.float32)
         x[: x16.size] = x16
         chunks = x.reshape(n, CHUNK)
-        runner = _SileroRunner(self.params.energy_floor_dbfs)
+        runner = _SileroRunner(self.params.model_floor_dbfs)
         loud = np.einsum("ij,ij->i", chunks, chunks) / CHUNK >= runner.floor_ms
         return np.array([runner.prob(c, bool(lo)) for c, lo in zip(chunks, loud, strict=True)], np.float32)
 
@@ -253,11 +440,7 @@ class SileroVAD:
 
     def spans(self, audio: np.ndarray, sr: int) -> list[Span]:
         x16 = resample(_mono(audio), sr, VAD_SR)
-        tracker = _SpanTracker(self.params)
-        for p in self._probs16(x16):
-            tracker.step(float(p))
-        tracker.finish(x16.size)
-        return tracker.spans()
+        return spans_from_probs(self._probs16(x16), x16.size, self.params)
 
 
 class StreamingVAD:
@@ -271,8 +454,8 @@ class StreamingVAD:
     def __init__(self, params: VADParams | None = None, sr: int = SESSION_SR) -> None:
         self.params = params or VADParams()
         self.sr = int(sr)
-        self._runner = _SileroRunner(self.params.energy_floor_dbfs)
-        self._tracker = _SpanTracker(self.params)
+        self._runner = _SileroRunner(self.params.model_floor_dbfs)
+        self._tracker = span_tracker(self.params)
         self.reset()
 
     def reset(self) -> None:
@@ -303,8 +486,7 @@ class StreamingVAD:
 
     @property
     def speaking(self) -> bool:
-        t = self._tracker
-        return t.open_start is not None and t.confirmed
+        return self._tracker.speaking
 
     @property
     def ever_spoke(self) -> bool:
@@ -322,12 +504,9 @@ class StreamingVAD:
     @property
     def silence_s(self) -> float:
         t = self._tracker
-        if t.open_start is not None and t.confirmed:
-            if t.triggered and t.temp_end is None:
-                return 0.0  # speech is going on right now
-            last = t._current_end()
-        elif t.last_end is not None:
-            last = t.last_end
-        else:
+        if t.speech_now:
+            return 0.0  # speech is going on right now
+        last = t.last_speech_end()
+        if last is None:
             return math.inf
         return max(0.0, self.time_s - last / VAD_SR)

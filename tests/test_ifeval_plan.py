@@ -33,7 +33,7 @@ from dataset_builder.protocols import IFEvalProtocol
 from eval.orchestrator import run_episode
 from eval.plans.ifeval import plan
 from eval.schedule import Ctx, StepScheduler
-from metrics.vad import SileroVAD, VADParams
+from metrics.vad import SileroVAD, vad_of
 from tests.fake_agents import CueTalkerAgent
 from tests.test_schedule import ScriptedModel
 
@@ -255,8 +255,8 @@ def test_real_barge_in_lands_three_seconds_after_the_measured_model_onset(speak,
     ep = run_episode(agent, item, plan(item, audio, P, agent.sample_rate), tmp_path)
     stereo, _ = read_wav(tmp_path / f"{item.case_id}.wav")
     t1 = ep.event("t1")
-    onset = next(s.start_s for s in SileroVAD(VADParams(min_speech_ms=90, min_silence_ms=90)).spans(
-        stereo[:, 1], SR) if s.start_s >= t1.end_s)
+    # the onset the scorer measures offline: the protocol's own VAD (silero-vad's rules, padding included)
+    onset = next(s.start_s for s in SileroVAD(vad_of(P)).spans(stereo[:, 1], SR) if s.start_s >= t1.end_s)
     t2 = ep.event("t2")
     assert t2.start_s == pytest.approx(onset + 3.0, abs=0.04)  # one 20 ms frame plus the VAD's 32 ms chunk grid
     assert ep.gold["t2_start"]["cause"] == "model_onset"

@@ -284,7 +284,7 @@ def test_each_benchmark_vad_lives_in_its_protocol() -> None:
     ifeval = vad_of(IFEvalProtocol())
     assert ifeval == VAD_PRESETS["ifeval"] == VADParams(threshold=lib["threshold"], neg_threshold=0.35,
                                                         min_speech_ms=90, min_silence_ms=90, merge_gap_ms=300,
-                                                        speech_pad_ms=lib["speech_pad_ms"])
+                                                        speech_pad_ms=lib["speech_pad_ms"], rules="silero")
     assert lib["speech_pad_ms"] == 30 and lib["neg_threshold"] is None  # None: threshold - 0.15
     assert vad_of(IFEvalProtocol().override(["vad_speech_pad_ms=0"])).speech_pad_ms == 0
     assert vad_of(MPEProtocol()) == VAD_PRESETS["mpe"] == VADParams(min_speech_ms=250, merge_gap_ms=300,
