@@ -24,6 +24,7 @@ from dataset_builder.errors import UsageError
 from metrics.m3.export import export_run
 from metrics.m3.rules import RULE_SETS, verdict
 from metrics.m3.score import score_run
+from metrics.scoring import ASR_PAD_S
 from tests import m3_handmade as H
 
 S, D = 4.0, 14.0
@@ -43,14 +44,15 @@ CASES = [  # (event type, t, model spans, context)
 
 
 class EnglishASR:
-    """Declares English; a few words for a short clip of under 0.5 s, a sentence otherwise."""
+    """Declares English; a few words for a short clip (under 0.5 s of speech with the scorer's padding on both
+    sides), a sentence otherwise."""
 
     name = "stub-en"
     languages = ("en",)
 
     def transcribe(self, audio: np.ndarray, sr: int, language: str = "en") -> str:
         assert language == "en" and sr == SESSION_SR
-        return "mm hm" if audio.size < 0.5 * sr else "well I do think so"
+        return "mm hm" if audio.size < (0.5 + 2 * ASR_PAD_S) * sr else "well I do think so"
 
 
 @pytest.fixture(scope="module")
