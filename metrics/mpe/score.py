@@ -39,7 +39,7 @@ from metrics.health import SoundProfile, episode_stats, run_health, window_sound
 from metrics.mpe.aggregate import aggregate
 from metrics.mpe.measure import failed_windows, measure_episode, sound_window
 from metrics.mpe.verdicts import METRICS, WINDOW_METRICS, Thresholds
-from metrics.scoring import ASR_PAD_S, asr_audio, lazy_spans, reused_inputs, store_measurements
+from metrics.scoring import ASR_PAD_S, asr_audio, reused_inputs, store_measurements
 from metrics.spans import Span
 from metrics.thresholds import Limit, validate_overrides
 
@@ -90,13 +90,14 @@ def measure_run(folder: RunFolder, asr: Any, judge: Any, vad_factory: Any, progr
         except RecordingError as err:
             return str(err)
         model = audio[:, 1]
-        vad = vad_factory(ep.params.get("vad", {}))
-        spans = vad.spans(model, SR)
+        spans = vad_factory(ep.params.get("vad", {})).spans(model, SR)
         profile = SoundProfile(model, SR)
-        user_spans = lazy_spans(vad, audio[:, 0], SR)  # the ASR's padding stays out of the user's speech
+        # The ASR's padding stays out of the user's speech: the clips as played (rec.json's timeline, exact and
+        # free; a VAD pass over the user channel, mostly speech, would cost more than the model channel's).
+        user_clips = [Span(e.start_s, e.end_s) for e in ep.timeline]
 
         def transcribe(sp: list[Span], window: tuple[float, float]) -> str:
-            fences = [s for s in spans if s not in sp] + user_spans()
+            fences = [s for s in spans if s not in sp] + user_clips
             return asr.transcribe(asr_audio(model, SR, sp, window, fences), SR)
 
         ms = [m | {"model_spans_n": len(spans), "sound": window_sound(profile, spans, *sound_window(m))}
