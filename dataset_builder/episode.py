@@ -49,6 +49,11 @@ class Episode:
     compute: dict[str, Any] | None = None
     format: int = EPISODE_FORMAT
 
+    def said(self, from_s: float = 0.0, to_s: float = float("inf")) -> str:
+        """The model's own text output stamped in [from_s, to_s): its per-frame pieces joined as given (they are
+        deltas of one running text, so their own spaces separate words); "" from a model without text output."""
+        return "".join(str(text) for t, text in self.model_text if from_s - 1e-6 <= float(t) < to_s - 1e-6)
+
     def event(self, turn_id: str) -> TimelineEvent | None:
         return next((e for e in self.timeline if e.turn_id == turn_id), None)
 

@@ -209,9 +209,18 @@ def _digit_run(toks: list[Tok], i: int) -> tuple[str, int] | None:
             return "".join(parts), j
 
 
+# A code read out digit by digit that an ASR writes as a decimal ("four seven three five" -> "4.735"): no point was
+# said, so for a code or room number the digits are what was heard.
+_DOTTED_DIGITS = re.compile(r"\d\.\d{2,}")
+
+
 def _digit_strings(toks: list[Tok]) -> list[Mention]:
     out, i = [], 0
     while i < len(toks):
+        if _DOTTED_DIGITS.fullmatch(toks[i].text) and not _counts_things(_word(toks, i + 1)):
+            out.append(Mention(toks[i].text.replace(".", ""), i, i + 1))
+            i += 1
+            continue
         run = _digit_run(toks, i)
         if run is None:
             i += 1

@@ -11,7 +11,9 @@ silence-preservation window then passes. So besides the VAD, the scorer looks at
 - per run (`run_health`): human-readable flags, printed by `score` before any table and shown in the report.
 
 Generic across benchmarks: a measurement may carry `"sound"` (from `window_sound`) and, where it was
-transcribed, `"transcript"` with `"transcribed_s"` (seconds of speech given to the ASR).
+transcribed, `"transcript"` with `"transcribed_s"` (seconds of speech given to the ASR). From a model that also
+streams its text, it carries `"model_text"` (what that text says over the same stretch) and, for a judged answer,
+`"text_verdict"` (the judge's verdict on that text), so an ASR that mishears the model shows up here.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from dataset_builder.atomic import round_ms
+from metrics.intelligibility import word_errors
 from metrics.spans import Span
 
 # --- thresholds of the health checks (named once; none of them changes a score) ------------------------------
@@ -40,6 +43,7 @@ NO_SPEECH_SHARE = 0.5  # flag when at least half of the usable episodes have no 
 SOUND_WITHOUT_SPEECH_S = 1.0  # flag a scored window holding this much sound and no VAD speech
 UNEXPLAINED_SOUND_S = 2.0  # flag an episode with this much sound outside every VAD speech span
 LONG_SPEECH_S = 2.0  # flag transcribed speech at least this long in which the ASR found no words
+TEXT_ASR_WER = 0.5  # flag a transcript whose word error rate against the model's own text reaches this
 MAX_EXAMPLES = 3  # case ids named in a flag
 
 _WORD = re.compile(r"[^\W_]", re.UNICODE)
@@ -161,6 +165,7 @@ def run_health(stats: dict[str, dict[str, float]], measurements: Sequence[dict[s
                      and m["sound"]["sound_s"] >= SOUND_WITHOUT_SPEECH_S and m["sound"]["speech_s"] == 0]
     wordless = [m for m in measurements if not m.get("failed") and "transcript" in m
                 and m.get("transcribed_s", 0) >= LONG_SPEECH_S and not has_words(m["transcript"])]
+    heard_otherwise = text_disagreements(measurements)
     flags: list[str] = []
     if n and len(silent) / n >= NO_SPEECH_SHARE:
         flags.append(f"no model speech in {len(silent)}/{n} episodes (muted output, the wrong output channel, or "
@@ -195,10 +200,33 @@ def run_health(stats: dict[str, dict[str, float]], measurements: Sequence[dict[s
         flags.append(f"ASR found no words in {len(wordless)} scored windows holding >= {LONG_SPEECH_S:g} s of "
                      f"model speech (e.g. {m['case_id']} {m['label']}: {m['transcribed_s']:.1f} s): garbled audio, "
                      "another language or a wrong sample rate?")
+    if heard_otherwise:
+        m, wer = heard_otherwise[0]
+        flags.append(f"the ASR disagrees with the model's own text in {len(heard_otherwise)} transcribed windows "
+                     f"(e.g. {m['case_id']} {m['label']}: text {m['model_text'][:60]!r}, ASR "
+                     f"{m['transcript'][:60]!r}, "
+                     + (f"{wer:.0%} word errors" if math.isfinite(wer) else "no words in the text")
+                     + (f", answer {m['text_verdict']} by its text but {m['answer_verdict']} as heard"
+                        if m.get("text_verdict") not in (None, m.get("answer_verdict")) else "")
+                     + "): scores read the ASR, so these windows may be misjudged")
     return {"flags": flags, "n_episodes_checked": n, "no_speech_episodes": len(silent),
             "clipping_episodes": clipping, "dc_offset_episodes": dc, "constant_output_episodes": constant,
             "sound_outside_speech_episodes": unexplained, "sound_without_speech_windows": len(quiet_windows),
-            "asr_no_words": len(wordless)}
+            "asr_no_words": len(wordless), "asr_text_disagreements": len(heard_otherwise)}
+
+
+def text_disagreements(measurements: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], float]]:
+    """(measurement, word error rate) of the transcribed windows where the ASR and the model's own text disagree:
+    a different answer verdict, or a word error rate of at least TEXT_ASR_WER; answer flips first, then by rate."""
+    out = []
+    for m in measurements:
+        if m.get("failed") or m.get("model_text") is None or "transcript" not in m:
+            continue
+        wer = word_errors(m["model_text"], m["transcript"]).rate
+        flipped = m.get("text_verdict") is not None and m["text_verdict"] != m.get("answer_verdict")
+        if flipped or wer >= TEXT_ASR_WER:
+            out.append((m, wer, flipped))
+    return [(m, wer) for m, wer, _ in sorted(out, key=lambda x: (not x[2], -x[1]))]
 
 
 def with_flags(health: dict[str, Any], first: list[str]) -> dict[str, Any]:

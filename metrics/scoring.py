@@ -1,14 +1,15 @@
 """Score a run folder with its own benchmark's scorer: the benchmark is the one the run recorded (SPEC §11).
 
 Also the scaffolding every benchmark's `score_run` shares, defined once: the ASR loaded only when a case needs
-one (`LazyASR`), the model audio of chosen spans (`spans_audio`), and storing or re-reading the measurements and
-health numbers a scores file is computed from (`store_measurements`, `reused_inputs`).
+one (`LazyASR`), the model audio of chosen spans (`spans_audio`), what the ASR hears of them (`asr_audio`: padded
+by `asr_spans`), and storing or re-reading the measurements and health numbers a scores file is computed from
+(`store_measurements`, `reused_inputs`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from hashlib import sha256
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,12 @@ from dataset_builder.benchmarks import Benchmark, get_benchmark
 from dataset_builder.errors import UsageError
 from metrics.episodes import RunFolder
 from metrics.freshness import HEALTH, MEASUREMENTS, load_reusable
-from metrics.spans import Span
+from metrics.spans import Span, merge_spans
+
+# Seconds of the model channel the ASR also hears on each side of a VAD span. A VAD span starts at the first
+# 32 ms chunk it is sure of, often a few tens of ms after the voice does: whisper given "mm-hmm" without its onset
+# hears "remember", and a silent window fails on a word nobody said. Recorded with every scores file.
+ASR_PAD_S = 0.3
 
 
 def run_benchmark(run_dir: Path) -> Benchmark:
@@ -83,12 +89,54 @@ class LazyASR:
         return self.name if self.used else f"{self.name} (not needed)"
 
 
+def lazy_spans(vad: Any, x: np.ndarray, sr: int) -> Callable[[], list[Span]]:
+    """`vad.spans(x, sr)`, found on the first call only (most episodes need no transcription, so no second VAD)."""
+    found: list[list[Span]] = []
+
+    def get() -> list[Span]:
+        if not found:
+            found.append(vad.spans(x, sr))
+        return found[0]
+
+    return get
+
+
 def spans_audio(x: np.ndarray, sr: int, spans: Sequence[Span], lo: float = 0.0, hi: float = float("inf")
                 ) -> np.ndarray:
     """The samples of `x` inside `spans`, each cut to [lo, hi), joined in time order (empty when none)."""
     parts = [x[int(max(s.start_s, lo) * sr):int(min(s.end_s, hi) * sr)] for s in sorted(spans, key=lambda s: s.start_s)
              if min(s.end_s, hi) > max(s.start_s, lo)]
     return np.concatenate(parts).astype(np.float32) if parts else np.zeros(0, np.float32)
+
+
+def asr_spans(chosen: Sequence[Span], window: tuple[float, float], fences: Sequence[Span] = (),
+              pad_s: float = ASR_PAD_S) -> list[Span]:
+    """`chosen` (VAD spans of the model channel) widened by `pad_s` on each side for the ASR, and merged where they
+    meet. A pad stays inside `window` (a span already reaching past it keeps its own extent) and stops at every
+    `fence`: the other channel's speech (whatever of it leaks into the model channel is not the model's words)
+    and the model's own speech that was not chosen."""
+    lo, hi = window
+    out = []
+    for s in sorted(chosen, key=lambda s: s.start_s):
+        a = min(s.start_s, max(s.start_s - pad_s, lo))
+        b = max(s.end_s, min(s.end_s + pad_s, hi))
+        for f in fences:
+            if f.start_s < s.start_s and f.end_s > a:
+                a = min(f.end_s, s.start_s)
+            if f.end_s > s.end_s and f.start_s < b:
+                b = max(f.start_s, s.end_s)
+        out.append(Span(a, b))
+    return merge_spans(out, 0.0)
+
+
+def asr_audio(x: np.ndarray, sr: int, chosen: Sequence[Span], window: tuple[float, float],
+              fences: Sequence[Span] = (), lo: float = 0.0, hi: float = float("inf"), pad_s: float = ASR_PAD_S
+              ) -> np.ndarray:
+    """What the ASR hears of the model speech `chosen`, each span cut to [lo, hi) first: the cut spans padded by
+    `asr_spans` (the parts cut off are fences too), joined in time order."""
+    cut = [Span(max(s.start_s, lo), min(s.end_s, hi)) for s in chosen if min(s.end_s, hi) > max(s.start_s, lo)]
+    rest = [Span(s.start_s, lo) for s in chosen if s.start_s < lo] + [Span(hi, s.end_s) for s in chosen if s.end_s > hi]
+    return spans_audio(x, sr, asr_spans(cut, window, [*fences, *rest], pad_s))
 
 
 def store_measurements(run_dir: Path, folder: RunFolder, measurements: list[dict[str, Any]],

@@ -73,7 +73,8 @@ def episode(case_id: str, pair: str = "p0", cond: str = "explicit", *, status: s
 
 def write_episode(out: Path, case_id: str, pair: str = "p0", cond: str = "explicit", *,
                   model: np.ndarray | None = None, **kwargs: Any) -> Episode:
-    """A 2-channel recording (silent user channel; the scorer never listens to it) and its rec.json."""
+    """A 2-channel recording (silent user channel; the scorer takes the user's speech from the timeline) and its
+    rec.json."""
     out.mkdir(parents=True, exist_ok=True)
     ep = episode(case_id, pair, cond, **kwargs)
     model = silence(ep.duration_s) if model is None else model

@@ -209,6 +209,10 @@ NEAR_MISSES = [
     ("code", "forty-five sixty-seven", OK),
     ("code", "4-5-6-7", OK),
     ("code", "4, 5, 6, 7", OK),
+    ("code", "the answer is 4.567.", OK),  # whisper's way of writing a code read digit by digit
+    ("code", "the answer is 4.568.", NO),
+    ("code", "the answer is 45.67.", NO),
+    ("code", "4.567 meters", NO),
     ("code", "4 5 6 8", NO),
     ("code", "4 5 7 6", NO),
     ("code", "4 5 6", NO),

@@ -25,6 +25,7 @@ from dataset_builder.errors import UsageError
 from metrics.m3.export import export_run
 from metrics.m3.rules import RULE_SETS, verdict
 from metrics.m3.score import score_run
+from metrics.scoring import ASR_PAD_S
 from tests import m3_authors_reference as R
 from tests import m3_handmade as H
 
@@ -45,14 +46,15 @@ CASES = [  # (event type, t, model spans, context)
 
 
 class EnglishASR:
-    """Declares English; a few words for a short clip of under 0.5 s, a sentence otherwise."""
+    """Declares English; a few words for a short clip (under 0.5 s of speech with the scorer's padding on both
+    sides), a sentence otherwise."""
 
     name = "stub-en"
     languages = ("en",)
 
     def transcribe(self, audio: np.ndarray, sr: int, language: str = "en") -> str:
         assert language == "en" and sr == SESSION_SR
-        return "mm hm" if audio.size < 0.5 * sr else "well I do think so"
+        return "mm hm" if audio.size < (0.5 + 2 * ASR_PAD_S) * sr else "well I do think so"
 
 
 @pytest.fixture(scope="module")
@@ -171,15 +173,18 @@ CONDITIONS = ("none", "user", "full")
 
 
 class ScriptedASR:
-    """Says a set text for a clip of a set length (ms), else `default`: each planted segment says what the case
-    needs. Declares the one language it is given."""
+    """Says a set text for a clip whose sound lasts a set length (ms; from its first to its last non-zero sample,
+    so the scorer's padding into the silence around a segment does not change it), else `default`: each planted
+    segment says what the case needs. Declares the one language it is given."""
 
     def __init__(self, name: str, language: str, by_ms: dict[int, str], default: str) -> None:
         self.name, self.languages, self.by_ms, self.default = name, (language,), by_ms, default
 
     def transcribe(self, audio: np.ndarray, sr: int, language: str = "en") -> str:
         assert language == self.languages[0] and sr == SESSION_SR
-        return self.by_ms.get(int(round(audio.size * 1000 / sr)), self.default)
+        sounding = np.flatnonzero(audio)
+        n = int(sounding[-1] - sounding[0] + 1) if sounding.size else 0
+        return self.by_ms.get(int(round(n * 1000 / sr)), self.default)
 
 
 SCORING_EN = ScriptedASR("scripted-en", "en", {400: "mm hm", 450: "mm hm", 700: "Mm-hm, mm-hm."},

@@ -25,6 +25,7 @@ from dataset_builder.errors import UsageError
 from metrics.m3.content import NO_TRANSCRIPT, NOT_COMPUTED, parse_score
 from metrics.m3.score import score_run
 from metrics.m3.tables import plot_windows, tables
+from metrics.scoring import ASR_PAD_S
 from tests import m3_handmade as H
 from tests.handmade import DeafASR, NoASR
 
@@ -71,13 +72,13 @@ EXPECTED: dict[str, tuple[Any, Any]] = {
 
 
 class WordsASR:
-    """Hears one word in anything shorter than a second, a sentence otherwise (for the code's backchannel
-    filter, which reads word counts)."""
+    """Hears one word in anything shorter than a second of speech with the scorer's padding on both sides, a
+    sentence otherwise (for the code's backchannel filter, which reads word counts)."""
 
     name = "words-stub"
 
     def transcribe(self, audio: np.ndarray, sr: int) -> str:
-        return "mm" if audio.size < sr else "well I think we should go there"
+        return "mm" if audio.size < (1.0 + 2 * ASR_PAD_S) * sr else "well I think we should go there"
 
 
 @pytest.fixture(scope="module")

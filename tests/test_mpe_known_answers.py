@@ -136,7 +136,7 @@ def test_exact_timings_from_spans() -> None:
     spans = [Span(8.5, 9.25), Span(13.9, 14.4), Span(17.25, 20.75), Span(21.5, 21.9)]
     texts = {(8.5,): "21", (13.9,): "ok", (17.25,): "hmm", (21.5,): "x"}
 
-    def transcribe(sp: list[Span]) -> str:
+    def transcribe(sp: list[Span], window: tuple[float, float]) -> str:
         return " ".join(texts.get((s.start_s,), "") for s in sp)
 
     rows = {r["turn_id"]: r for r in measure_episode(ep, spans, transcribe, _Judge())}

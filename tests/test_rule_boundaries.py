@@ -161,7 +161,7 @@ class SpanText:
         self.texts = texts or {}
         self.calls: list[list[Span]] = []
 
-    def __call__(self, spans: list[Span]) -> str:
+    def __call__(self, spans: list[Span], window: tuple[float, float]) -> str:
         self.calls.append(list(spans))
         return " ".join(self.texts.get(s.start_s, "twenty one") for s in spans)
 

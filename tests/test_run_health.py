@@ -16,6 +16,7 @@ import pytest
 from metrics.health import (
     CONSTANT_RUN_S,
     SOUND_WITHOUT_SPEECH_S,
+    TEXT_ASR_WER,
     SoundProfile,
     episode_stats,
     run_health,
@@ -179,3 +180,49 @@ def test_run_health_thresholds_are_the_named_constants() -> None:
     assert run_health({"a": ok}, [loud])["sound_without_speech_windows"] == 1
     failed = {"case_id": "a", "label": "T", "kind": "T", "failed": True}
     assert run_health({"a": ok}, [failed])["flags"] == []
+
+
+def test_asr_heard_otherwise_than_the_models_text_by_hand() -> None:
+    """The flag's rule: a different answer verdict, or a word error rate >= TEXT_ASR_WER, between the model's own
+    text and the transcript of the same window; windows without text, or failed, are not compared."""
+    ok = {"speech_s": 3.0, "clipped_share": 0.0, "dc_offset": 0.0, "constant_run_s": 0.001, "flat_offset_s": 0.0,
+          "sound_outside_speech_s": 0.1}
+    t = {"case_id": "a", "label": "T", "kind": "T", "transcript": "The answer is for 30.", "transcribed_s": 1.5,
+         "answer_verdict": "incorrect"}
+    same = t | {"transcript": "The answer is 4:30.", "answer_verdict": "correct"}
+    flipped = t | {"model_text": "The answer is 4:30.", "text_verdict": "correct"}
+    assert run_health({"a": ok}, [t])["asr_text_disagreements"] == 0  # no text stream: nothing to compare
+    assert run_health({"a": ok}, [same | {"model_text": "The answer is 4:30.", "text_verdict": "correct"}]
+                      )["flags"] == []
+    got = run_health({"a": ok}, [flipped])
+    assert got["asr_text_disagreements"] == 1
+    assert got["flags"] == ["the ASR disagrees with the model's own text in 1 transcribed windows (e.g. a T: text "
+                            "'The answer is 4:30.', ASR 'The answer is for 30.', 20% word errors, answer correct by "
+                            "its text but incorrect as heard): scores read the ASR, so these windows may be misjudged"]
+    # 1 of 5 words wrong is no alarm without a verdict flip; 3 of 5 (60% >= TEXT_ASR_WER) is.
+    silence_window = {"case_id": "a", "label": "N1", "kind": "silence", "transcribed_s": 1.0}
+    assert TEXT_ASR_WER == 0.5
+    assert run_health({"a": ok}, [silence_window | {"model_text": "the red fox ran home",
+                                                    "transcript": "the red fox ran away"}])["flags"] == []
+    assert run_health({"a": ok}, [silence_window | {"model_text": "the red fox ran home",
+                                                    "transcript": "the bed box can home"}]
+                      )["asr_text_disagreements"] == 1
+    assert run_health({"a": ok}, [flipped | {"failed": True}])["asr_text_disagreements"] == 0
+
+
+def test_a_text_stream_that_says_another_answer_than_the_audio_is_flagged(tmp_path: Path, speak) -> None:
+    """Real piper and whisper: the model says "It is 21." (the gold) while its text stream says "It is 12.": the
+    answer scores correct as heard, the health line says its own text disagrees. The same words in both: no line."""
+    run = tmp_path / "run"
+    for case, text in (("A", "It is 12."), ("B", "It is 21.")):
+        ep = write_episode(run, case, pair=f"p{case}", model=place(silence(), speak("It is 21."), 9.5))
+        ep.model_text = [[9.5, text]]
+        ep.save(run / f"{case}.rec.json")
+    res = score_run(run)
+    t = {m["case_id"]: m for m in (json.loads(x) for x in (run / "measurements.jsonl").read_text().splitlines())
+         if m.get("kind") == "T"}
+    assert t["A"]["answer_verdict"] == "correct" and t["A"]["text_verdict"] == "incorrect"
+    assert t["B"]["answer_verdict"] == t["B"]["text_verdict"] == "correct"
+    assert res["health"]["asr_text_disagreements"] == 1
+    assert any(f.startswith("the ASR disagrees with the model's own text in 1 transcribed windows (e.g. A T: text "
+                            "'It is 12.'") for f in res["health"]["flags"])

@@ -44,7 +44,7 @@ from metrics.ifeval.judge import NOT_COMPUTED, judge_case, llm_judge
 from metrics.ifeval.judge import aggregate_judge as judge_blocks
 from metrics.ifeval.measure import ANCHOR, failed_record, gold_problem, measure_case
 from metrics.ifeval.verdicts import Thresholds
-from metrics.scoring import LazyASR, reused_inputs, spans_audio, store_measurements
+from metrics.scoring import ASR_PAD_S, LazyASR, asr_audio, reused_inputs, store_measurements
 from metrics.thresholds import Limit, validate_overrides
 from metrics.vad import VAD_PRESETS, SileroVAD, VADParams
 
@@ -77,9 +77,8 @@ def has_text_output(ep: Episode) -> bool:
 
 
 def model_text(ep: Episode, from_s: float = 0.0) -> str:
-    """The model's own text output from `from_s` on: the per-frame pieces joined as given (they are deltas of
-    one running text, so their own spaces separate words)."""
-    return "".join(str(text) for t, text in ep.model_text if float(t) >= from_s - 1e-6)
+    """The model's own text output from `from_s` on (`Episode.said`)."""
+    return ep.said(from_s)
 
 
 def measure_run(folder: RunFolder, asr: LazyASR, judge: Any, vad_factory: Callable[[VADParams], Any],
@@ -116,7 +115,8 @@ def measure_run(folder: RunFolder, asr: LazyASR, judge: Any, vad_factory: Callab
                 readback = ("model_text", model_text(ep, w0))
             else:
                 heard = [s for s in model_spans if s.end_s > w0]
-                text = asr.get().transcribe(spans_audio(model, SR, heard, w0), SR) if heard else ""
+                text = asr.get().transcribe(asr_audio(model, SR, heard, (w0, ep.duration_s), user_spans, lo=w0), SR
+                                            ) if heard else ""
                 readback = ("asr", text)
                 transcript_extra = {"transcript": text, "transcribed_s": round(sum(
                     s.end_s - max(s.start_s, w0) for s in heard), 3)}
@@ -127,7 +127,8 @@ def measure_run(folder: RunFolder, asr: LazyASR, judge: Any, vad_factory: Callab
             if has_text_output(ep):
                 transcript, source = model_text(ep), "model_text"
             else:
-                transcript = asr.get().transcribe(spans_audio(model, SR, model_spans), SR) if model_spans else ""
+                transcript = asr.get().transcribe(asr_audio(model, SR, model_spans, (0.0, ep.duration_s), user_spans),
+                                                  SR) if model_spans else ""
                 source = "asr"
             m["judge"] = judge_case(judge, gold, transcript, source)
         measurements.append(m)
@@ -193,7 +194,7 @@ def score_run(run_dir: Path, *, asr: Any = None, judge: Any = None, overrides: d
     th = check_overrides(overrides, folder)
     applied = th.applied()
     if reuse_measurements:
-        base, measurements, stats = reused_inputs(run_dir, ("adapter", "adapter_info", "asr", "judge",
+        base, measurements, stats = reused_inputs(run_dir, ("adapter", "adapter_info", "asr", "asr_pad_s", "judge",
                                                             "failed_episodes", "failed_uncounted"))
     else:
         lazy = LazyASR(asr)
@@ -205,7 +206,7 @@ def score_run(run_dir: Path, *, asr: Any = None, judge: Any = None, overrides: d
         digests = store_measurements(run_dir, folder, measurements, stats)
         adapter = folder.adapter()
         base = {"adapter": adapter.get("name"), "adapter_info": adapter,
-                "asr": lazy.described(),
+                "asr": lazy.described(), "asr_pad_s": ASR_PAD_S,
                 "judge": {"name": str(getattr(judge, "name", "none")) + ("" if pas_judge else "; PAS " + NOT_COMPUTED),
                           "heuristic": bool(getattr(judge, "heuristic", True)), "pas": pas_judge is not None},
                 "failed_episodes": failed_entries, "failed_uncounted": uncounted, **digests}
@@ -219,6 +220,7 @@ def score_run(run_dir: Path, *, asr: Any = None, judge: Any = None, overrides: d
             "adapter": base["adapter"],
             "adapter_info": base["adapter_info"],
             "asr": base["asr"],
+            "asr_pad_s": base.get("asr_pad_s"),  # None: measured before spans were padded for the ASR
             "judge": base["judge"],
             "thresholds": t.to_dict(),
             "verifier_defaults": {"defaults": VERIFIER_DEFAULTS, "role_overrides": ROLE_OVERRIDES},

@@ -58,13 +58,14 @@ from metrics.m3.measure import (
 from metrics.m3.rules import RULE_SETS, Rules, rules_from, segment_key, segments, visible
 from metrics.m3.rules import EventTimes as Times
 from metrics.m3.words import word_count
-from metrics.scoring import LazyASR, reused_inputs, spans_audio, store_measurements
-from metrics.spans import Span
+from metrics.scoring import ASR_PAD_S, LazyASR, asr_audio, lazy_spans, reused_inputs, store_measurements
+from metrics.spans import Span, speech_in
 from metrics.vad import SileroVAD, VADParams
 
 SR = 24_000
 WORDS_MAX_S = 2.0  # word counts are taken of model segments shorter than this overlapping a PAUSE (bc_max_s <= it)
-BASE_KEYS = ("adapter", "adapter_info", "asr", "judge", "content_notes", "failed_episodes", "failed_uncounted")
+BASE_KEYS = ("adapter", "adapter_info", "asr", "asr_pad_s", "judge", "content_notes", "failed_episodes",
+             "failed_uncounted")
 
 
 def vad_params(recorded: Any) -> VADParams:
@@ -75,10 +76,12 @@ def vad_params(recorded: Any) -> VADParams:
     return VADParams(**{k: v for k, v in recorded.items() if k in known})
 
 
-def _words(m: dict[str, Any], model: np.ndarray, spans: list[Span], asr: LazyASR) -> None:
+def _words(m: dict[str, Any], model: np.ndarray, spans: list[Span], asr: LazyASR,
+           user_spans: Callable[[], list[Span]]) -> None:
     """Word counts (metrics/m3/words.py) of the short model segments overlapping a PAUSE, under each named rule
     set's segmentation and view (the authors' backchannel filter reads them; rules.py), and the transcripts they
-    count, which the export writes."""
+    count, which the export writes. The ASR hears a segment's speech padded into the silence around it, never into
+    the model's speech outside the segment or the user's (`asr_audio`)."""
     ev = Times.of(m)
     wanted: dict[str, tuple[int, int]] = {}
     for rules in RULE_SETS.values():
@@ -94,14 +97,16 @@ def _words(m: dict[str, Any], model: np.ndarray, spans: list[Span], asr: LazyASR
     transcribe = C.transcriber(asr.get(), m["language"])
     m["words"], m["words_text"] = {}, {}
     for key, (a, b) in sorted(wanted.items()):
-        text = transcribe(spans_audio(model, SR, spans, a / 1000, b / 1000), SR)
+        audio = asr_audio(model, SR, spans, (0.0, model.size / SR), user_spans(), lo=a / 1000, hi=b / 1000)
+        text = transcribe(audio, SR)
         m["words"][key] = word_count(text, m["language"])
         m["words_text"][key] = text  # the export writes these words as the segment's chunks (export.py)
     m["words_status"] = f"asr:{asr.name}"
 
 
 def _response(m: dict[str, Any], model: np.ndarray, spans: list[Span], asr: LazyASR, llm: Any,
-              heuristic: Any) -> None:
+              heuristic: Any, user_spans: Callable[[], list[Span]], said: Callable[[float, float], str] | None
+              ) -> None:
     """A SHIFT's response (model speech from the paper's takeover onset to the window end), its transcript and
     its content judgements (metrics/m3/content.py)."""
     timing = m["timing"]["paper"]
@@ -118,10 +123,13 @@ def _response(m: dict[str, Any], model: np.ndarray, spans: list[Span], asr: Lazy
         m["content"] = {k: {"status": "not computed", "score": None, "reason": problem} for k in C.KEYS
                         if k != "qa_accuracy" or m.get("gold_answer")}
         return
-    audio = spans_audio(model, SR, heard, onset, w_end)
+    fences = [*user_spans(), *(s for s in spans if s not in heard)]
+    audio = asr_audio(model, SR, heard, (onset, w_end), fences, lo=onset, hi=w_end)
     text = C.transcriber(asr.get(), m["language"])(audio, SR)
     m["response"] |= {"text": text, "source": f"asr:{asr.name}"}
-    m["transcript"], m["transcribed_s"] = text, round_ms(audio.size / SR)  # run health reads these
+    m["transcript"], m["transcribed_s"] = text, round_ms(speech_in(heard, onset, w_end))  # run health reads these
+    if said is not None:  # what the model's own text stream says it answered (run health compares)
+        m["model_text"] = said(onset, w_end)
     m["content"] = C.judge_content(m, text, m["language"], llm, heuristic)
 
 
@@ -151,10 +159,11 @@ def measure_run(folder: RunFolder, asr: LazyASR, llm: Any, heuristic: Any,
         stats[ep.case_id] = episode_stats(model, SR, spans, profile)
         m = measure_episode(ep.case_id, ep.gold, ep.duration_s, spans, vad.params.to_dict())
         m["sound"] = window_sound(profile, spans, m["event_start_s"], m["window_end_s"])
+        user_spans = lazy_spans(vad, audio[:, 0], SR)  # the ASR's padding stays out of the user's speech
         if m["event_type"] == "PAUSE":
-            _words(m, model, spans, asr)
+            _words(m, model, spans, asr, user_spans)
         elif m["event_type"] == "SHIFT":
-            _response(m, model, spans, asr, llm, heuristic)
+            _response(m, model, spans, asr, llm, heuristic, user_spans, ep.said if ep.model_text else None)
         measurements.append(m)
     return measurements, stats
 
@@ -232,6 +241,7 @@ def score_run(run_dir: Path, *, asr: Any = None, judge: Any = None, overrides: d
         measurements += failed_records
         adapter = folder.adapter()
         base = {"adapter": adapter.get("name"), "adapter_info": adapter, "asr": lazy.described(),
+                "asr_pad_s": ASR_PAD_S,
                 "judge": {"name": llm.name if llm else heuristic.name, "heuristic": llm is None,
                           "llm": llm is not None,
                           "content": ("relevance, consistency and QA accuracy by " + llm.name) if llm else
@@ -249,6 +259,7 @@ def score_run(run_dir: Path, *, asr: Any = None, judge: Any = None, overrides: d
             "adapter": base["adapter"],
             "adapter_info": base["adapter_info"],
             "asr": base["asr"],
+            "asr_pad_s": base.get("asr_pad_s"),  # None: measured before spans were padded for the ASR
             "judge": base["judge"],
             "rules": r.to_dict(),
             "thresholds": {"rules": r.name},

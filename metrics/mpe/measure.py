@@ -18,7 +18,9 @@ from metrics.spans import Span, active_at, onsets_in, speech_in
 
 
 class Transcriber(Protocol):
-    def __call__(self, spans: list[Span]) -> str: ...
+    def __call__(self, spans: list[Span], window: tuple[float, float]) -> str:
+        """The text of the model speech in `spans`, heard as scored window `window` (the ASR's padding stays in it)."""
+        ...
 
 
 class AnswerJudge(Protocol):
@@ -66,20 +68,25 @@ def measure_episode(ep: Episode, spans: list[Span], transcribe: Transcriber, jud
             active = active_at(spans, ev.end_s)
             later = [s for s in onsets_in(spans, ev.end_s, next_start) if s is not active]
             response = overlapping(spans, ev.end_s, next_start)
-            transcript = transcribe(response) if response else ""
+            transcript = transcribe(response, (ev.end_s, next_start)) if response else ""
             verdict = judge.judge_answer(ep.gold["question"], ep.gold["gold_answer"],
                                          list(ep.gold.get("gold_aliases", [])), transcript)
-            records.append(base | {
+            rec = base | {
                 "kind": "T", "label": "T", "turn_id": ev.turn_id, "t_end_s": ev.end_s,
                 "next_start_s": next_start, "active_at_end": active is not None,
                 "onset_latency_s": round_ms(later[0].start_s - ev.end_s) if later else None,
                 "response_spans": _spans_json(response), "transcript": transcript,
                 "transcribed_s": _seconds(response), "answer_verdict": verdict.label if response else None,
-            })
+            }
+            if response and ep.model_text:  # what the model's text stream says it answered (run health compares)
+                said = ep.said(ev.end_s, next_start)
+                rec |= {"model_text": said, "text_verdict": judge.judge_answer(
+                    ep.gold["question"], ep.gold["gold_answer"], list(ep.gold.get("gold_aliases", [])), said).label}
+            records.append(rec)
         elif kind == "silence":
             inside = overlapping(spans, ev.start_s, next_start)
             speech = speech_in(spans, ev.start_s, next_start)
-            transcript = transcribe(inside) if inside else ""
+            transcript = transcribe(inside, (ev.start_s, next_start)) if inside else ""
             records.append(base | {
                 "kind": "silence", "label": label, "turn_id": ev.turn_id, "window": [ev.start_s, next_start],
                 "speech_s": round_ms(speech), "spans": _spans_json(inside), "transcript": transcript,
@@ -127,5 +134,5 @@ def failed_windows(case_id: str, pair_id: str, condition: str, labels: dict[str,
 
 
 def span_audio(audio: np.ndarray, sr: int, spans: list[Span]) -> np.ndarray:
-    """The model speech of these spans joined end to end (what the ASR hears)."""
+    """The model speech of these spans joined end to end, unpadded (the ASR hears `metrics.scoring.asr_audio`)."""
     return spans_audio(audio, sr, spans)

@@ -37,9 +37,9 @@ from metrics.episodes import (
 from metrics.freshness import invalidate, provenance, scores_path
 from metrics.health import SoundProfile, episode_stats, run_health, window_sound, with_flags
 from metrics.mpe.aggregate import aggregate
-from metrics.mpe.measure import failed_windows, measure_episode, sound_window, span_audio
+from metrics.mpe.measure import failed_windows, measure_episode, sound_window
 from metrics.mpe.verdicts import METRICS, WINDOW_METRICS, Thresholds
-from metrics.scoring import reused_inputs, store_measurements
+from metrics.scoring import ASR_PAD_S, asr_audio, reused_inputs, store_measurements
 from metrics.spans import Span
 from metrics.thresholds import Limit, validate_overrides
 
@@ -92,9 +92,13 @@ def measure_run(folder: RunFolder, asr: Any, judge: Any, vad_factory: Any, progr
         model = audio[:, 1]
         spans = vad_factory(ep.params.get("vad", {})).spans(model, SR)
         profile = SoundProfile(model, SR)
+        # The ASR's padding stays out of the user's speech: the clips as played (rec.json's timeline, exact and
+        # free; a VAD pass over the user channel, mostly speech, would cost more than the model channel's).
+        user_clips = [Span(e.start_s, e.end_s) for e in ep.timeline]
 
-        def transcribe(sp: list[Span]) -> str:
-            return asr.transcribe(span_audio(model, SR, sp), SR)
+        def transcribe(sp: list[Span], window: tuple[float, float]) -> str:
+            fences = [s for s in spans if s not in sp] + user_clips
+            return asr.transcribe(asr_audio(model, SR, sp, window, fences), SR)
 
         ms = [m | {"model_spans_n": len(spans), "sound": window_sound(profile, spans, *sound_window(m))}
               for m in measure_episode(ep, spans, transcribe, judge)]
@@ -186,8 +190,9 @@ def score_run(run_dir: Path, *, asr: Any = None, judge: Any = None, overrides: d
     applied = {k: v for k, v in wanted.items() if v != getattr(th_recorded, k)}
     th = replace(th_recorded, **applied)
     if reuse_measurements:
-        base, measurements, stats = reused_inputs(run_dir, ("adapter", "adapter_info", "asr", "asr_runtime", "judge",
-                                                            "failed_episodes", "failed_uncounted"))
+        base, measurements, stats = reused_inputs(run_dir, ("adapter", "adapter_info", "asr", "asr_runtime",
+                                                            "asr_pad_s", "judge", "failed_episodes",
+                                                            "failed_uncounted"))
     else:
         from metrics.asr import DEFAULT_ASR, get_asr
         from metrics.judges import get_judge
@@ -203,7 +208,7 @@ def score_run(run_dir: Path, *, asr: Any = None, judge: Any = None, overrides: d
         # The native settings whisper ran with (dataset_builder.numerics): its verdicts can move with them.
         runtime = getattr(asr, "runtime", None)
         base = {"adapter": adapter.get("name"), "adapter_info": adapter, "asr": asr.name,
-                "asr_runtime": runtime() if callable(runtime) else None,
+                "asr_runtime": runtime() if callable(runtime) else None, "asr_pad_s": ASR_PAD_S,
                 "judge": {"name": judge.name, "heuristic": bool(judge.heuristic)},
                 "failed_episodes": failed_entries, "failed_uncounted": uncounted, **digests}
     n_dataset = (folder.info or {}).get("n_dataset_cases")
@@ -216,6 +221,7 @@ def score_run(run_dir: Path, *, asr: Any = None, judge: Any = None, overrides: d
             "adapter_info": base["adapter_info"],
             "asr": base["asr"],
             "asr_runtime": base.get("asr_runtime"),
+            "asr_pad_s": base.get("asr_pad_s"),  # None: measured before spans were padded for the ASR
             "judge": base["judge"],
             "thresholds": asdict(t),
             "recorded_thresholds": asdict(th_recorded),

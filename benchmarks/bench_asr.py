@@ -1,0 +1,191 @@
+"""How often the offline ASR makes a perfect model's spoken answer score wrong, per backend and setting.
+
+Two sets, both spoken by the project's piper TTS and heard the way the scorer hears a model:
+
+- oracle answers: the Duplex-MPE gold answers of pairs 0..N-1 (explicit script; distinct question/gold only),
+  each said as the oracle agent says it ("The answer is 4:30.", in its assistant voice), put between 0.5 s of
+  silence, cut by the scorer's VAD, padded like every span the scorer gives the ASR (`metrics.scoring.asr_spans`),
+  transcribed, and judged by the heuristic judge (metrics/answer_match.py). Every "incorrect" is a misjudgement.
+- hard numbers: clock times, "one hundred eighty", codes read digit by digit, money and ordinals, each said in
+  several voices (the assistant's and user voices of the bank); the share judged correct.
+
+    .venv/bin/python benchmarks/bench_asr.py                          # 1,000 pairs, the default settings list
+    .venv/bin/python benchmarks/bench_asr.py --pairs 300 --settings tiny:int8:1,base:float32:5 --out asr.json
+
+A setting is MODEL:COMPUTE_TYPE:BEAM_SIZE with MODEL `tiny` (whisper tiny.en, `whisper-tiny-en`) or `base`
+(multilingual whisper base told "en", `whisper-base`). The real-time factor is transcription seconds over the
+seconds of audio given to the ASR (2 threads, as the scorer runs it), on whatever else the machine is doing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from adapters.base import AssistantVoice  # noqa: E402
+from adapters.oracle import answer_sentence  # noqa: E402
+from dataset_builder.audio import SESSION_SR  # noqa: E402
+from dataset_builder.mpe.generator import generate_pair  # noqa: E402
+from dataset_builder.progress import Progress  # noqa: E402
+from dataset_builder.tts import get_tts  # noqa: E402
+from dataset_builder.tts.cache import CachedTTS, default_cache_dir  # noqa: E402
+from metrics.asr import FasterWhisperASR, WhisperBaseASR  # noqa: E402
+from metrics.judges import HeuristicJudge  # noqa: E402
+from metrics.scoring import ASR_PAD_S, asr_spans, spans_audio  # noqa: E402
+from metrics.vad import SileroVAD, VADParams  # noqa: E402
+
+SILENCE_S = 0.5
+DEFAULT_SETTINGS = "tiny:int8:1,tiny:float32:1,tiny:int8:5,base:int8:1,base:float32:1,base:int8:5"
+
+# (question, gold, aliases, what is said): the readings whisper tiny.en is known to trip on, in the dataset's forms.
+HARD: list[tuple[str, str, list[str], str]] = [
+    ("A ride starts at 4:00 and takes 30 minutes. At what time does it end?", "4:30", ["4 30", "half past four"],
+     "4:30"),
+    ("A film starts at 7:50 and lasts 25 minutes. At what time does it end?", "8:15", ["8 15"], "8:15"),
+    ("A roast goes in at 9:00 and needs 1 hour and 5 minutes. At what time is it ready?", "10:05", ["10 05"],
+     "10:05"),
+    ("A class starts at 11:20 and takes 1 hour and 25 minutes. At what time does it end?", "12:45", ["12 45"],
+     "12:45"),
+    ("A walk starts at 1:30 and takes 40 minutes. At what time does it end?", "2:10", ["2 10"], "2:10"),
+    ("A shift starts at 6:15 and takes 2 hours. At what time does it end?", "8:15", ["8 15"], "8:15"),
+    ("The bus leaves at 3:00 and the trip takes 1 hour. At what time does it arrive?", "4:00", ["4 o'clock"],
+     "4:00"),
+    ("3 hours: how many minutes is that?", "180", ["180 minutes", "one hundred eighty minutes"], "180"),
+    ("3 hours: how many minutes is that?", "180", ["180 minutes", "one hundred eighty minutes"], "180 minutes"),
+    ("2 hours: how many minutes is that?", "120", ["120 minutes"], "120"),
+    ("7 hours: how many minutes is that?", "420", ["420 minutes"], "420"),
+    ("8 hours: how many minutes is that?", "480", ["480 minutes"], "480"),
+    ("What was the wifi code, as stated earlier in the conversation?", "4735", ["4 7 3 5", "four seven three five"],
+     "4 7 3 5"),
+    ("What was the building door code, as stated earlier in the conversation?", "8814",
+     ["8 8 1 4", "eight eight one four"], "8 8 1 4"),
+    ("What was the gate code, as stated earlier in the conversation?", "2409", ["2 4 0 9", "two four oh nine"],
+     "2 4 0 9"),
+    ("What was the exam room number, as stated earlier in the conversation?", "147", ["room 147", "one four seven"],
+     "147"),
+    ("What was the taxi bay, as stated earlier in the conversation?", "C14", ["C 14", "C fourteen"], "C14"),
+    ("The cottage came to 117 dollars, split evenly between 3 people. How much does each person pay?", "39",
+     ["$39", "39 dollars"], "39"),
+    ("Revision guides cost 20 dollars each and 8 are needed. What is the total cost in dollars?", "160",
+     ["$160", "160 dollars"], "$160"),
+    ("Tickets cost 35 dollars each and 5 are needed. What is the total cost in dollars?", "175",
+     ["$175", "175 dollars"], "175 dollars"),
+    ("Which floor is the office on, as stated earlier in the conversation?", "3rd floor", ["third floor"],
+     "the 3rd floor"),
+    ("Which row were the seats in, as stated earlier in the conversation?", "21st row", ["twenty-first row"],
+     "the 21st row"),
+]
+
+
+@dataclass(frozen=True)
+class Item:
+    question: str
+    gold: str
+    aliases: tuple[str, ...]
+    said: str  # the sentence spoken
+    voice: str
+
+
+def oracle_items(n_pairs: int, seed: int, voice: str, voices: list[str]) -> list[Item]:
+    seen: dict[tuple[str, str, tuple[str, ...]], Item] = {}
+    for i in range(n_pairs):
+        s, _ = generate_pair(i, seed, voices)
+        key = (s.question, s.gold_answer, tuple(s.gold_aliases))
+        seen.setdefault(key, Item(*key, answer_sentence(s.gold_answer), voice))
+    return list(seen.values())
+
+
+def heard(clip24: np.ndarray, vad: SileroVAD) -> np.ndarray:
+    """The clip as the scorer gives it to the ASR: between silences, cut by the VAD, padded."""
+    pad = np.zeros(int(SILENCE_S * SESSION_SR), np.float32)
+    x = np.concatenate([pad, clip24.astype(np.float32), pad])
+    spans = vad.spans(x, SESSION_SR)
+    return spans_audio(x, SESSION_SR, asr_spans(spans, (0.0, x.size / SESSION_SR)))
+
+
+def make_asr(setting: str) -> FasterWhisperASR:
+    model, compute_type, beam = setting.split(":")
+    if model == "tiny":
+        return FasterWhisperASR(compute_type=compute_type, beam_size=int(beam))
+    if model == "base":
+        return WhisperBaseASR("en", compute_type=compute_type, beam_size=int(beam))
+    raise SystemExit(f"--settings: unknown model {model!r} in {setting!r} (tiny or base)")
+
+
+def run_setting(setting: str, sets: dict[str, list[tuple[Item, np.ndarray]]]) -> dict[str, Any]:
+    asr, judge = make_asr(setting), HeuristicJudge()
+    asr.transcribe(sets["oracle"][0][1], SESSION_SR)  # load the model outside the timed part
+    asr._memo.clear()
+    out: dict[str, Any] = {"setting": setting}
+    busy = audio = 0.0
+    bar = Progress(setting, sum(len(v) for v in sets.values()), enabled=True)
+    for name, items in sets.items():
+        wrong = []
+        for it, audio16 in items:
+            t0 = time.perf_counter()
+            text = asr.transcribe(audio16, SESSION_SR)
+            busy += time.perf_counter() - t0
+            audio += audio16.size / SESSION_SR
+            if judge.judge_answer(it.question, it.gold, list(it.aliases), text).label != "correct":
+                wrong.append({"gold": it.gold, "said": it.said, "voice": it.voice, "heard": text})
+            bar.advance()
+        out[name] = {"n": len(items), "wrong": len(wrong), "examples": wrong}
+    out["rtf"] = round(busy / audio, 4)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--pairs", type=int, default=1000, help="MPE pairs whose gold answers are spoken")
+    p.add_argument("--seed", type=int, default=0, help="MPE build seed")
+    p.add_argument("--settings", default=DEFAULT_SETTINGS, help="comma-separated MODEL:COMPUTE:BEAM")
+    p.add_argument("--hard-voices", type=int, default=4, help="voices saying each hard number (assistant first)")
+    p.add_argument("--cache-dir", default=str(default_cache_dir()))
+    p.add_argument("--out", default=None, help="also write the numbers as JSON here")
+    a = p.parse_args(argv)
+    mouth = AssistantVoice("piper", a.cache_dir, SESSION_SR)
+    backend = get_tts("piper")
+    tts = CachedTTS(backend, Path(a.cache_dir))
+    voices = [mouth.voice, *[v for v in backend.voices() if v != mouth.voice]][: a.hard_voices]
+    oracle = oracle_items(a.pairs, a.seed, mouth.voice, backend.voices())
+    hard = [Item(q, g, tuple(al), f"The answer is {said}.", v) for q, g, al, said in HARD for v in voices]
+    vad = SileroVAD(VADParams())
+    bar = Progress("speak", len(oracle) + len(hard), enabled=True)
+    sets: dict[str, list[tuple[Item, np.ndarray]]] = {"oracle": [], "hard": []}
+    for name, items in (("oracle", oracle), ("hard", hard)):
+        for it in items:
+            clip = mouth.speak(it.said) if it.voice == mouth.voice else tts.synthesize(it.said, it.voice)
+            sets[name].append((it, heard(clip, vad)))
+            bar.advance()
+    rows = []
+    report: dict[str, Any] = {"pairs": a.pairs, "seed": a.seed, "asr_pad_s": ASR_PAD_S, "voices": voices,
+                              "oracle_answers": len(oracle), "hard_clips": len(hard), "settings": rows}
+    for setting in a.settings.split(","):
+        rows.append(run_setting(setting, sets))
+        if a.out:  # after each setting: a run cut short keeps what it measured
+            Path(a.out).write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    print(f"\n{len(oracle)} distinct oracle answers (MPE seed {a.seed}, pairs 0..{a.pairs - 1}); "
+          f"{len(hard)} hard-number clips ({len(HARD)} sentences x {len(voices)} voices); ASR pad {ASR_PAD_S} s")
+    print("| setting | oracle misjudged | per 1,000 | hard numbers right | real-time factor |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        o, h = r["oracle"], r["hard"]
+        print(f"| {r['setting']} | {o['wrong']}/{o['n']} | {1000 * o['wrong'] / max(1, o['n']):.1f} | "
+              f"{h['n'] - h['wrong']}/{h['n']} | {r['rtf']:.3f} |")
+    for r in rows:
+        for e in r["oracle"]["examples"] + r["hard"]["examples"]:
+            print(f"  {r['setting']}: said {e['said']!r} ({e['voice']}) heard {e['heard']!r}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
