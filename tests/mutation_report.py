@@ -3,7 +3,7 @@
     .venv/bin/python tests/mutation_report.py --run       # fresh `mutmut run` over SCOPE, then the report
     .venv/bin/python tests/mutation_report.py             # the report of the last run
     .venv/bin/python tests/mutation_report.py --diffs     # + each survivor's diff (`mutmut show`)
-    .venv/bin/python tests/mutation_report.py --run --only m3   # one benchmark's modules (mpe, ifeval, m3)
+    .venv/bin/python tests/mutation_report.py --run --group m3  # one benchmark's modules (mpe, ifeval, m3)
 
 mutmut ([tool.mutmut] in pyproject.toml) mutates the modules named there and runs the fast known-answer tests
 listed there. SCOPE below narrows a module to the functions that are scoring rules where it holds more (the
@@ -142,11 +142,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--run", action="store_true", help="run mutmut afresh first")
     ap.add_argument("--max-children", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--diffs", action="store_true", help="print every survivor with its diff (mutmut show)")
-    ap.add_argument("--only", choices=BENCHMARKS, help="only this benchmark's modules")
+    ap.add_argument("--group", choices=BENCHMARKS, help="only this benchmark's modules")
     args = ap.parse_args(argv)
-    if args.run and run(args.max_children, args.only) != 0:
+    if args.run and run(args.max_children, args.group) != 0:
         return 1
-    return report(args.diffs, args.only)
+    return report(args.diffs, args.group)
 
 
 if __name__ == "__main__":
