@@ -230,10 +230,14 @@ def test_prompt_start_per_event_type() -> None:
     assert prompt_start(Event("PAUSE", 4.0, 6.0, 0, 1, 3.0), turns, [Event("PAUSE", 2.0, 3.002, 0, 1, 0.0)]) == 3.0
     assert prompt_start(Event("PAUSE", 4.0, 6.0, 0, 1, 3.0), turns, [Event("PAUSE", 2.0, 3.002, 0, 1, 0.0)],
                         tol_s=0.002) == 0.0
+    # exactly the tolerance links (binary-exact times: 3.25 - 3.0 == 0.25)
+    assert prompt_start(Event("PAUSE", 4.0, 6.0, 0, 1, 3.0), turns, [Event("PAUSE", 2.0, 3.25, 0, 1, 0.0)],
+                        tol_s=0.25) == 0.0
     # no user turn before s: b = s; a turn starting exactly at s is not before it
     assert prompt_start(Event("SHIFT", 0.0, 0.5, 0, 1, 0.0), turns, pauses) == 0.0
     assert prompt_start(Event("SHIFT", 3.0, 3.5, 0, 1, 0.0), turns, pauses) == 0.0  # [3, 4] starts at s
     assert prompt_start(Event("SHIFT", 3.0 + 0.5 * NS, 3.5, 0, 1, 0.0), turns, pauses) == 0.0
+    assert prompt_start(Event("SHIFT", 3.0 + NS, 3.5, 0, 1, 0.0), turns, pauses) == 0.0  # (3 + 1 ns) - 1 ns == 3
     assert prompt_start(Event("SHIFT", 3.0 + 2 * NS, 3.5, 0, 1, 0.0), turns, pauses) == 3.0
 
 
@@ -243,6 +247,20 @@ def test_prompt_start_walk_stops_at_a_loop_and_at_the_first_turn() -> None:
     assert prompt_start(Event("PAUSE", 4.0, 5.0, 0, 1, 3.0), turns, [Event("PAUSE", -1.0, 3.0, 0, 1, 0.0)]) == 3.0
     # a PAUSE that leads back to the same turn: no endless loop
     assert prompt_start(Event("PAUSE", 4.0, 5.0, 0, 1, 3.0), turns, [Event("PAUSE", 3.5, 3.0, 0, 1, 0.0)]) == 3.0
+    # a loop met one step back: from [5, 6] to [3, 4], which links to itself; the walk stops at [3, 4]
+    three = [*turns, Ipu(0, 5.0, 6.0, TURN)]
+    links = [Event("PAUSE", 4.0, 5.0, 0, 1, 3.0), Event("PAUSE", 3.5, 3.0, 0, 1, 0.0)]
+    assert prompt_start(Event("PAUSE", 6.0, 7.0, 0, 1, 5.0), three, links) == 3.0
+
+
+def test_only_the_users_own_pauses_link_its_turns() -> None:
+    # a system PAUSE ending where the user's TURN [3, 4] starts must not walk b back to [0, 2]
+    ipus = [Ipu(0, 0.0, 2.0, TURN), Ipu(0, 3.0, 4.0, TURN)]
+    evs = [Event("PAUSE", 2.5, 3.0, 1, 0, 1.0), Event("PAUSE", 4.0, 5.0, 0, 1, 3.0)]
+    assert [r.prompt_start_s for r in evaluated_events(evs, ipus)] == [3.0]
+    # ... nor a user event that is not a PAUSE
+    evs = [Event("SHIFT", 2.5, 3.0, 0, 1, 0.0, 3.0, 9.0), Event("PAUSE", 4.0, 5.0, 0, 1, 3.0)]
+    assert [r.prompt_start_s for r in evaluated_events(evs, ipus)][-1] == 3.0
 
 
 def test_context_start_edges() -> None:
@@ -250,6 +268,9 @@ def test_context_start_edges() -> None:
     assert context_start(ipus, 6.5, 4.5) == 2.5  # [2.0, 6.5]: [0, 2] only touches b - L
     assert context_start(ipus, 6.5, 4.5 + 2 * NS) == 0.0
     assert context_start(ipus, 6.5, 4.5 + 0.5 * NS) == 2.5
+    # exactly one nanosecond: b - L + 1 ns == 2.0 + 1 ns and (3 + 1 ns) - 1 ns == 3 in binary
+    assert context_start([Ipu(0, 0.0, 2.0 + NS, TURN)], 6.5, 4.5) == 6.5  # ends at b - L (+ 1 ns): touching
+    assert context_start([Ipu(0, 3.0, 4.0, TURN)], 3.0 + NS, 120.0) == 3.0 + NS  # starts at b (- 1 ns)
     assert context_start(ipus, 3.0, 120.0) == 0.0
     assert context_start(ipus, 0.0, 120.0) == 0.0  # nothing starts before b
     assert context_start(ipus, 2.5, 120.0) == 0.0 and context_start(ipus, 2.5, 0.4) == 2.5
@@ -333,6 +354,13 @@ def test_word_line_errors_name_file_and_line(line: str, message: str) -> None:
     with pytest.raises(SchemaError) as err:
         parse_words(f"0\t0.0\t0.1\tok\n{line}\n", "f.txt")
     assert str(err.value) == message + " (expected channel<TAB>start<TAB>end<TAB>word)"
+
+
+def test_word_text_kept_whole_and_default_source() -> None:
+    assert [w.text for w in parse_words("0\t0\t1\tMAX\n0\t1\t2\tX\n")] == ["MAX", "X"]
+    with pytest.raises(SchemaError) as err:
+        parse_words("0\t0\t1\n")
+    assert str(err.value) == "<words>:1: 3 tab-separated fields (expected channel<TAB>start<TAB>end<TAB>word)"
 
 
 def test_word_times_at_zero_and_equal_are_valid() -> None:

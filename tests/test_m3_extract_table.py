@@ -14,7 +14,7 @@ import soundfile as sf
 
 from dataset_builder.errors import UsageError
 from dataset_builder.m3.events import EventParams
-from metrics.m3.extract import events_command, events_from_words, format_events
+from metrics.m3.extract import _t, events_command, events_from_words, format_events
 
 # user (ch0): TURN [0, 2]; BC [2.6, 3] inside the system's TURN; barge-in [4, 7]; TURN [10, 11], PAUSE, TURN
 # [11.6, 12.6]; a BC [13.5, 13.9] in silence. system (ch1): BC [0.5, 0.9]; TURN [2.3, 6] (two words 0.2 s apart);
@@ -131,15 +131,33 @@ def test_events_command_tables_and_stats(words: Path, tmp_path: Path) -> None:
     assert text == HEAD.format(src=audio, dur="14.00", words=words) + "\n" + USER0.format(columns=COLUMNS)
     assert events_command([audio], user_channel=1, words=[words]).endswith(USER1.format(columns=COLUMNS)[-60:])
     out = tmp_path / "stats.json"
+    table = HEAD.format(src=audio, dur="14.00", words=words) + "\n" + USER0.format(columns=COLUMNS)
     text = events_command([audio, audio], words=[words, words], stats_out=out)
-    assert text.count("\n\n") == 1  # two tables, one blank line between them
+    # two tables with one blank line between them; two dialogues hold too few PAUSEs (one each) and barge-ins
+    assert text == (f"{table}\n\n{table}\ntiming stats of 2 dialogue(s) written to {out} (too few events to "
+                    "measure pause_s, bc_offset_frac, barge_in_offset_s, barge_in_overlap_s: null there; fill them "
+                    "from the shipped defaults with TimingStats.filled_from)")
     saved = json.loads(out.read_text())
-    assert saved["source"] == f"2 dialogues: {audio} .. {audio}"
-    missing = text.rsplit("\n", 1)[1]
-    assert missing.startswith(f"timing stats of 2 dialogue(s) written to {out} (too few events to measure ")
-    assert missing.endswith(": null there; fill them from the shipped defaults with TimingStats.filled_from)")
+    assert saved["source"] == f"2 dialogues: {audio} .. {audio}" and saved["pause_s"] is None
+    text = events_command([audio] * 5, words=[words] * 5, stats_out=out)  # five: every field measured
+    assert text.endswith(f"{table}\ntiming stats of 5 dialogue(s) written to {out}")
     events_command([audio], words=[words], stats_out=out)
     assert json.loads(out.read_text())["source"] == str(audio)
+
+
+def test_stats_keep_the_extraction_parameters(words: Path) -> None:
+    p = EventParams(ipu_gap_s=0.4)
+    assert events_from_words(words, params=p).stats().params == p
+
+
+def test_times_print_to_the_millisecond_or_a_dash() -> None:
+    assert (_t(None), _t(2.0), _t(0.0004), _t(-0.25)) == ("-", "2.000", "0.000", "-0.250")
+
+
+def test_events_command_without_words_reads_each_wav(tmp_path: Path) -> None:
+    with pytest.raises(UsageError) as err:
+        events_command([tmp_path / "a.wav"])
+    assert str(err.value) == f"{tmp_path / 'a.wav'}: no such audio file"
 
 
 @pytest.mark.parametrize(("kw", "message"), [

@@ -501,3 +501,27 @@ def test_bad_params_are_one_line_errors(over: dict[str, Any], message: str) -> N
 def test_zero_allowances_are_valid() -> None:
     rules = rules_from({"max_overlap_s": 0, "stop_grace_s": 0.0})[0]
     assert (rules.max_overlap_s, rules.stop_grace_s) == (0.0, 0.0)
+
+
+def test_describe_at_each_edge() -> None:
+    """Each stored quantity on both sides of its own boundary (s = 5, t = 6.5, W = [5, 15), recording to 20 s)."""
+    pause = meas("PAUSE", [], end=20.0)
+    # a candidate needs its start (not its end) at or after s - 0.4 and its start (not its end) before W's end
+    d = describe([[4.0, 6.0], [14.0, 16.0]], pause, PAPER)
+    assert d["candidates"] == [[14.0, 16.0]] and d["earliest"] == [14.0, 16.0]
+    # speaking at s includes a segment starting exactly at s; the next onset may be at s itself
+    d = describe([[5.0, 6.0]], pause, PAPER)
+    assert (d["speaking_at_s"], d["segment_at_s"], d["next_onset_s"]) == (True, [5.0, 6.0], 5.0)
+    # the pause (s, t): a segment ending at s or starting at t does not overlap it; one spanning t does
+    d = describe([[3.0, 5.0], [6.5, 7.0]], pause, PAPER)
+    assert (d["pause_overlap"], d["onset_after_pause_s"]) == ([], 6.5)
+    d = describe([[6.0, 7.0]], pause, PAPER)
+    assert (d["pause_overlap"], d["onset_after_pause_s"]) == ([[6.0, 7.0]], None)  # begun before t: not after it
+    d = describe([[6.6, 7.0]], pause, PAPER)
+    assert d["onset_after_pause_s"] == 6.6
+
+
+def test_fallback_reads_onsets_not_ends() -> None:
+    # a model turn from before the pause running past t is no onset after it: the window end stands
+    v = verdict(meas("PAUSE", [[3.0, 7.0]]), Rules(pause_latency_fallback="next_onset_or_window_end"))
+    assert (v["takeover"], v["onset_s"], v["latency_s"]) == (False, None, 10.0)
