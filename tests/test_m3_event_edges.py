@@ -53,6 +53,8 @@ def test_the_paper_thresholds_and_their_sides() -> None:
     assert P.is_bc(0.8) and P.is_bc(0.8 + 0.5 * NS) and not P.is_bc(0.8 + 2 * NS) and not P.is_bc(1.9)
     assert not P.is_barge_in(0.4) and not P.is_barge_in(0.4 + 0.5 * NS) and P.is_barge_in(0.4 + 2 * NS)
     assert P.is_barge_in(1.4) and not P.is_barge_in(-0.3)
+    # exactly one nanosecond past the boundary is still the boundary
+    assert not P.splits_ipu(0.5 + NS) and P.is_bc(0.8 + NS) and not P.is_barge_in(0.4 + NS)
 
 
 def test_thresholds_through_every_path() -> None:
@@ -106,6 +108,15 @@ def test_merge_keeps_the_latest_end_and_sorts() -> None:
     assert ipus == [Ipu(0, 0.0, 2.4, TURN), Ipu(0, 3.0, 3.5, BC)]  # [0.5, 1] inside [0, 2] keeps the end 2
     assert ipus_from_spans([(1.0, 2.0), (1.0, 1.5)], 0) == [Ipu(0, 1.0, 2.0, TURN)]  # same start: end 2 wins
     assert ipus_from_spans([], 1) == []
+    assert ipus_from_spans([(1.0, 1.0)], 0) == [Ipu(0, 1.0, 1.0, BC)]  # a zero-length span is valid
+
+
+def test_words_at_the_same_time_keep_their_order() -> None:
+    # identical times: the file's order; same start: the shorter first, whatever the words say
+    same = parse_words("0\t0\t1\tzeta\n0\t0\t1\talpha\n")
+    assert ipus_from_words(same)[0][0].text == "zeta alpha"
+    nested = parse_words("0\t0\t1\talpha\n0\t0\t0.5\tzeta\n")
+    assert ipus_from_words(nested)[0][0].text == "zeta alpha"
 
 
 @pytest.mark.parametrize("span", [(2.0, 1.0), (float("nan"), 1.0), (0.0, float("inf"))])
@@ -125,7 +136,8 @@ def test_extract_checks_its_ipus() -> None:
         extract_events([Ipu(1, 0.0, 1.0, TURN)], [])
     with pytest.raises(ValueError, match=r"^an IPU of channel 0 was given as channel 1$"):
         extract_events([], [Ipu(0, 0.0, 1.0, TURN)])
-    joined = r"^channel 0: IPUs \[0.0, 1.0\] and \[1.5, 2.5\] are not split by the IPU rule; build them with "
+    joined = (r"^channel 0: IPUs \[0.0, 1.0\] and \[1.5, 2.5\] are not split by the IPU rule; build them with "
+              r"ipus_from_spans$")
     with pytest.raises(ValueError, match=joined):
         extract_events([Ipu(0, 1.5, 2.5, TURN), Ipu(0, 0.0, 1.0, TURN)], [])
     # 0.501 s apart is split: accepted, a PAUSE
@@ -170,6 +182,7 @@ def test_floor_tie_goes_to_the_later_starting_turn() -> None:
         Event("BARGE_IN", 1.0, 5.0, 1, 0, 1.0, 0.0, 5.0), Event("SHIFT", 5.0, 6.0, 1, 0, 1.0, 6.0, 8.0)]
     # float noise in the tie still counts as a tie
     assert [e.type for e in events([(0.0, 5.0), (6.0, 8.0)], [(1.0, 5.0 - 0.5 * NS)])] == ["BARGE_IN", "SHIFT"]
+    assert [e.type for e in events([(0.0, 5.0), (6.0, 8.0)], [(1.0, 5.0 - NS)])] == ["BARGE_IN", "SHIFT"]
     # the barge-in ends first: the floor stays with ch0, whose next TURN is a PAUSE
     assert events([(0.0, 5.0), (6.0, 8.0)], [(1.0, 4.9)]) == [
         Event("BARGE_IN", 1.0, 4.9, 1, 0, 1.0, 0.0, 5.0), Event("PAUSE", 5.0, 6.0, 0, 1, 0.0)]

@@ -204,6 +204,9 @@ def test_pause_overlap_bounds() -> None:
     assert verdict(meas("PAUSE", [[3.0, 5.001]]), rules_from({"pause_takeover": "pause_overlap"})[0])[
         "latency_s"] == -2.0
     assert verdict(meas("SHIFT", [[3.0, 5.5]]), rules)["takeover"] is False  # (2) is for PAUSE only
+    assert verdict(meas("PAUSE", [[3.0, 5.0]]), rules) == {
+        "scored": True, "dropped": None, "window": [5.0, 15.0], "bc_filter": "off", "takeover": False,
+        "segment": None, "onset_s": None, "latency_s": None, "why": "no takeover"}
 
 
 BC_RULES = Rules(pause_takeover="pause_overlap", ignore_backchannels=True)
