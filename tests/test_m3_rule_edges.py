@@ -528,3 +528,13 @@ def test_fallback_reads_onsets_not_ends() -> None:
     # a model turn from before the pause running past t is no onset after it: the window end stands
     v = verdict(meas("PAUSE", [[3.0, 7.0]]), Rules(pause_latency_fallback="next_onset_or_window_end"))
     assert (v["takeover"], v["onset_s"], v["latency_s"]) == (False, None, 10.0)
+
+
+def test_fallback_skips_an_ignored_backchannel_inside_the_pause() -> None:
+    # the code's rules: a brief model backchannel inside the pause is no takeover, and the latency is the first
+    # onset at or after t (8.0 - 5.0), not the backchannel's onset
+    spans = [[5.5, 6.0], [8.0, 9.0]]
+    v = verdict(meas("PAUSE", spans, **words_of((5.5, 6.0), 2, AUTHORS)), AUTHORS)
+    assert (v["takeover"], v["onset_s"], v["latency_s"], v["bc_filter"]) == (False, 8.0, 3.0, "applied")
+    v = verdict(meas("PAUSE", [[5.5, 6.0]], **words_of((5.5, 6.0), 2, AUTHORS)), AUTHORS)
+    assert (v["takeover"], v["onset_s"], v["latency_s"]) == (False, None, 10.0)
