@@ -125,13 +125,13 @@ def judged(n: int, score: int | None, status: str = "ok", *, gold_answer: str = 
 
 def test_content_blocks_on_both_scales() -> None:
     ms = [judged(1, 2), judged(2, 2, judge="k", heuristic=True, onset=None), judged(3, None, "unparseable", onset=None),
-          judged(4, None, "not computed"), meas("SHIFT", [], n=5, failed=True, gold_answer="1905"),
+          judged(4, None, "not computed", onset=None), meas("SHIFT", [], n=5, failed=True, gold_answer="1905"),
           meas("PAUSE", [], n=6, content={"relevance": {"status": "ok", "score": 2}})]  # content is a SHIFT's only
     g = group(ms)
     # scores 1, 1, 0 (unparseable), 0 (failed); the not-computed one is left out
     assert g["relevance"] == {"value": 0.5, "n": 4, "ci": [0.0, 1.0], "sd": 0.5774, "computed": True,
                               "judge": "j, k", "heuristic": True, "n_unparseable": 1, "n_not_computed": 1,
-                              "n_failed": 1, "n_no_response": 2, "scale": "unit", "interval": "student-t-95"}
+                              "n_failed": 1, "n_no_response": 3, "scale": "unit", "interval": "student-t-95"}
     two = group(ms, rules_from({"content_scale": "0-2"})[0])["relevance"]
     assert (two["value"], two["ci"], two["sd"], two["scale"]) == (1.0, [0.0, 2.0], 1.1547, "0-2")
     assert group(ms, AUTHORS)["relevance"]["ci"] is None and group(ms, AUTHORS)["relevance"]["value"] == 1.0
