@@ -3,6 +3,7 @@
     .venv/bin/python tests/mutation_report.py --run       # fresh `mutmut run` over SCOPE, then the report
     .venv/bin/python tests/mutation_report.py             # the report of the last run
     .venv/bin/python tests/mutation_report.py --diffs     # + each survivor's diff (`mutmut show`)
+    .venv/bin/python tests/mutation_report.py --run --group m3  # one benchmark's modules (mpe, ifeval, m3)
 
 mutmut ([tool.mutmut] in pyproject.toml) mutates the modules named there and runs the fast known-answer tests
 listed there. SCOPE below narrows a module to the functions that are scoring rules where it holds more (the
@@ -42,26 +43,31 @@ SCOPE = {
     # The sweep's arithmetic, not its printing (sweep_text) or its run loading (load_runs, freshness checks).
     "metrics/ifeval/sweep.py": [f"metrics.ifeval.sweep.x_{f}__mutmut_*" for f in (
         "configurations", "_sign", "kendall_tau", "_order", "_floats", "_gaps", "sweep")],
+    # M3: the extractor's word-timestamp front end, its table and command; events_from_audio / events_from_wav run
+    # the Silero VAD, tested with real speech in tests/test_m3_extract.py (seconds per test, too slow per mutant).
+    "metrics/m3/extract.py": ["metrics.m3.extract.x__t__*", "metrics.m3.extract.x__note*",
+                              "metrics.m3.extract.x_format_events*", "metrics.m3.extract.x_events_from_words*",
+                              "metrics.m3.extract.x__require_file*", "metrics.m3.extract.x__dialogue*",
+                              "metrics.m3.extract.x_events_command*", "metrics.m3.extract.xǁDialogueEventsǁ*"],
 }
 
-# Which benchmark's score a module counts toward (`--group`); a module not listed counts toward "mpe".
-GROUPS = {
-    # --- DSB-IFEval ---
-    "metrics/ifeval/verdicts.py": "ifeval",
-    "metrics/ifeval/measure.py": "ifeval",
-    "metrics/ifeval/aggregate.py": "ifeval",
-    "metrics/ifeval/sweep.py": "ifeval",
-}
+# Which benchmark a module's score is reported under: its package (m3, ifeval), else Duplex-MPE, whose rules
+# the shared modules (statistics, spans, judge, scheduler) were brought under mutation testing for.
+BENCHMARKS = ("mpe", "ifeval", "m3")
+
+
+def benchmark(module: str) -> str:
+    parts = module.removesuffix(".py").split("/")
+    return next((b for b in BENCHMARKS[1:] if b in parts or any(p.startswith(b) for p in parts)), "mpe")
 
 # mutmut 3.8's exit-code meanings (mutmut/stats.py: status_by_exit_code).
 STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests", 34: "skipped",
           36: "timeout", 24: "timeout", -24: "timeout", 152: "timeout", 255: "timeout", 37: "type check"}
 
 
-def modules(group: str | None = None) -> list[str]:
-    """The modules in scope ([tool.mutmut] only_mutate), or those of one group."""
+def modules(only: str | None = None) -> list[str]:
     listed = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mutmut"]["only_mutate"]
-    return [m for m in listed if group is None or GROUPS.get(m, "mpe") == group]
+    return [m for m in listed if only is None or benchmark(m) == only]
 
 
 def globs(module: str) -> list[str]:
@@ -72,13 +78,12 @@ def in_scope(module: str, name: str) -> bool:
     return any(fnmatch.fnmatchcase(name, g) for g in globs(module))
 
 
-def run(max_children: int, group: str | None = None) -> int:
-    """A fresh run: mutants/ rebuilt from the working tree, only the mutants in scope (of `group`) tested."""
+def run(max_children: int, only: str | None = None) -> int:
+    """A fresh run: mutants/ rebuilt from the working tree, only the mutants in scope tested."""
     shutil.rmtree(ROOT / "mutants", ignore_errors=True)
     (ROOT / "mutants").mkdir()
-    scope = modules(group)
-    args = [str(MUTMUT), "run", "--max-children", str(max_children)] + [g for m in scope for g in globs(m)]
-    print(f"mutmut run over {len(scope)} modules (log: mutants/run.log) ...", flush=True)
+    args = [str(MUTMUT), "run", "--max-children", str(max_children)] + [g for m in modules(only) for g in globs(m)]
+    print(f"mutmut run over {len(modules(only))} modules (log: mutants/run.log) ...", flush=True)
     with open(ROOT / "mutants" / "run.log", "w") as log:
         rc = subprocess.run(args, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT).returncode
     if rc != 0:
@@ -99,24 +104,24 @@ def explained() -> set[str]:
     return set(re.findall(r"`([\w.ǁ]+__mutmut_\d+)`", EXPLAINED.read_text())) if EXPLAINED.exists() else set()
 
 
-def report(diffs: bool, group: str | None = None) -> int:
+def report(diffs: bool, only: str | None = None) -> int:
     rows, survivors = [], []
     total: Counter[str] = Counter()
-    by_group: dict[str, Counter[str]] = {}
-    for module in modules(group):
+    per_benchmark: dict[str, Counter[str]] = {}
+    for module in modules(only):
         by_name = results(module)
         c = Counter(by_name.values())
         c["n"], c["detected"] = len(by_name), c["killed"] + c["timeout"]
         rows.append((module, c))
         total.update(c)
-        by_group.setdefault(GROUPS.get(module, "mpe"), Counter()).update(c)
+        per_benchmark.setdefault(benchmark(module), Counter()).update(c)
         survivors += [name for name, st in by_name.items() if st in ("survived", "no tests", "suspicious")]
 
     head = f"{'module':<32} {'killed':>6} {'timeout':>7} {'survived':>8} {'no tests':>8} {'total':>5}   score"
     print(head + "\n" + "-" * len(head))
-    groups = [(f"all {g}", c) for g, c in by_group.items()] if len(by_group) > 1 else []
-    for module, c in [*rows, *groups, ("all", total)]:
-        if module.startswith("all") and (module == "all" or module == groups[0][0]):
+    bench_rows = [(f"benchmark {b}", per_benchmark[b]) for b in BENCHMARKS if b in per_benchmark]
+    for module, c in [*rows, *bench_rows, ("all", total)]:
+        if module in ("all", bench_rows[0][0] if bench_rows else None):
             print("-" * len(head))
         score = f"{100 * c['detected'] / c['n']:5.1f} %" if c["n"] else "    n/a"
         print(f"{module:<32} {c['killed']:>6} {c['timeout']:>7} {c['survived']:>8} {c['no tests']:>8} {c['n']:>5} "
@@ -141,8 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--run", action="store_true", help="run mutmut afresh first")
     ap.add_argument("--max-children", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--diffs", action="store_true", help="print every survivor with its diff (mutmut show)")
-    ap.add_argument("--group", choices=sorted({"mpe", *GROUPS.values()}),
-                    help="only one benchmark's modules (GROUPS; shared modules such as metrics/stats.py count as mpe)")
+    ap.add_argument("--group", choices=BENCHMARKS, help="only this benchmark's modules")
     args = ap.parse_args(argv)
     if args.run and run(args.max_children, args.group) != 0:
         return 1
