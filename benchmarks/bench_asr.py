@@ -32,7 +32,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from adapters.base import AssistantVoice  # noqa: E402
-from adapters.oracle import answer_sentence  # noqa: E402
+from adapters.oracle_mpe import answer_sentence  # noqa: E402
 from dataset_builder.audio import SESSION_SR  # noqa: E402
 from dataset_builder.mpe.generator import generate_pair  # noqa: E402
 from dataset_builder.progress import Progress  # noqa: E402
