@@ -16,6 +16,7 @@ from dataset_builder.schema import SchemaError
 from dataset_builder.speech_gate import SpeechGate
 from eval.report_site.media import DEFAULT_KBPS as DEFAULT_AUDIO_KBPS
 from eval.run import add_run_arguments, config_from_args, finish, parse_kv, run
+from metrics.asr import SCORING_ASR
 
 DEFAULT_OUT = Path("out")
 
@@ -269,8 +270,9 @@ def cmd_check_adapter(a: argparse.Namespace) -> int:
 
 
 def add_score_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--asr", default="whisper-tiny-en",
-                   help="ASR backend (whisper-tiny-en, whisper-base, qwen3-asr, openai)")
+    p.add_argument("--asr", default=SCORING_ASR,
+                   help=f"ASR backend ({SCORING_ASR}, the default; whisper-tiny-en, faster; whisper-base with "
+                        "--asr-arg language=CODE; qwen3-asr; openai)")
     p.add_argument("--asr-arg", action="append", default=[], metavar="K=V",
                    help="ASR constructor arg, e.g. model=Qwen/Qwen3-ASR-1.7B device=cuda (qwen3-asr), "
                         "base_url=http://HOST:PORT model=NAME max_concurrency=8 (openai)")
@@ -373,7 +375,7 @@ def _add_export(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir")
     p.add_argument("--out", required=True, help="m3: folder for {condition}/metadata.jsonl, audio/ and asr/; fdb: "
                                                 "for {condition}/{task}/{case_id}/input.wav, output.wav, task file")
-    p.add_argument("--asr", default="whisper-tiny-en", help="m3: ASR of the model's utterances (their ASR JSON's "
+    p.add_argument("--asr", default=SCORING_ASR, help="m3: ASR of the model's utterances (their ASR JSON's "
                                                             "text); fdb leaves the ASR to their own script")
     p.add_argument("--asr-arg", action="append", default=[], metavar="K=V")
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",

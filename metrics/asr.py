@@ -175,6 +175,18 @@ class WhisperBaseASR(FasterWhisperASR):
         return text.replace(" ", "") if self.language in ("ja", "zh") else text
 
 
+class WhisperBaseEnglishASR(WhisperBaseASR):
+    """The scorer's offline default for English (`SCORING_ASR`): multilingual whisper base told the speech is
+    English. On the oracle's spoken Duplex-MPE answers and a set of hard spoken numbers (clock times, "one hundred
+    eighty", codes read digit by digit, money, ordinals) it mishears far fewer than tiny.en, which turns "4:30" into
+    "for 30" and so scores a right answer wrong; it costs about 3x tiny.en's time per clip
+    (benchmarks/bench_asr.py, README "Speech recognition in the scorer")."""
+
+    def __init__(self, compute_type: str = "int8", cpu_threads: int = 2, beam_size: int = 1) -> None:
+        super().__init__("en", compute_type, cpu_threads, beam_size)
+        self.name = "whisper-base-en"  # its registry name, as whisper-tiny-en's
+
+
 class QwenASR(_MemoisedASR):
     """Qwen3-ASR through the `qwen-asr` package (the optional `qwen-asr` extra; it pins transformers==4.57.6),
     decoded greedily so reruns agree. `model` is a hub id or a local folder."""
@@ -325,10 +337,15 @@ class OpenAITranscribeASR(_MemoisedASR):
 _REGISTRY = LazyRegistry("ASR backend", {
     "whisper-tiny-en": "metrics.asr:FasterWhisperASR",
     "whisper-base": "metrics.asr:WhisperBaseASR",
+    "whisper-base-en": "metrics.asr:WhisperBaseEnglishASR",
     "qwen3-asr": "metrics.asr:QwenASR",
     "openai": "metrics.asr:OpenAITranscribeASR",
 }, option="--asr", arg_option="--asr-arg")
+# The ears of the built-in agents (cascade) and of the dataset build's speech gate and audits: fast, English only.
 DEFAULT_ASR = "whisper-tiny-en"
+# What the scorers hear a model's speech with unless `--asr` says otherwise: a misheard number would score a right
+# answer wrong, so the scorer uses the more accurate, slower model (WhisperBaseEnglishASR).
+SCORING_ASR = "whisper-base-en"
 # The offline default per language: (registry name, constructor arguments). English stays exactly the default.
 LANGUAGE_ASR: dict[str, tuple[str, dict[str, Any]]] = {
     "en": (DEFAULT_ASR, {}),
@@ -342,6 +359,11 @@ def asr_names() -> list[str]:
 
 def get_asr(name: str = DEFAULT_ASR, **kwargs: Any) -> ASR:
     return _REGISTRY.load(name, **kwargs)
+
+
+def scoring_asr() -> ASR:
+    """The scorers' default ASR (`SCORING_ASR`)."""
+    return get_asr(SCORING_ASR)
 
 
 def asr_for_language(language: str) -> ASR:

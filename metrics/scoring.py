@@ -71,18 +71,18 @@ class LazyASR:
 
     def get(self) -> Any:
         if self._asr is None:
-            from metrics.asr import DEFAULT_ASR, get_asr
+            from metrics.asr import scoring_asr
 
-            self._asr = get_asr(DEFAULT_ASR)
+            self._asr = scoring_asr()
         self.used = True
         return self._asr
 
     @property
     def name(self) -> str:
         if self._asr is None:
-            from metrics.asr import DEFAULT_ASR
+            from metrics.asr import SCORING_ASR
 
-            return DEFAULT_ASR
+            return SCORING_ASR
         return str(self._asr.name)
 
     def described(self) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from eval.run import RunConfig, run
+from metrics.asr import SCORING_ASR
 from metrics.mpe.score import score_run
 
 CACHE = Path(__file__).resolve().parent.parent / ".cache" / "tts"
@@ -55,7 +56,7 @@ def test_oracle_passes_every_capability(oracle_scores: dict) -> None:
         assert s[metric]["value"] >= 0.95, (metric, s[metric])
     assert s["fresh_onset_rate"]["n"] == 40
     assert oracle_scores["n_failed"] == 0
-    assert oracle_scores["judge"]["heuristic"] is True and oracle_scores["asr"] == "whisper-tiny-en"
+    assert oracle_scores["judge"]["heuristic"] is True and oracle_scores["asr"] == SCORING_ASR
 
 
 def test_silent_scores_zero_where_it_must(silent_scores: dict) -> None:

@@ -22,6 +22,7 @@ import soundfile as sf
 
 from dataset_builder.audio import SESSION_SR
 from dataset_builder.errors import UsageError
+from metrics.asr import SCORING_ASR
 from metrics.m3.export import export_run
 from metrics.m3.rules import RULE_SETS, verdict
 from metrics.m3.score import score_run
@@ -155,7 +156,7 @@ def test_cli_export(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "is scores-rules=authors.json's, cell for cell" in printed
     row = json.loads((tmp_path / "out" / "user" / "metadata.jsonl").read_text())
     assert Path(row["output_audio_path"]).is_file() and Path(row["output_asr_path"]).is_file()
-    assert json.loads((tmp_path / "out" / "export.json").read_text())["asr"] == "whisper-tiny-en"
+    assert json.loads((tmp_path / "out" / "export.json").read_text())["asr"] == SCORING_ASR
 
 
 # --- their summary on our export equals our rules=authors scores, cell for cell ------------------------------------

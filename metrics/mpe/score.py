@@ -194,10 +194,10 @@ def score_run(run_dir: Path, *, asr: Any = None, judge: Any = None, overrides: d
                                                             "asr_pad_s", "judge", "failed_episodes",
                                                             "failed_uncounted"))
     else:
-        from metrics.asr import DEFAULT_ASR, get_asr
+        from metrics.asr import scoring_asr
         from metrics.judges import get_judge
 
-        asr = asr or get_asr(DEFAULT_ASR)
+        asr = asr or scoring_asr()
         judge = judge or get_judge("heuristic")
         invalidate(run_dir)  # old scores must not outlive a rescore that stops halfway
         measurements, stats = measure_run(folder, asr, judge, vad_from_params, progress=progress)
