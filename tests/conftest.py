@@ -1,14 +1,14 @@
 """Shared fixtures: real components and real mini sets, each built or loaded once per test session.
 
 Every test that needs a benchmark's mini set takes it from `mini_sets` (built on first use, through the registry,
-with the real TTS and the repository's clip cache), and every test that needs the same agent run of a set takes it
-from `agent_runs`, so the suite builds each set and runs each (set, config, agent, cases) once.
+with the real TTS and the repository's clip cache), so a session builds each set at most once, and only the sets
+its tests use.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,17 +21,33 @@ CACHE = REPO / ".cache" / "tts"
 os.environ["DUPLEX_EVAL_CACHE"] = str(REPO / ".cache")
 
 
+# `make test-fast` (`pytest -m fast`), the inner loop: the files whose every test is pure -- rules, known answers,
+# schemas, parsers, the import layering -- loading no TTS, ASR or VAD model and building no audio set. `make test`
+# runs these and everything else. The mark is per file, so `-m fast` need not import the other files at all (their
+# imports alone -- torch, onnxruntime, faster-whisper -- take most of a minute).
+FAST_FILES: frozenset[str] = frozenset({
+    "test_answers.py", "test_cascade_policy.py", "test_corrupt_shards.py", "test_failed_windows.py",
+    "test_file_modes.py", "test_gold_kinds.py", "test_judge_http.py", "test_judge_near_miss.py",
+    "test_judge_rules.py", "test_layering.py", "test_load_cases_stream.py", "test_m3_aggregate.py",
+    "test_m3_dialogues.py", "test_m3_diversity.py", "test_m3_events.py", "test_m3_paper_rules.py",
+    "test_mpe_aggregate.py", "test_mpe_generator.py", "test_mpe_writer.py", "test_paired_mcnemar.py",
+    "test_phrasebank.py", "test_rule_boundaries.py", "test_schedule.py", "test_scheduler_exact.py",
+    "test_schema.py", "test_spans_boundaries.py", "test_stats.py", "test_stats_known_values.py",
+    "test_test_commands.py",
+})
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    if config.option.markexpr.strip() == "fast" and collection_path.name.startswith("test_") \
+            and collection_path.suffix == ".py" and collection_path.name not in FAST_FILES:
+        return True
+    return None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """`fast` (the inner loop, `make test-fast`): the tests of the pure rules, known answers and schemas, which load
-    no TTS, ASR or VAD model and build no audio set. Marked per file in FAST_FILES, or per test with the marker."""
     for item in items:
         if item.path.name in FAST_FILES:
             item.add_marker(pytest.mark.fast)
-
-
-# Files whose every test is pure: rules, known answers, schemas, parsers, layering (each measured under a few
-# seconds with no model loaded). A test elsewhere can be marked `@pytest.mark.fast` itself.
-FAST_FILES: frozenset[str] = frozenset()
 
 
 @pytest.fixture(scope="session")
@@ -105,28 +121,3 @@ def mini_sets(tmp_path_factory: pytest.TempPathFactory) -> MiniSets:
 def mini_dataset(mini_sets: MiniSets) -> Path:
     """The real mini Duplex-MPE set, built once with the real TTS."""
     return mini_sets["mpe"]
-
-
-@pytest.fixture(scope="session")
-def agent_runs(tmp_path_factory: pytest.TempPathFactory, mini_sets: MiniSets
-               ) -> Callable[..., tuple[Path, dict[str, int]]]:
-    """`agent_runs(benchmark, config, agent, cases=None, limit=None)`: `duplex-eval run` of a built-in agent
-    (`silent`, `oracle`) on the benchmark's mini set, once per session for each distinct request -> (run folder,
-    the run's counts). Callers must not write into the folder (score it elsewhere or with its own outputs only)."""
-    from eval.run import RunConfig, run
-
-    done: dict[tuple[Any, ...], tuple[Path, dict[str, int]]] = {}
-
-    def _run(benchmark: str, config: str, agent: str, cases: tuple[str, ...] | None = None,
-             limit: int | None = None) -> tuple[Path, dict[str, int]]:
-        key = (benchmark, config, agent, cases, limit)
-        if key not in done:
-            out = tmp_path_factory.mktemp(f"{config}-{agent}")
-            args = {"cache_dir": str(CACHE)} if agent == "oracle" else {}
-            counts = run(RunConfig(dataset=str(mini_sets[benchmark]), config=config, adapter=agent, out=str(out),
-                                   adapter_args=args, cases=list(cases) if cases is not None else None,
-                                   limit=limit))
-            done[key] = (out, counts)
-        return done[key]
-
-    return _run
