@@ -42,9 +42,13 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     return None
 
 
+# The session's real components: a test in a fast file that takes one of them is not fast (it runs in `make test`).
+MODEL_FIXTURES = frozenset({"piper", "speak", "mini_sets", "mini_dataset"})
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        if item.path.name in FAST_FILES:
+        if item.path.name in FAST_FILES and not MODEL_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.fast)
 
 
