@@ -5,7 +5,7 @@ APT_PKGS := libavutil57 libavcodec59 libavformat59 libavdevice59 libavfilter8 li
             chromium
 STAMP := .venv/.installed
 
-.PHONY: setup demo test lint bench mutate clean
+.PHONY: setup demo test test-fast lint bench mutate clean
 
 # System libraries: Debian's FFmpeg 5.1 (torchcodec 0.13 decodes dataset audio with it), espeak-ng, and chromium
 # (the report's browser test drives it through playwright; no browser is downloaded). Checked again whenever this
@@ -33,8 +33,13 @@ setup: $(STAMP)
 demo: setup
 	@$(PY) -m eval.cli demo --out out
 
+# Every test, no marker filter (tests/test_test_commands.py checks that). test-fast is the inner loop: the `fast`
+# files alone (pure rules, known answers, schemas; tests/conftest.py FAST_FILES).
 test: setup
 	@$(PY) -m pytest -q
+
+test-fast: setup
+	@$(PY) -m pytest -q -m fast
 
 lint: setup
 	@.venv/bin/ruff check .

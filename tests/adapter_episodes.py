@@ -1,6 +1,7 @@
 """Whole episodes of every benchmark config for a real-model adapter's tests: the real mini sets (built once per
-test process, TTS from the repository's cache), each config's first case(s) planned by its registered plan and
-run by the one orchestrator, as `duplex-eval run` would run them.
+test session, TTS from the repository's cache), each config's first case(s) planned by its registered plan and
+run by the one orchestrator, as `duplex-eval run` would run them. The sets are the session's `mini_sets`
+(tests/conftest.py).
 
 Each returned `Ran` holds the episode, the recording (raw PCM16 values, ch0 user, ch1 model) and the plan.
 """
@@ -13,31 +14,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pytest
 
 from adapters.protocol import DuplexAgent
 from dataset_builder.audio import read_wav
 from dataset_builder.benchmarks import benchmark_for_config, benchmark_names, get_benchmark
-from dataset_builder.build import BuildOptions
 from dataset_builder.episode import Episode
 from eval.orchestrator import RunOptions, run_episode
 from eval.schedule import EpisodePlan
 
-CACHE = Path(__file__).resolve().parent.parent / ".cache" / "tts"
 # Every config a whole evaluation runs (Benchmark.evaluated_configs), in registry order.
 CONFIGS = tuple(c for name in benchmark_names() for c in get_benchmark(name).evaluated_configs())
-_BUILT: dict[str, Path] = {}
-
-
-def mini_set(name: str, tmp_path_factory: pytest.TempPathFactory, mpe: Path | None = None) -> Path:
-    """The benchmark's mini set, built on first use in this process (MPE: the session's `mini_dataset`)."""
-    if name == "mpe" and mpe is not None:
-        return mpe
-    if name not in _BUILT:
-        folder = tmp_path_factory.mktemp(f"mini-{name}")
-        get_benchmark(name).function("build")(folder, BuildOptions(preset="mini", cache_dir=CACHE))
-        _BUILT[name] = folder
-    return _BUILT[name]
 
 
 @dataclass

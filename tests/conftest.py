@@ -1,16 +1,55 @@
-"""Shared fixtures: real components, built once per test session."""
+"""Shared fixtures: real components and real mini sets, each built or loaded once per test session.
+
+Every test that needs a benchmark's mini set takes it from `mini_sets` (built on first use, through the registry,
+with the real TTS and the repository's clip cache), so a session builds each set at most once, and only the sets
+its tests use.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+CACHE = REPO / ".cache" / "tts"
 # One TTS clip cache for the whole suite and the commands it runs in subprocesses: the repository's .cache/tts.
 os.environ["DUPLEX_EVAL_CACHE"] = str(REPO / ".cache")
+
+
+# `make test-fast` (`pytest -m fast`), the inner loop: the files whose every test is pure -- rules, known answers,
+# schemas, the import layering -- loading no TTS, ASR or VAD model and building no audio set, each file a few seconds
+# on an idle machine (the generators' and shard files' own tests, pure but slower, are left to `make test`). `make test`
+# runs these and everything else. The mark is per file, so `-m fast` need not import the other files at all (their
+# imports alone -- torch, onnxruntime, faster-whisper -- take most of a minute).
+FAST_FILES: frozenset[str] = frozenset({
+    "test_answers.py", "test_cascade_policy.py", "test_failed_windows.py", "test_judge_http.py",
+    "test_judge_near_miss.py", "test_judge_rules.py", "test_layering.py", "test_m3_aggregate.py", "test_m3_events.py",
+    "test_m3_paper_rules.py", "test_mpe_aggregate.py", "test_phrasebank.py", "test_rule_boundaries.py",
+    "test_schedule.py", "test_scheduler_exact.py", "test_schema.py", "test_spans_boundaries.py", "test_stats.py",
+    "test_stats_known_values.py", "test_test_commands.py",
+})
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    if config.option.markexpr.strip() == "fast" and collection_path.name.startswith("test_") \
+            and collection_path.suffix == ".py" and collection_path.name not in FAST_FILES:
+        return True
+    return None
+
+
+# The session's real components: a test in a fast file that takes one of them is not fast (it runs in `make test`).
+MODEL_FIXTURES = frozenset({"piper", "speak", "mini_sets", "mini_dataset"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.name in FAST_FILES and not MODEL_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.fast)
 
 
 @pytest.fixture(scope="session")
@@ -33,28 +72,54 @@ def speak(piper):
     return _speak
 
 
+class MiniSets(Mapping[str, Path]):
+    """Benchmark name -> its real mini set, built on first use through the registry (`duplex-eval build NAME
+    --preset mini`), once per session: a test that needs one set builds only that one. `info(name)` is what the
+    build returned (counts, configs)."""
+
+    def __init__(self, tmp_path_factory: pytest.TempPathFactory) -> None:
+        self._tmp = tmp_path_factory
+        self._built: dict[str, tuple[Path, dict[str, Any]]] = {}
+
+    def _build(self, name: str) -> tuple[Path, dict[str, Any]]:
+        from dataset_builder.benchmarks import get_benchmark
+        from dataset_builder.build import BuildOptions
+
+        if name not in self._built:
+            folder = self._tmp.mktemp(f"{name}-mini")
+            info = get_benchmark(name).function("build")(folder, BuildOptions(preset="mini", cache_dir=CACHE))
+            self._built[name] = (folder, info)
+        return self._built[name]
+
+    def __getitem__(self, name: str) -> Path:
+        from dataset_builder.benchmarks import benchmark_names
+
+        if name not in benchmark_names():
+            raise KeyError(name)
+        return self._build(name)[0]
+
+    def info(self, name: str) -> dict[str, Any]:
+        self[name]  # noqa: B018  (checks the name)
+        return self._built[name][1]
+
+    def __iter__(self) -> Iterator[str]:
+        from dataset_builder.benchmarks import benchmark_names
+
+        return iter(benchmark_names())
+
+    def __len__(self) -> int:
+        from dataset_builder.benchmarks import benchmark_names
+
+        return len(benchmark_names())
+
+
 @pytest.fixture(scope="session")
-def mini_dataset(tmp_path_factory) -> Path:
+def mini_sets(tmp_path_factory: pytest.TempPathFactory) -> MiniSets:
+    """Every registered benchmark's real mini set, each built once per session on first use."""
+    return MiniSets(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def mini_dataset(mini_sets: MiniSets) -> Path:
     """The real mini Duplex-MPE set, built once with the real TTS."""
-    from dataset_builder.build import BuildOptions
-    from dataset_builder.mpe.build import build as build_mpe
-
-    out = tmp_path_factory.mktemp("mpe-mini")
-    cache = REPO / ".cache" / "tts"
-    build_mpe(out, BuildOptions(preset="mini", cache_dir=cache))
-    return out
-
-
-@pytest.fixture(scope="session")
-def mini_sets(tmp_path_factory, mini_dataset: Path) -> dict[str, Path]:
-    """Every registered benchmark's real mini set, built once through the registry (MPE's is `mini_dataset`)."""
-    from dataset_builder.benchmarks import benchmark_names, get_benchmark
-    from dataset_builder.build import BuildOptions
-
-    out: dict[str, Path] = {"mpe": mini_dataset}
-    for name in benchmark_names():
-        if name not in out:
-            out[name] = tmp_path_factory.mktemp(f"{name}-mini")
-            get_benchmark(name).function("build")(out[name], BuildOptions(preset="mini",
-                                                                          cache_dir=REPO / ".cache" / "tts"))
-    return out
+    return mini_sets["mpe"]

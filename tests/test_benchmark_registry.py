@@ -4,6 +4,7 @@ runner, and is scored and tabulated through the registry alone — so an entry c
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,6 @@ from dataset_builder.benchmarks import (
     get_benchmark,
     register_benchmark,
 )
-from dataset_builder.build import BuildOptions
 from dataset_builder.errors import UsageError
 from eval.report import write_report
 from eval.run import RunConfig, run
@@ -44,18 +44,6 @@ def test_every_part_of_every_entry_resolves(name: str) -> None:
         assert benchmark_for_config(config) is bench
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory, mini_dataset: Path) -> dict[str, Path]:
-    """Each benchmark's mini set (MPE's is the session's mini set, built by the same registry function)."""
-    out: dict[str, Path] = {"mpe": mini_dataset}
-    for name in benchmark_names():
-        if name not in out:
-            folder = tmp_path_factory.mktemp(name)
-            get_benchmark(name).function("build")(folder, BuildOptions(preset="mini", cache_dir=CACHE))
-            out[name] = folder
-    return out
-
-
 def _score_entries(scores: dict, prefix: str = "") -> list[tuple[str, dict]]:
     """Every `{"value", "n", ...}` entry of a scores block, flat (MPE, IFEval) or grouped (M3: per
     `<lang>_<domain>_<condition>`), named by its path."""
@@ -69,14 +57,14 @@ def _score_entries(scores: dict, prefix: str = "") -> list[tuple[str, dict]]:
 
 
 @pytest.mark.parametrize("name", benchmark_names())
-def test_every_benchmark_runs_and_scores_silent_and_oracle(name: str, built: dict[str, Path],
+def test_every_benchmark_runs_and_scores_silent_and_oracle(name: str, mini_sets: Mapping[str, Path],
                                                            tmp_path: Path) -> None:
     bench = get_benchmark(name)
     results = {}
     for agent in ("silent", "oracle"):
         run_dir = tmp_path / agent
         args = {"cache_dir": str(CACHE)} if agent == "oracle" else {}
-        counts = run(RunConfig(dataset=str(built[name]), config=bench.configs[0], adapter=agent,
+        counts = run(RunConfig(dataset=str(mini_sets[name]), config=bench.configs[0], adapter=agent,
                                out=str(run_dir), adapter_args=args, limit=4))
         # A case the adapter lacks a capability for (M3's Full context needs teacher forcing) is skipped, not run.
         assert counts["ok"] + counts.get("skipped", 0) == 4 and counts["failed"] == 0, counts

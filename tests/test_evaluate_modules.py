@@ -14,14 +14,12 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from dataset_builder.benchmarks import get_benchmark
-from dataset_builder.build import BuildOptions
 from eval.cli import main as cli
 from eval.run import RunConfig, run
 from metrics.scoring import score_run_dir
@@ -90,15 +88,11 @@ EXPECTED: dict[str, tuple[str, Callable[[Scores], dict[str, Any]], dict[str, Any
 
 
 @pytest.fixture(scope="module")
-def run_dirs(tmp_path_factory: pytest.TempPathFactory, mini_dataset: Path) -> dict[tuple[str, str], Path]:
+def run_dirs(tmp_path_factory: pytest.TempPathFactory, mini_sets: Mapping[str, Path]) -> dict[tuple[str, str], Path]:
     """(benchmark, agent) -> a run folder scored by `duplex-eval score` (scores.json, measurements.jsonl)."""
     out: dict[tuple[str, str], Path] = {}
     for bench, (config, cases) in RUNS.items():
-        dataset = mini_dataset
-        if bench != "mpe":
-            dataset = tmp_path_factory.mktemp(f"{bench}-mini")
-            get_benchmark(bench).function("build")(dataset, BuildOptions(preset="mini", cache_dir=CACHE,
-                                                                         configs=(config,)))
+        dataset = mini_sets[bench]  # the session's set: a config's rows do not depend on which others are built
         for agent in AGENTS:
             run_dir = tmp_path_factory.mktemp(f"{bench}-{agent}")
             args = {"cache_dir": str(CACHE)} if agent == "oracle" else {}

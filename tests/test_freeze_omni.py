@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sys
 from argparse import Namespace
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from dataset_builder.errors import UsageError
 from eval.orchestrator import run_episode
 from eval.schedule import EpisodePlan, Play, Silence
 from metrics.vad import VAD_PRESETS
-from tests.adapter_episodes import CONFIGS, Ran, first_cases, mini_set, run_cases
+from tests.adapter_episodes import CONFIGS, Ran, first_cases, run_cases
 from tests.fake_freeze_omni import CLICK, LEAD, SCRIPTS, SERVER, FakeFreezeOmni, FakeVAD, fake_freeze_omni
 
 CHUNK = 3840  # 160 ms on the session clock
@@ -94,9 +95,9 @@ def check_episode(r: Ran) -> int:
 
 
 @pytest.mark.parametrize("config", CONFIGS)
-def test_one_episode_of_every_config(config: str, reply: np.ndarray, mini_dataset: Path, tmp_path_factory,
+def test_one_episode_of_every_config(config: str, reply: np.ndarray, mini_sets: Mapping[str, Path],
                                      tmp_path: Path) -> None:
-    folder = mini_set(config.split("_")[0], tmp_path_factory, mpe=mini_dataset)
+    folder = mini_sets[config.split("_")[0]]
     fake = fake_freeze_omni(voice=reply)
     agent = agent_with(fake)
     ids = first_cases(folder, config, 3 if config.startswith("m3") else 1)

@@ -15,7 +15,6 @@ import soundfile as sf
 import yaml
 
 from dataset_builder.audio import SESSION_SR
-from dataset_builder.build import BuildOptions
 
 CACHE = Path(__file__).resolve().parent.parent / ".cache" / "tts"
 GOLD_KEYS = {"conversation_id", "role", "probe", "instance", "level", "expected_action", "base_action", "event",
@@ -25,12 +24,9 @@ GOLD_KEYS = {"conversation_id", "role", "probe", "instance", "level", "expected_
 
 
 @pytest.fixture(scope="module")
-def mini(tmp_path_factory) -> tuple[Path, dict]:
-    from dataset_builder.ifeval.build import build
-
-    out = tmp_path_factory.mktemp("ifeval-mini")
-    info = build(out, BuildOptions(preset="mini", cache_dir=CACHE))
-    return out, info
+def mini(mini_sets) -> tuple[Path, dict]:
+    """The session's IFEval mini set and what its build returned."""
+    return mini_sets["ifeval"], mini_sets.info("ifeval")
 
 
 def _rows(folder: Path, config: str) -> list[dict]:

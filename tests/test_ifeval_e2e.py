@@ -20,7 +20,6 @@ import pytest
 from adapters.registry import load_adapter
 from dataset_builder.audio import read_wav, seconds_to_samples
 from dataset_builder.benchmarks import IFEVAL
-from dataset_builder.build import BuildOptions
 from dataset_builder.ifeval.rows import iter_items, list_items
 from dataset_builder.ifeval.schema import ACTIONS
 from eval.orchestrator import RunOptions, run_episode
@@ -33,10 +32,8 @@ OPTIONS = RunOptions(step_timeout_s=300.0)
 
 
 @pytest.fixture(scope="module")
-def ifeval_mini(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("ifeval-mini")
-    IFEVAL.function("build")(out, BuildOptions(preset="mini", cache_dir=CACHE))
-    return out
+def ifeval_mini(mini_sets) -> Path:
+    return mini_sets["ifeval"]
 
 
 def run_agent(dataset: Path, agent_name: str, out: Path) -> dict[str, int]:

@@ -24,7 +24,6 @@ import pytest
 
 from dataset_builder.audio import read_wav, to_pcm16
 from dataset_builder.benchmarks import get_benchmark
-from dataset_builder.build import BuildOptions
 from dataset_builder.episode import Episode
 from eval.lockstep import LockstepRunner, is_batched
 from eval.orchestrator import STALL_PREFIX, RunOptions, run_episode
@@ -40,10 +39,9 @@ Jobs = list[tuple[Any, Any]]
 
 
 @pytest.fixture(scope="module")
-def m3_mini(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("m3-mini-lockstep")
-    get_benchmark("m3").function("build")(out, BuildOptions(preset="mini", cache_dir=CACHE, configs=(M3_CONFIG,)))
-    return out
+def m3_mini(mini_sets) -> Path:
+    """The session's M3 mini set (its M3_CONFIG rows are those of a build of that config alone)."""
+    return mini_sets["m3"]
 
 
 @pytest.fixture(scope="module")

@@ -33,9 +33,9 @@ END_TOL_S, EARLY_TOL_S, LATE_TOL_S = 0.2, 0.1, 0.5
 
 
 @pytest.fixture(scope="module")
-def mini(tmp_path_factory) -> tuple[Path, dict]:
-    out = tmp_path_factory.mktemp("m3-mini")
-    return out, build(out, BuildOptions(preset="mini", cache_dir=CACHE))
+def mini(mini_sets) -> tuple[Path, dict]:
+    """The session's M3 mini set and what its build returned."""
+    return mini_sets["m3"], mini_sets.info("m3")
 
 
 def _shard_bytes(folder: Path, config: str) -> list[bytes]:

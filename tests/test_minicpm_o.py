@@ -7,6 +7,7 @@ reply must sit in the recording is known exactly: chunk k ends at session sample
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from adapters.protocol import DuplexAgent
 from adapters.registry import load_adapter
 from dataset_builder.audio import SESSION_SR, resample, to_pcm16
 from dataset_builder.errors import UsageError
-from tests.adapter_episodes import CONFIGS, Ran, first_cases, mini_set, run_cases
+from tests.adapter_episodes import CONFIGS, Ran, first_cases, run_cases
 from tests.fake_minicpm_o import CLICK, FakeMiniCPMO, FakeMiniCPMODuplex
 
 SECOND = SESSION_SR  # one model chunk on the session clock
@@ -54,9 +55,9 @@ def expected_model_channel(n: int, starts: list[int], voice: np.ndarray) -> np.n
 
 
 @pytest.mark.parametrize("config", CONFIGS)
-def test_one_episode_of_every_config(config: str, voice_wav: Path, reply: np.ndarray, mini_dataset: Path,
-                                     tmp_path_factory, tmp_path: Path) -> None:
-    folder = mini_set(config.split("_")[0], tmp_path_factory, mpe=mini_dataset)
+def test_one_episode_of_every_config(config: str, voice_wav: Path, reply: np.ndarray,
+                                     mini_sets: Mapping[str, Path], tmp_path: Path) -> None:
+    folder = mini_sets[config.split("_")[0]]
     agent, model = agent_with(voice_wav, reply)
 
     def taken(_ep: Any) -> dict[str, Any]:

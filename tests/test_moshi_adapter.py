@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from adapters.moshi import FRAME_SIZE, TINY_TEXT, MoshiAgent, PersonaPlexAgent  
 from adapters.protocol import BatchedDuplexAgent  # noqa: E402
 from adapters.registry import load_adapter  # noqa: E402
 from dataset_builder.audio import SESSION_SR, to_pcm16, write_wav  # noqa: E402
-from tests.adapter_episodes import CONFIGS, Ran, first_cases, mini_set, run_cases  # noqa: E402
+from tests.adapter_episodes import CONFIGS, Ran, first_cases, run_cases  # noqa: E402
 
 N = FRAME_SIZE
 # PersonaPlex is an English model: the Japanese M3 configs are Moshi's (J-Moshi loads through `moshi`).
@@ -88,8 +89,8 @@ def check_episodes(spy: Spy, runs: list[Ran]) -> None:
 
 
 @pytest.mark.parametrize("config", CONFIGS)
-def test_moshi_runs_every_config(config: str, mini_dataset: Path, tmp_path_factory, tmp_path: Path) -> None:
-    folder = mini_set(config.split("_")[0], tmp_path_factory, mpe=mini_dataset)
+def test_moshi_runs_every_config(config: str, mini_sets: Mapping[str, Path], tmp_path: Path) -> None:
+    folder = mini_sets[config.split("_")[0]]
     spy = Spy(MoshiAgent(tiny=True))
     ids = first_cases(folder, config, 3 if config.startswith("m3") else 1)
     runs = list(run_cases(spy.agent, folder, config, tmp_path, ids, seed=5))
@@ -99,9 +100,9 @@ def test_moshi_runs_every_config(config: str, mini_dataset: Path, tmp_path_facto
 
 
 @pytest.mark.parametrize("config", PERSONAPLEX_CONFIGS)
-def test_personaplex_runs_every_config(config: str, mini_dataset: Path, voice_wav: Path, tmp_path_factory,
+def test_personaplex_runs_every_config(config: str, mini_sets: Mapping[str, Path], voice_wav: Path,
                                        tmp_path: Path) -> None:
-    folder = mini_set(config.split("_")[0], tmp_path_factory, mpe=mini_dataset)
+    folder = mini_sets[config.split("_")[0]]
     spy = Spy(PersonaPlexAgent(tiny=True, voice_prompt=str(voice_wav)))
     ids = first_cases(folder, config, 3 if config.startswith("m3") else 1)
     check_episodes(spy, list(run_cases(spy.agent, folder, config, tmp_path, ids, seed=5)))
@@ -114,8 +115,8 @@ OTHER_ACOUSTIC = [5, 60, 50, 40, 30, 20, 10, 0]  # same semantic token, other ac
 
 
 @pytest.fixture(scope="module")
-def m3_case(tmp_path_factory, mini_dataset: Path) -> tuple[Path, str]:
-    folder = mini_set("m3", tmp_path_factory, mpe=mini_dataset)
+def m3_case(mini_sets: Mapping[str, Path]) -> tuple[Path, str]:
+    folder = mini_sets["m3"]
     (none,) = [c for c in first_cases(folder, "m3_chat_en", 3) if c.endswith("-none")]
     return folder, none
 
