@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from adapters.base import tighten
@@ -17,9 +18,11 @@ SR = SESSION_SR
 
 
 def test_tightened_speech_is_one_vad_utterance(speak) -> None:
-    """Piper pauses ~0.4 s between clauses, which the IFEval VAD (spans merged within 0.3 s) splits; the oracle
-    talking on over a barge-in must not look as if it stopped, so its inner pauses are shortened."""
-    raw = speak(" ".join(HOLDING[:2]))
+    """A pause inside an utterance longer than the IFEval VAD bridges (spans merged within 0.3 s, after Silero's
+    padding and its 90 ms silence rule) splits it; the oracle talking on over a barge-in must not look as if it
+    stopped, so its inner pauses are shortened. Two of its sentences with half a second between them stand for
+    piper's longest sentence pauses."""
+    raw = np.concatenate([speak(HOLDING[0]), np.zeros(SR // 2, np.float32), speak(HOLDING[1])])
     vad = SileroVAD(VAD_PRESETS["ifeval"])
     assert len(vad.spans(raw, SR)) >= 2
     tight = tighten(raw, SR)

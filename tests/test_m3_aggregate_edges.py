@@ -108,7 +108,7 @@ def test_dropped_events_are_counted_not_scored() -> None:
     assert outcomes([bare], AUTHORS)[0][1] == {"failed": True, "scored": True, "dropped": None}
     dropped = outcomes([meas("SHIFT", [], failed=True, context=system_at_s)], AUTHORS)[0][1]
     assert dropped == {"failed": True, "scored": False,
-                       "dropped": "reference system state does not fit the event (rule 6)"}
+                       "dropped": "the reference system is in a turn at s, where a SHIFT needs it silent (rule 6)"}
     assert outcomes([meas("SHIFT", [], failed=True, context=system_at_s)], PAPER)[0][1]["scored"] is True
     assert outcomes([meas("SHIFT", [], failed=True)], AUTHORS)[0][1]["scored"] is True  # no context: kept
 

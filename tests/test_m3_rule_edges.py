@@ -388,7 +388,14 @@ def test_reference_fits_each_condition(kind: str, context: list[list[Any]], t: f
     v = verdict(m, AUTHORS)
     assert v["scored"] is fits
     if not fits:
-        assert v == {"scored": False, "dropped": "reference system state does not fit the event (rule 6)"}
+        needs = "silent" if kind in ("SHIFT", "PAUSE") else "speaking"
+        reason = (f"the reference system is in a turn at s, where a {kind} needs it silent (rule 6)"
+                  if needs == "silent" else
+                  f"the reference system is not in a turn at s, where a {kind} needs it speaking (rule 6)")
+        if kind == "SHIFT" and t <= 5.0:
+            reason = (f"overlapping SHIFT: the reply starts {5.0 - t:g} s before the user's turn ends, so the "
+                      "reference system is speaking at s (rule 6)")
+        assert v == {"scored": False, "dropped": reason}
     assert verdict(m, PAPER)["scored"] is True
     assert verdict(m, rules_from({"drop_unfit_events": True})[0])["scored"] is fits
 
