@@ -1,4 +1,5 @@
-"""DSB-IFEval aggregation and the threshold sweep on hand-made measurement lists with known answers (SPEC §7): IAS
+"""DSB-IFEval aggregation and the threshold sweep on hand-made measurement lists with known answers (its paper's
+metrics and App. E): IAS
 blocks, Newcombe intervals, level differences with their paired view, the matched-audio table, Kendall's tau-b and
 the 180-configuration sweep. Pure functions, no audio: `make mutate` runs these (tests/MUTATION.md).
 """
