@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +71,7 @@ from metrics.m3.rules import (
 )
 from metrics.m3.score import vad_params
 from metrics.m3.words import words
-from metrics.scoring import LazyASR, asr_audio
+from metrics.scoring import LazyASR, asr_audio, lazy_spans
 from metrics.spans import Span, spans_from_json
 from metrics.vad import SileroVAD
 
@@ -109,12 +109,12 @@ def segment_words(m: dict[str, Any], seg: tuple[int, int], text: str) -> list[st
     return ws
 
 
-def asr_json(m: dict[str, Any], model: np.ndarray, transcribe: Any, user_spans: Sequence[Span] = ()
-             ) -> dict[str, Any]:
+def asr_json(m: dict[str, Any], model: np.ndarray, transcribe: Any,
+             user_spans: Callable[[], Sequence[Span]] = tuple) -> dict[str, Any]:
     """Their ASR JSON for one episode (times relative to input_start). A model segment's text is the transcript
     scoring stored for it where there is one (`words_text`), else `transcribe`'s (empty without one) of the segment
-    heard as the scorer hears it: its speech padded by `asr_audio`, never into the model's other speech or
-    `user_spans`."""
+    heard as the scorer hears it: its speech padded by `asr_audio`, never into the model's other speech or the
+    user's speech (`user_spans()`, found only when a segment needs transcribing)."""
     ev = EventTimes.of(m)
     lo = ev.b
     stored = m.get("words_text") or {}
@@ -125,7 +125,7 @@ def asr_json(m: dict[str, Any], model: np.ndarray, transcribe: Any, user_spans: 
         if key in stored:
             text = str(stored[key])
         else:
-            text = transcribe(asr_audio(model, SESSION_SR, spans, (0.0, model.size / SESSION_SR), user_spans,
+            text = transcribe(asr_audio(model, SESSION_SR, spans, (0.0, model.size / SESSION_SR), user_spans(),
                                         lo=a / 1000, hi=b / 1000)) if transcribe else ""
         ra, rb = sec(a - lo), sec(b - lo)
         segs.append({"channel": 1, "text": text, "timestamp": [ra, rb],
@@ -219,7 +219,7 @@ def export_run(run_dir: Path, out: Path, *, asr: Any = None, overrides: dict[str
         else:
             no_text[m["language"]] += 1
         asr_path.parent.mkdir(parents=True, exist_ok=True)
-        user = SileroVAD(vad_params(m.get("vad"))).spans(audio[:, 0], SESSION_SR) if transcribe else []
+        user = lazy_spans(SileroVAD(vad_params(m.get("vad"))), audio[:, 0], SESSION_SR)
         atomic_write_json(asr_path, asr_json(m, audio[:, 1], transcribe, user))
         lines.setdefault(m["condition"], []).append(json.dumps(metadata(m, str(scores.get("adapter")), wav, asr_path),
                                                                ensure_ascii=False))
