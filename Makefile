@@ -5,7 +5,7 @@ APT_PKGS := libavutil57 libavcodec59 libavformat59 libavdevice59 libavfilter8 li
             chromium
 STAMP := .venv/.installed
 
-.PHONY: setup demo test test-fast lint bench mutate clean
+.PHONY: setup demo test test-fast lint bench mutate docs clean
 
 # System libraries: Debian's FFmpeg 5.1 (torchcodec 0.13 decodes dataset audio with it), espeak-ng, and chromium
 # (the report's browser test drives it through playwright; no browser is downloaded). Checked again whenever this
@@ -64,5 +64,11 @@ $(MUTATE_STAMP): $(STAMP)
 mutate: $(MUTATE_STAMP)
 	@$(PY) tests/mutation_report.py --run
 
+# The docs site: docs/ and the API reference (mkdocs.yml), built offline into site/ (git-ignored); --strict, so a
+# broken link, a missing page or an unresolved API name fails the build.
+docs: setup
+	@$(PY) -m mkdocs build --strict --quiet
+	@echo "docs: site/index.html"
+
 clean:
-	rm -rf out .cache .pytest_cache mutants
+	rm -rf out .cache .pytest_cache mutants site

@@ -5,7 +5,7 @@ Code stays in its layer — generation in `dataset_builder/<bench>/`, measuremen
 `eval/plans/<bench>.py`, the report's leaderboards in `eval/report_site/boards/<bench>.py` — and the harness core
 names no benchmark: the CLI, the runner, the oracle, the scorer, the report and the demo look a benchmark up here
 by name, by dataset config, or by the benchmark a run recorded. Adding one is those files plus one entry below
-(the README's "Adding a benchmark" lists them). The protocol classes still sit together in
+(docs/adding-a-benchmark.md lists them). The protocol classes still sit together in
 `dataset_builder/protocols.py`; the entry's `protocol` is the one place that names a benchmark's class, so a new
 benchmark may equally keep its class in its own `dataset_builder/<bench>/`.
 """

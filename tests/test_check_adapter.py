@@ -1,5 +1,6 @@
 """`duplex-eval check-adapter`: passes on every registered adapter (each built as its tests build it), fails with
-a clear reason on deliberately broken ones, and the README's one-file model passes it and runs an MPE episode.
+a clear reason on deliberately broken ones, and the one-file model of docs/adding-a-model.md passes it and runs an
+MPE episode.
 
 The broken agents below are importable as "tests.test_check_adapter:<Class>" for the command-line tests. Each is
 a small, correct echo with exactly one realistic bug.
@@ -465,26 +466,26 @@ def test_command_reports_a_constructor_that_raises_and_refuses_a_non_agent(capsy
     assert "does not implement the DuplexAgent protocol" in capsys.readouterr().err
 
 
-# -- the README's one-file model ---------------------------------------------------------------------------------------
+# -- the documented one-file model (docs/adding-a-model.md) ------------------------------------------------------------
 def readme_section() -> str:
-    text = (REPO / "README.md").read_text()
-    start = text.index("### Add your model in one file")
+    text = (REPO / "docs" / "adding-a-model.md").read_text()
+    start = text.index("## Add your model in one file")
     end = re.compile(r"^#{2,3} ", re.M).search(text, start + 10)
     return text[start:end.start() if end else None]
 
 
-def test_the_worked_example_is_one_file_under_50_lines_shown_verbatim_in_the_readme() -> None:
+def test_the_worked_example_is_one_file_under_50_lines_shown_verbatim_in_the_docs() -> None:
     source = EXAMPLE.read_text()
     assert len(source.splitlines()) < 50
     section = readme_section()
     block = re.search(r"<!-- readme-test: file echo_model\.py -->\n```python\n(.*?)```\n", section, re.S)
-    assert block is not None, "the README shows the file with a `readme-test: file echo_model.py` mark"
-    assert block.group(1) == source, "the README's copy of the example has drifted from adapters/examples/"
+    assert block is not None, "docs/adding-a-model.md shows the file with a `readme-test: file echo_model.py` mark"
+    assert block.group(1) == source, "the docs' copy of the example has drifted from adapters/examples/"
 
 
-def test_the_worked_example_runs_as_the_readme_shows_from_an_empty_folder(tmp_path: Path,
+def test_the_worked_example_runs_as_the_docs_show_from_an_empty_folder(tmp_path: Path,
                                                                           mini_dataset: Path) -> None:
-    """Every block of the README subsection, in order, from an empty folder holding only data/mpe-mini."""
+    """Every block of the docs' subsection, in order, from an empty folder holding only data/mpe-mini."""
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "mpe-mini").symlink_to(mini_dataset)
     bindir = Path(sys.executable).parent

@@ -1,6 +1,6 @@
 """Adding a benchmark is its own files plus one registry entry (dataset_builder/benchmarks.py): proven with a toy.
 
-tests/toy_benchmark/ holds a fourth benchmark laid out exactly as the README's "Adding a benchmark" lists the files,
+tests/toy_benchmark/ holds a fourth benchmark laid out exactly as docs/adding-a-benchmark.md lists the files,
 one folder per layer. The test puts each folder on its layer package's `__path__` and registers the toy in a copy
 of the registry, both only while it runs; then the toy is built through the CLI, run with `silent` and `oracle`
 through the one runner, scored, tabulated by the CLI and the demo, and written into the report — and every place
@@ -41,8 +41,8 @@ TOY = Path(__file__).resolve().parent / "toy_benchmark"
 CACHE = ROOT / ".cache" / "tts"
 NAME = "toy"
 
-# The README's "Adding a benchmark", as data: where each piece of a new benchmark <bench> lives, and what it holds.
-# (The README, and the docstring of dataset_builder/benchmarks.py, should show this same list.)
+# docs/adding-a-benchmark.md's list, as data: where each piece of a new benchmark <bench> lives, and what it holds.
+# (test_the_docs_list_the_same_places holds the page to it; the docstring of dataset_builder/benchmarks.py names it.)
 DOCUMENTED = (
     ("dataset_builder/<bench>/", "build(out_dir, options) -> info; case reading: cases(folder, config), "
                                  "case_audio(folder, config, wanted); optionally diagnostics(folder) -> text; "
@@ -142,6 +142,14 @@ def test_the_toy_is_exactly_the_documented_files() -> None:
         if f.endswith(".py"):
             rank = ORDER.index(f.split("/")[0])
             assert all(ORDER.index(p) <= rank for p in imported_packages(TOY / f)), f
+
+
+def test_the_docs_list_the_same_places() -> None:
+    """The list under docs/adding-a-benchmark.md's `bench-files` mark names exactly the documented places."""
+    text = (ROOT / "docs" / "adding-a-benchmark.md").read_text()
+    listed = text.split("<!-- bench-files", 1)[1].split("-->\n", 1)[1].split("\n\n", 1)[0]
+    places = re.findall(r"^- `([^`]+)`:", listed, re.M)
+    assert places == [where for where, _ in DOCUMENTED], places
 
 
 def test_the_core_does_not_know_the_toy() -> None:

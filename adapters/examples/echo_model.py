@@ -1,4 +1,4 @@
-"""A complete adapter in one file: a turn-based `generate` made full-duplex (README "Add your model in one file").
+"""A complete adapter in one file: a turn-based `generate` made full-duplex (docs/adding-a-model.md).
 
 Replace `generate` with your model. Check it, then run it (from the folder this file is in):
     duplex-eval check-adapter echo_model:EchoModel
