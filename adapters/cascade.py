@@ -1,4 +1,4 @@
-"""`cascade`: a genuine turn-based baseline from shipped parts (SPEC §3).
+"""`cascade`: a genuine turn-based baseline from shipped parts (docs/adding-a-model.md).
 
 streaming Silero VAD end-of-turn -> offline ASR (whisper tiny.en) -> addressee/compute policy -> TTS.
 It listens while it speaks only to stop: sustained user speech over its own reply makes it yield.

@@ -1,4 +1,5 @@
-"""`freeze-omni`: Freeze-Omni (VITA-MLLM/Freeze-Omni) run the way its real-time server runs one user (SPEC §3).
+"""`freeze-omni`: Freeze-Omni (VITA-MLLM/Freeze-Omni) run the way its real-time server runs one user
+(docs/adding-a-model.md).
 
 Freeze-Omni is not a pip package: its code is the repository's top-level `models` and `web` packages, imported
 with the repository on PYTHONPATH (its README: `export PYTHONPATH=./:$PYTHONPATH`), or `repo_dir=` here. What is
@@ -26,7 +27,7 @@ at session sample (k + 1) * 3840. So the context it listens with afterwards hold
 the user cuts the playback short; a live server would have written less by then. The per-step compute time of
 that step shows what it cost.
 
-Tested against an API fake (tests/fake_freeze_omni.py), not the real weights: see the README.
+Tested against an API fake (tests/fake_freeze_omni.py), not the real weights: see docs/models.md.
 """
 
 from __future__ import annotations

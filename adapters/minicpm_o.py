@@ -1,4 +1,5 @@
-"""`minicpm-o`: MiniCPM-o 4.5 in its full-duplex mode (SPEC §3), adapted to the frame protocol by buffering.
+"""`minicpm-o`: MiniCPM-o 4.5 in its full-duplex mode (docs/adding-a-model.md), adapted to the frame protocol by
+buffering.
 
 The model's own duplex loop (OpenBMB/MiniCPM-o README, "Duplex Omni Mode"; the model's trusted code,
 modeling_minicpmo.py, class `MiniCPMODuplex`):
@@ -18,7 +19,7 @@ on what it has heard, so a reply to speech that ends inside chunk k can start no
 that 1 s chunking latency belongs to the model and is declared (`chunk_s`), not compensated. Audio the model
 returns after chunk k starts exactly at session sample (k + 1) * 24000 (adapters/chunking.py).
 
-Tested against an API fake (tests/fake_minicpm_o.py), not the real weights: see the README.
+Tested against an API fake (tests/fake_minicpm_o.py), not the real weights: see docs/models.md.
 """
 
 from __future__ import annotations

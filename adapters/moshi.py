@@ -1,5 +1,6 @@
 """`moshi` and `personaplex`: Kyutai's Moshi and NVIDIA's PersonaPlex through the `moshi` package's streaming loop
-(Mimi codec + `LMGen`), one 80 ms frame per step, batch-capable (SPEC §3, §10, §12).
+(Mimi codec + `LMGen`), one 80 ms frame per step, batch-capable (docs/adding-a-model.md, docs/offline.md,
+docs/scale.md).
 
 Per step: the user frame is Mimi-encoded, `LMGen` takes one step, and the model's audio tokens are Mimi-decoded.
 

@@ -1,4 +1,4 @@
-"""`openai-realtime`: any server speaking the OpenAI Realtime websocket event protocol (SPEC §3).
+"""`openai-realtime`: any server speaking the OpenAI Realtime websocket event protocol (docs/adding-a-model.md).
 
 One websocket session per case. `reset` connects, sends `session.update` (instructions, 24 kHz PCM16 in and
 out, turn detection) and waits for `session.updated`; `step` appends the user frame to the server's input buffer

@@ -1,4 +1,4 @@
-"""`oracle`: does the right thing at the right time from the case's gold metadata (SPEC §3).
+"""`oracle`: does the right thing at the right time from the case's gold metadata (docs/adding-a-model.md).
 
 It hears realised timeline cues (one frame late, like a listener) and speaks through the project's TTS, so
 its audio goes through the same VAD, ASR and judge as any model's: its score tests the whole chain. What it does

@@ -1,4 +1,4 @@
-"""The oracle's DSB-IFEval behaviour (issue 7): the expected action at the right time, from the case's gold.
+"""The oracle's DSB-IFEval behaviour: the expected action at the right time, from the case's gold.
 
 Turn 1 is answered (briefly before a take-turn turn 2; at length before a barge-in turn 2, so the user barges in
 over it). In turn 2 the oracle does what `expected_action` asks, timed from the realised start of turn 2 and the

@@ -1,4 +1,4 @@
-"""The oracle's M3-DuplexBench behaviour (issue 8): the right move at each event, in the row's own system voice.
+"""The oracle's M3-DuplexBench behaviour: the right move at each event, in the row's own system voice.
 
 It speaks only audio from the row's reference system channel (no TTS at run time), laid on a track on the stream
 clock when it is bound to the case (`eval.plans.m3.M3Bound`) and edited by the timeline cues it hears (one frame

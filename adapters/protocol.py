@@ -1,4 +1,4 @@
-"""The one protocol every model implements (SPEC §3).
+"""The one protocol every model implements (docs/adding-a-model.md).
 
 One frame of user audio in, one frame of model audio out, on the 24 kHz session clock. Turn-based systems
 buffer internally; realtime services declare `realtime=True` and are paced in wall-clock time.
@@ -54,7 +54,7 @@ class DuplexAgent(Protocol):
 
 @runtime_checkable
 class BatchedDuplexAgent(DuplexAgent, Protocol):
-    """An agent that steps `batch_size` independent episodes ("slots") at once on one clock (SPEC §12).
+    """An agent that steps `batch_size` independent episodes ("slots") at once on one clock (docs/scale.md).
 
     It is also a plain DuplexAgent: `reset`/`step` act as a batch of one, so every single-episode path works.
     The lockstep runner (eval/) keeps B episodes in flight: it resets a slot when a new case enters it, and on

@@ -1,4 +1,4 @@
-"""Batched lockstep throughput (SPEC §12): episodes per second at batch sizes 1, 4 and 16, side by side in one run.
+"""Batched lockstep throughput (docs/scale.md): episodes per second at batch sizes 1, 4 and 16, side by side in one run.
 
     .venv/bin/python benchmarks/bench_batch.py [--model auto|moshi|tiny-batch|both] [--batches 1,4,16]
                                                [--configs m3_chat_en,m3_task_en] [--out DIR]

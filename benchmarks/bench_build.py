@@ -26,7 +26,7 @@ from typing import Any
 
 from bench_mpe import Row, markdown, quiet, ratio, timed
 
-BUILD_OVERHEAD_GOAL = 0.15  # issue 6: the build adds under 15 % on top of synthesis
+BUILD_OVERHEAD_GOAL = 0.15  # the goal: the build adds under 15 % on top of synthesis
 
 _ENGINE: Any = None  # the backend, in each engine-pool worker
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from bench_mpe import Row, markdown, quiet, timed
 
-TARGET_S = 120  # issue 8: the mini build of all four configs takes under two minutes
+TARGET_S = 120  # the goal: the mini build of all four configs takes under two minutes
 
 
 def cpu_seconds() -> float:

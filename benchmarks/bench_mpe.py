@@ -145,7 +145,7 @@ def bench_vad(runs: dict[str, Path]) -> list[Row]:
             wall += dt
             n_spans += len(spans)
         rows.append(Row(f"batch Silero VAD, {label} ({audio_s:.0f} s / {wall:.2f} s)", ratio(audio_s, wall),
-                        "x real time", "" if run_name == "silent" else "~200 (SPEC §10: Silero ONNX, 1 core)",
+                        "x real time", "" if run_name == "silent" else "~200 (docs/offline.md: Silero ONNX, 1 core)",
                         {"audio_s": round(audio_s, 3), "wall_s": round(wall, 3), "spans": n_spans}))
     return rows
 

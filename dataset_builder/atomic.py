@@ -67,5 +67,5 @@ def atomic_write_json(path: Path, obj: Any) -> None:
 
 
 def round_ms(seconds: float) -> float:
-    """All stored times are seconds rounded to the millisecond (SPEC §2)."""
+    """All stored times are seconds rounded to the millisecond (docs/conventions.md)."""
     return round(float(seconds), 3)

@@ -12,7 +12,7 @@ import soxr
 
 from dataset_builder.atomic import atomic_write_bytes
 
-SESSION_SR = 24_000  # the session clock (SPEC §2)
+SESSION_SR = 24_000  # the session clock (docs/conventions.md)
 VAD_SR = 16_000
 
 

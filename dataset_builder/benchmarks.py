@@ -1,4 +1,5 @@
-"""The benchmark registry (SPEC §11): one record per benchmark, its pieces named as lazy "module:function" strings.
+"""The benchmark registry (docs/adding-a-benchmark.md): one record per benchmark, its pieces named as lazy
+"module:function" strings.
 
 Code stays in its layer — generation in `dataset_builder/<bench>/`, measurements, verdicts and tables in
 `metrics/<bench>/`, the oracle's script in `adapters/oracle_<bench>.py`, the user-stream plan in

@@ -42,7 +42,8 @@ _WORD = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)*")
 
 @dataclass(frozen=True)
 class TextTargets:
-    """What the text should reach (issue 6); thresholds only, applied after measuring."""
+    """What the text should reach (docs/benchmarks/mpe.md, "Auditing a build"); thresholds only, applied after
+    measuring."""
 
     min_distinct_turns: float = 0.70  # distinct turn texts, one script per pair
     max_sentence_share: float = 0.01  # no sentence in more than this share of conversations

@@ -1,4 +1,4 @@
-"""The Episode record (SPEC §1): what `rec.json` beside each 2-channel recording holds.
+"""The Episode record (docs/conventions.md): what `rec.json` beside each 2-channel recording holds.
 
 It is data shared by the orchestrator (which writes it) and the scorers (which read it without importing the
 orchestrator), so a released recording can be scored on its own.
@@ -44,7 +44,7 @@ class Episode:
     failure: str | None = None
     model_text: list[list[Any]] = field(default_factory=list)
     wall_s: float = 0.0
-    # Wall time of the agent's steps, apart from audio time (SPEC §12 live feasibility): None when it never
+    # Wall time of the agent's steps, apart from audio time (docs/scale.md live feasibility): None when it never
     # stepped, or in a record written before steps were timed. Built and read by metrics/feasibility.py.
     compute: dict[str, Any] | None = None
     format: int = EPISODE_FORMAT

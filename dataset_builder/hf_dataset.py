@@ -1,6 +1,6 @@
 """The released dataset folder: typed parquet shards, the README card, loading back, and the Hub push.
 
-Layout written here (SPEC §9)::
+Layout written here (docs/release.md)::
 
     <repo_dir>/README.md                                   card with YAML `configs:` and `dataset_info`
     <repo_dir>/data/<config>/test-00000-of-00002.parquet   split "test", HF features in the schema metadata

@@ -1,5 +1,5 @@
-"""The native libraries' settings that decide float results, pinned in one place (README "Same numbers on another
-machine").
+"""The native libraries' settings that decide float results, pinned in one place (docs/testing.md, "Same numbers
+on another machine").
 
 The same audio can give other numbers on another machine because the native libraries pick their kernels by CPU:
 

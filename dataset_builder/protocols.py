@@ -1,4 +1,5 @@
-"""Typed, typo-rejecting parameter sets of each benchmark's protocol (SPEC §5, §7).
+"""Typed, typo-rejecting parameter sets of each benchmark's protocol (docs/benchmarks/mpe.md,
+docs/benchmarks/ifeval.md).
 
 Every default is named here once, with the range it may take; the orchestrator stores the set it ran with in
 each `rec.json`, and the scorer applies thresholds from the same record (or from overrides) to stored
@@ -139,7 +140,7 @@ class MPEProtocol(ProtocolParams):
     tail_s: float = 3.0  # silence after the last turn
     # scoring thresholds (applied to stored measurements)
     yield_tolerance_s: float = 1.0  # speech active at N4R onset must end within this
-    # streaming and batch VAD (Silero, SPEC §5)
+    # streaming and batch VAD (Silero, docs/benchmarks/mpe.md)
     vad_min_speech_ms: int = 250
     vad_merge_gap_ms: int = 300
 
@@ -159,7 +160,7 @@ IFEVAL_RANGES: dict[str, tuple[float, bool]] = {
 
 @dataclass(frozen=True)
 class IFEvalProtocol(ProtocolParams):
-    """DSB-IFEval runtime (SPEC §7, App. D.1 for the local frame-synchronous models).
+    """DSB-IFEval runtime (docs/benchmarks/ifeval.md, App. D.1 for the local frame-synchronous models).
 
     The barge-in offsets (3.0 s C3, 2.0 s R8_B) are data, not parameters: each conversation carries its own
     `barge_in_after_s` (dataset_builder/ifeval/texts/probes.yaml) and rec.json's gold records it. The verifier
@@ -182,7 +183,7 @@ class IFEvalProtocol(ProtocolParams):
     response_cap_s: float = 20.0  # longest wait, from the end of a user turn, for a model that keeps talking
     barge_in_timeout_s: float = 5.0  # a barge-in turn 2 whose model never starts is played this long after turn 1
     trailing_s: float = 5.0  # least silence after turn 2 (extended while the model is still answering)
-    # streaming and batch VAD (Silero at 16 kHz, SPEC §7)
+    # streaming and batch VAD (Silero at 16 kHz, docs/benchmarks/ifeval.md)
     vad_min_speech_ms: int = 90
     vad_min_silence_ms: int = 90
     vad_merge_gap_ms: int = 300
@@ -203,7 +204,7 @@ M3_RANGES: dict[str, tuple[float, bool]] = {
 
 @dataclass(frozen=True)
 class M3Protocol(ProtocolParams):
-    """M3-DuplexBench runtime (SPEC §6, dataset_builder/m3/DESIGN.md "Conditions").
+    """M3-DuplexBench runtime (docs/benchmarks/m3.md, dataset_builder/m3/DESIGN.md "Conditions").
 
     The window Δ = 10 s, the context L = 120 s and the event intervals are data (each row's regions), not
     parameters. `greets_first` and `frame_size` are facts of the adapter, filled in by `for_agent`: the plan

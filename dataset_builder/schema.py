@@ -1,4 +1,4 @@
-"""The shared vocabulary (SPEC §1) as small validated records.
+"""The shared vocabulary (docs/conventions.md) as small validated records.
 
 A Script is the text side of one conversation; a Case is one dataset row (one script under one condition,
 with its audio placed on a nominal timeline). Every record round-trips through plain dicts, and loading one
@@ -16,7 +16,7 @@ MPE_CONDITIONS = ("explicit", "implicit")
 ASSISTANT_NAME = "Aria"
 SCENE_ATTRIBUTES = ("setting", "activity", "relationship", "device_context", "register")
 POSITION_BUCKETS = ("early", "middle", "late")
-# How the implicit T shows it is meant for the assistant without naming it (SPEC §5, issue 6): its role or place
+# How the implicit T shows it is meant for the assistant without naming it (docs/benchmarks/mpe.md): its role or place
 # ("you on the counter"), continuing an earlier exchange with it, after the people say none of them can answer,
 # or an unnamed "you" after the setup turn pointed at the device. Both scripts of a pair store their pair's kind.
 CUE_KINDS = ("role", "earlier", "nobody", "second_person")
@@ -138,7 +138,7 @@ class Script:
         return next(i for i, t in enumerate(self.turns) if t.label == "T")
 
     def validate(self) -> None:
-        """The Duplex-MPE script invariants (SPEC §5); raises SchemaError naming the field."""
+        """The Duplex-MPE script invariants (docs/benchmarks/mpe.md); raises SchemaError naming the field."""
         _require(isinstance(self.seed, int) and 0 <= self.seed < 2**63, "seed must fit in int64", "seed")
         _require(self.condition in MPE_CONDITIONS, f"condition {self.condition!r} unknown", "condition")
         _require(tuple(self.attributes) == SCENE_ATTRIBUTES,
@@ -193,7 +193,7 @@ class Script:
 
 
 def validate_pair(explicit: Script, implicit: Script) -> None:
-    """A pair keeps turn count, label sequence and gold answer (SPEC §5)."""
+    """A pair keeps turn count, label sequence and gold answer (docs/benchmarks/mpe.md)."""
     where = explicit.pair_id
     if explicit.pair_id != implicit.pair_id:
         raise SchemaError("pair ids differ", row=where, field="pair_id")

@@ -1,4 +1,4 @@
-"""Render a turn's segments to audio: TTS for speech, exact zero samples for pauses (SPEC §1)."""
+"""Render a turn's segments to audio: TTS for speech, exact zero samples for pauses (docs/conventions.md)."""
 
 from __future__ import annotations
 

@@ -105,7 +105,7 @@ def print_result(run_dir: Path, result: dict) -> None:
           f"episodes={result['n_episodes']}  failed={result['n_failed']}")
     for flag in result.get("health", {}).get("flags", []):
         print(f"HEALTH {flag}")
-    for line in feasibility_lines(result.get("feasibility")):  # SPEC §12: could it have held a live call?
+    for line in feasibility_lines(result.get("feasibility")):  # docs/scale.md: could it have held a live call?
         print(f"LIVE {line}")
     for f in result["failed_episodes"]:
         counted = (f"counted as failed in {f['windows']} windows" if f.get("windows") is not None
@@ -121,7 +121,8 @@ def cmd_score(a: argparse.Namespace) -> int:
     for run_dir in a.run_dirs:
         print_result(Path(run_dir), _score(Path(run_dir), a))
     if a.sweep:
-        # DSB-IFEval's threshold sweep (SPEC §7): from the measurements just stored, across the runs given.
+        # DSB-IFEval's threshold sweep (docs/benchmarks/ifeval.md): from the measurements just stored, across the runs
+        # given.
         from metrics.ifeval.sweep import sweep_runs
 
         print(f"-- threshold sweep\n{sweep_runs([Path(r) for r in a.run_dirs])}")

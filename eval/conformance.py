@@ -1,4 +1,5 @@
-"""`duplex-eval check-adapter`: does an agent keep the promises of the protocol (adapters/protocol.py, SPEC §3, §12)?
+"""`duplex-eval check-adapter`: does an agent keep the promises of the protocol (adapters/protocol.py,
+docs/adding-a-model.md, docs/scale.md)?
 
 Every check steps the agent on realistic input: the project's TTS asking it something (a user voice), the
 silence after, and plain digital silence. Each check ends PASS, FAIL or SKIP with a one-line reason; `step-time`

@@ -1,4 +1,4 @@
-"""`check-adapter`'s checks of a BatchedDuplexAgent (adapters/protocol.py, SPEC §12).
+"""`check-adapter`'s checks of a BatchedDuplexAgent (adapters/protocol.py, docs/scale.md).
 
 The lockstep runner trusts three promises: `step_batch` gives one valid frame per slot; a slot's output depends
 only on its own input and seed (not on its neighbours, nor on being batched at all); `reset_slot` gives one slot

@@ -1,4 +1,4 @@
-"""Batched lockstep (SPEC §12): B episodes in flight in one batch-capable agent, on one virtual clock.
+"""Batched lockstep (docs/scale.md): B episodes in flight in one batch-capable agent, on one virtual clock.
 
 On a GPU the model step, not the harness, is the cost, and a duplex model steps a batch of independent
 conversations about as fast as one. A `BatchedDuplexAgent` (adapters/protocol.py) holds `batch_size` slots; this

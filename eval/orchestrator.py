@@ -1,4 +1,5 @@
-"""Runs one case's plan through one agent on a virtual clock and writes the episode (SPEC §4, §11).
+"""Runs one case's plan through one agent on a virtual clock and writes the episode (docs/conventions.md,
+docs/adding-a-benchmark.md).
 
 The orchestrator controls only the user stream. Each frame: the scheduler picks the user audio, the agent
 steps, both channels are appended and a streaming VAD on the model channel drives the waits. Local agents
@@ -67,7 +68,8 @@ def adapter_info(agent: DuplexAgent) -> dict[str, Any]:
     info = {"name": agent.name, "version": getattr(agent, "version", "unknown"),
             "sample_rate": agent.sample_rate, "frame_size": agent.frame_size, "realtime": agent.realtime,
             "capabilities": sorted(agent.capabilities)}
-    # An agent built on native float libraries may say how they compute (README "Same numbers on another machine").
+    # An agent built on native float libraries may say how they compute (docs/testing.md, "Same numbers on another
+    # machine").
     runtime = getattr(agent, "runtime", None)
     return info | ({"runtime": runtime()} if callable(runtime) else {})
 
@@ -138,7 +140,7 @@ def skip_reason(agent: DuplexAgent, case: CaseLike, plan: EpisodePlan) -> str | 
 
 
 class EpisodeRun:
-    """One episode's per-frame logic, stepped by a driver that owns the agent (SPEC §4, §12).
+    """One episode's per-frame logic, stepped by a driver that owns the agent (docs/conventions.md, docs/scale.md).
 
     The driver — `run_episode` for one agent and one case, `eval.lockstep` for B cases in one batched agent —
     resets the agent, then repeats: `next_input()` for the user frame (and the teacher-forced model frame while

@@ -3,9 +3,9 @@
     duplex-eval run --dataset out/datasets/duplex-mpe --adapter oracle --out runs/oracle
     accelerate launch eval/run.py --dataset ... --adapter ... --out ...   # same arguments
 
-The config names the benchmark (SPEC §11): its protocol validates `--param`, its plan drives the user stream,
-and the one episode runner (`eval.orchestrator.run_episode`) does the rest; an adapter declaring `batch_size` > 1
-(`--adapter-arg batch_size=16`) runs that many episodes at once in lockstep (`eval.lockstep`, SPEC §12), each
+The config names the benchmark (docs/adding-a-benchmark.md): its protocol validates `--param`, its plan drives the user
+stream, and the one episode runner (`eval.orchestrator.run_episode`) does the rest; an adapter declaring `batch_size` >
+1 (`--adapter-arg batch_size=16`) runs that many episodes at once in lockstep (`eval.lockstep`, docs/scale.md), each
 written exactly as one at a time. Each process builds one adapter instance and runs its share of the cases
 (`PartialState().split_between_processes`). An episode whose `rec.json` exists is finished and skipped, so a rerun
 resumes without duplicating or losing episodes; failed episodes are kept as results and re-run only with
@@ -225,7 +225,7 @@ def run(cfg: RunConfig) -> dict[str, int]:
 
         try:
             if is_batched(agent):
-                # B episodes in flight on one clock (SPEC §12); the runner replaces the agent after a stall.
+                # B episodes in flight on one clock (docs/scale.md); the runner replaces the agent after a stall.
                 runner = LockstepRunner(agent, out, seed=cfg.seed, options=options,
                                         reload=lambda: load_adapter(cfg.adapter, **cfg.adapter_args))
                 try:

@@ -106,7 +106,7 @@ class StepScheduler:
 
 @dataclass
 class TakeTurn:
-    """Take-turn (SPEC §4): silence until the model has spoken and then been silent for `endpoint_s`.
+    """Take-turn (docs/conventions.md): silence until the model has spoken and then been silent for `endpoint_s`.
 
     A model that never starts is waited for `timeout_s`; a model that never stops, `cap_s` (both from the
     step's start). MPE's wait after T is this step with timeout = onset window + the VAD's confirmation delay.
@@ -132,7 +132,7 @@ class TakeTurn:
 
 @dataclass
 class BargeIn:
-    """Barge-in (SPEC §4): silence until the model has been speaking for `after_s`, so the next clip
+    """Barge-in (docs/conventions.md): silence until the model has been speaking for `after_s`, so the next clip
     starts over the model's speech; gives up after `timeout_s` if the model never speaks."""
 
     after_s: float
@@ -159,7 +159,7 @@ class BargeIn:
 
 @dataclass
 class UntilTime:
-    """Fixed schedule (SPEC §4): silence until an absolute stream time, whatever the model does."""
+    """Fixed schedule (docs/conventions.md): silence until an absolute stream time, whatever the model does."""
 
     at_s: float
 
@@ -178,8 +178,8 @@ class EpisodePlan:
     is stored with the episode for scoring); `condition`, `group_id` and `gold` are the benchmark's own rec.json
     fields; `protocol` is the parameter set stored verbatim in rec.json.
 
-    `forced` is teacher forcing (SPEC §3): model-channel audio at the agent's rate for the start of the stream, a
-    whole number of frames long; while it lasts each frame of it goes to `agent.step` as `forced_model_frame`.
+    `forced` is teacher forcing (docs/adding-a-model.md): model-channel audio at the agent's rate for the start of the
+    stream, a whole number of frames long; while it lasts each frame of it goes to `agent.step` as `forced_model_frame`.
     `requires` names the agent capabilities the case needs ("teacher_forcing" is implied by `forced`): an agent
     without them gets the case recorded as skipped, never run in a way that would score it wrongly.
     `bound_case` is what an agent with "gold_cues" is bound to instead of the case, when the plan has more for it

@@ -1,4 +1,5 @@
-"""The transcript-conditioned reference (SPEC §5, optional): decide respond/silent from speaker-attributed text.
+"""The transcript-conditioned reference (docs/benchmarks/mpe.md, optional): decide respond/silent from
+speaker-attributed text.
 
 Given the duty preamble, the conversation so far as "Speaker: text" lines and the current utterance, a
 decider says whether Aria should respond and, for T, what it would answer. It isolates the addressing

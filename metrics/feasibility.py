@@ -1,4 +1,4 @@
-"""Live feasibility (SPEC §12): could the model have held a live call on the hardware it ran on?
+"""Live feasibility (docs/scale.md): could the model have held a live call on the hardware it ran on?
 
 A run steps the model on a virtual clock, as fast as it can: the recording says nothing about whether each step
 kept up with the audio. So the runner times every call of the agent's `step` / `step_batch` (compute only, never

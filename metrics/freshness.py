@@ -1,4 +1,4 @@
-"""Scores that say what they describe, and refuse to pass for current when they are not (issue 5 #6).
+"""Scores that say what they describe, and refuse to pass for current when they are not (docs/scoring.md).
 
 A run folder holds, after `score`:
 
@@ -29,7 +29,7 @@ from metrics.feasibility import run_feasibility
 SCORES = "scores.json"
 MEASUREMENTS = "measurements.jsonl"
 HEALTH = "health.json"
-FORMAT = 2  # scores files that record their inputs (format 1: before issue 5, no digests)
+FORMAT = 2  # scores files that record their inputs (format 1: older, no digests)
 
 
 def _tag_value(v: Any) -> str:
@@ -78,7 +78,7 @@ def provenance(folder: RunFolder) -> dict[str, Any]:
     return {"format": FORMAT, "case_ids": list(folder.case_ids), "episodes_digest": folder.digest,
             "dataset": identity.get("dataset"), "config": info.get("config"),
             "dataset_fingerprint": info.get("dataset_fingerprint"), "n_dataset_cases": info.get("n_dataset_cases"),
-            # How fast the agent stepped on the hardware the run used (SPEC §12): every benchmark's scores say it.
+            # How fast the agent stepped on the hardware the run used (docs/scale.md): every benchmark's scores say it.
             "feasibility": run_feasibility(stepped), "vad": recorded_vad(stepped)}
 
 

@@ -1,4 +1,4 @@
-"""Run health (SPEC §12): a broken set-up must not pass for a model that chooses silence.
+"""Run health (docs/scoring.md): a broken set-up must not pass for a model that chooses silence.
 
 A muted output, a wrong sample rate, a stuck buffer or a tone all look like "no speech" to a VAD, and every
 silence-preservation window then passes. So besides the VAD, the scorer looks at the model channel itself:

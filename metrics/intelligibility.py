@@ -51,7 +51,8 @@ ARIA_HEARD = re.compile(r"\b(?:aria|arya)\b", re.IGNORECASE)
 
 @dataclass(frozen=True)
 class AudioTargets:
-    """What the audio should reach (issue 6); thresholds only, applied after measuring."""
+    """What the audio should reach (docs/benchmarks/mpe.md, "Auditing a build"); thresholds only, applied after
+    measuring."""
 
     min_aria_rate: float = 0.90  # the ASR hears "Aria" in at least this share of the turns that say it
     max_wer_ratio: float = 1.25  # no voice's WER above this multiple of the best voice's

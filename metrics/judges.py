@@ -1,15 +1,15 @@
-"""Content judges (SPEC §8): did the model's (ASR'd) speech answer correctly, and is a short utterance a mere
+"""Content judges (docs/scoring.md): did the model's (ASR'd) speech answer correctly, and is a short utterance a mere
 acknowledgement rather than taking the floor?
 
 `heuristic` is offline and deterministic and says so in its name; reports must label it. Its version moves when
 its rules do, so scores made under old rules are told apart: v1 accepted an alias found anywhere in the response,
-v2 (issue 6) requires the gold and no other answer of its kind.
+v2 requires the gold and no other answer of its kind.
 `openai` asks any OpenAI-compatible chat endpoint (vLLM, llama.cpp, a provider), caching every call on disk by
 content hash so an interrupted scoring run resumes without paying twice. Its requests go through
 `dataset_builder.http_client` (retries with backoff on 429/5xx/timeouts/dropped connections, Retry-After honoured,
 at most `max_concurrency` in flight from any number of threads). A reply that holds no verdict is the label
-"unparseable" with the reply kept as evidence: each benchmark counts it (MPE as a wrong answer, SPEC §5) and
-reports how many there were; it is never dropped.
+"unparseable" with the reply kept as evidence: each benchmark counts it (MPE as a wrong answer, docs/benchmarks/mpe.md)
+and reports how many there were; it is never dropped.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Score a run folder with its own benchmark's scorer: the benchmark is the one the run recorded (SPEC §11).
+"""Score a run folder with its own benchmark's scorer: the benchmark is the one the run recorded
+(docs/adding-a-benchmark.md).
 
 Also the scaffolding every benchmark's `score_run` shares, defined once: the ASR loaded only when a case needs
 one (`LazyASR`), the model audio of chosen spans (`spans_audio`), what the ASR hears of them (`asr_audio`: padded

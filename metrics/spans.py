@@ -1,4 +1,4 @@
-"""Speech spans: half-open `[start_s, end_s)` intervals in seconds on one channel (SPEC §1, §2)."""
+"""Speech spans: half-open `[start_s, end_s)` intervals in seconds on one channel (docs/conventions.md)."""
 
 from __future__ import annotations
 

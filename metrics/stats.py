@@ -1,5 +1,5 @@
 """Small statistics for reported numbers: Wilson score intervals for rates, Student-t intervals for means, and the
-exact McNemar test (SPEC §5)."""
+exact McNemar test (docs/benchmarks/mpe.md)."""
 
 from __future__ import annotations
 

@@ -35,7 +35,7 @@ RULES = ("project", "silero")
 
 @dataclass(frozen=True)
 class VADParams:
-    """VAD thresholds (SPEC §5 for MPE, §7 for DSB-IFEval); stored with every result.
+    """VAD thresholds (docs/benchmarks/mpe.md, docs/benchmarks/ifeval.md); stored with every result.
 
     threshold / neg_threshold: enter speech at p >= threshold, leave when p < neg_threshold for min_silence_ms
     (hysteresis hang-over; 0 = leave at the first such chunk). Each span is widened by speech_pad_ms on both

@@ -1,4 +1,4 @@
-"""Mutation testing of the scoring rules, statistics, schedulers and gold answers (`make mutate`, issue 11).
+"""Mutation testing of the scoring rules, statistics, schedulers and gold answers (`make mutate`, docs/testing.md).
 
     .venv/bin/python tests/mutation_report.py --run       # fresh `mutmut run` over SCOPE, then the report
     .venv/bin/python tests/mutation_report.py             # the report of the last run

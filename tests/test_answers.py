@@ -1,4 +1,4 @@
-"""dataset_builder/mpe/answers.py: canonical golds, and aliases that no plausible wrong answer contains (issue 6).
+"""dataset_builder/mpe/answers.py: canonical golds, and aliases that no plausible wrong answer contains.
 
 The wrong answers here are written in this file, independently of the module's own near-miss lists, and checked
 two ways: with the module's `unsafe_aliases`, and with `naive_inside` below (a phrase search on the lowercased

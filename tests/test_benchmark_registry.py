@@ -1,5 +1,5 @@
-"""SPEC §11: every registered benchmark builds its mini set, runs `silent` and `oracle` through the one episode
-runner, and is scored and tabulated through the registry alone — so an entry cannot drift from its code."""
+"""docs/adding-a-benchmark.md: every registered benchmark builds its mini set, runs `silent` and `oracle` through the
+one episode runner, and is scored and tabulated through the registry alone — so an entry cannot drift from its code."""
 
 from __future__ import annotations
 

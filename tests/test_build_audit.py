@@ -1,4 +1,5 @@
-"""Auditing a build (issue 6): `--scripts-only` writes the text in seconds without TTS, `--diagnostics` measures it.
+"""Auditing a build (docs/benchmarks/mpe.md): `--scripts-only` writes the text in seconds without TTS, `--diagnostics`
+measures it.
 
 Text diagnostics and word error rates are checked on hand-made inputs with exact answers; the ASR part runs
 on the real mini set, bounded by a small `limit`.

@@ -1,4 +1,4 @@
-"""A damaged parquet shard is reported by name, with what to do, by every reader (issue 5, item 8).
+"""A damaged parquet shard is reported by name, with what to do, by every reader.
 
 pyarrow's own errors ("Parquet magic bytes not found in footer", "Couldn't deserialize thrift") name no file,
 and `datasets` wraps them in "An error occurred while generating the dataset".

@@ -113,7 +113,7 @@ def test_cli_score_and_report(silent_run: Path, tmp_path: Path, capsys: pytest.C
     assert main(["score", str(silent_run), "--param", "t_onset_window_s=4"]) == 0
     printed = capsys.readouterr().out
     assert "fresh_onset_rate" in printed and "0/40" in printed and "heuristic" in printed
-    # Scores under an override go to their own file (issue 5 #6); scores.json keeps the recorded thresholds.
+    # Scores under an override go to their own file (docs/scoring.md); scores.json keeps the recorded thresholds.
     override = silent_run / "scores-t_onset_window_s=4.json"
     assert f"scores: {override}" in printed
     scores = json.loads(override.read_text())
@@ -141,8 +141,8 @@ def test_cli_reports_bad_input_clearly(tmp_path: Path, capsys: pytest.CaptureFix
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "mpe_mini_scores.json"
 GOLDEN_KEYS = ("scores", "by_condition", "by_label", "paired", "thresholds", "n_episodes", "n_failed")
-# Where whisper decides a count, the count may move on a machine whose kernels differ from this one's (README "Same
-# numbers on another machine"): faster-whisper is pinned to oneDNN's AVX2 kernels (dataset_builder.numerics), but
+# Where whisper decides a count, the count may move on a machine whose kernels differ from this one's (docs/testing.md,
+# "Same numbers on another machine"): faster-whisper is pinned to oneDNN's AVX2 kernels (dataset_builder.numerics), but
 # ONNX Runtime's kernels (piper's voice, Silero) still follow the CPU, and int8 greedy whisper flips a word at a
 # near tie. oracle acts from gold metadata, so only whether its answers are heard right goes through whisper;
 # cascade hears "Aria" and the numbers through whisper, so whether, when and what it answers all do.

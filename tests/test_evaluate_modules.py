@@ -1,4 +1,4 @@
-"""Every `evaluate` module under metrics/<name>/ gives the numbers `duplex-eval score` gives (issue 10).
+"""Every `evaluate` module under metrics/<name>/ gives the numbers `duplex-eval score` gives (docs/scoring.md).
 
 Real runs, once per module: each benchmark's mini set, `silent` and `oracle` through the one episode runner, scored
 by the CLI (`duplex-eval score`, the real VAD and ASR). Then one fresh Python process, started in an empty folder

@@ -1,4 +1,4 @@
-"""A failed episode's windows, and the stretch of recording each window's verdicts look at (issue 11 habit).
+"""A failed episode's windows, and the stretch of recording each window's verdicts look at.
 
 Known answers for the rules added with failure-as-a-result (STYLE lesson 10): a failed episode enters every
 window its gold labels define, each a failure in every metric of the window, answer accuracy included; an

@@ -1,4 +1,4 @@
-"""Full-Duplex-Bench v1 interop (SPEC §12, issue 10): a hand-built FDB-style folder of real piper speech (16 kHz
+"""Full-Duplex-Bench v1 interop (docs/interop.md): a hand-built FDB-style folder of real piper speech (16 kHz
 float input.wav, their annotation files) is imported as M3 cases, run through the real runner (an echo model and
 `silent`), and exported back to their per-sample layout; files, lengths and timestamps are checked exactly.
 

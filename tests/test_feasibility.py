@@ -1,4 +1,5 @@
-"""Live feasibility (SPEC §12): step times recorded per episode, merged exactly per run, and the verdict in `score`.
+"""Live feasibility (docs/scale.md): step times recorded per episode, merged exactly per run, and the verdict in
+`score`.
 
 Known values first (a hand-made list of step times), then the merge: however a run's steps are split into
 episodes, the merged record is the same, its quantiles lie in the bin of the pooled nearest-rank quantile, and the

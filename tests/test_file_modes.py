@@ -1,5 +1,5 @@
-"""Written files and folders get the modes the umask asks for, not tempfile's owner-only 0600/0700 (issue 5,
-item 9): a dataset, a run folder or a shared TTS cache must be readable by the group the umask lets in."""
+"""Written files and folders get the modes the umask asks for, not tempfile's owner-only 0600/0700: a dataset, a run
+folder or a shared TTS cache must be readable by the group the umask lets in."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every gold-answer kind the Duplex-MPE generator can produce, recomputed independently (issue 11 #5).
+"""Every gold-answer kind the Duplex-MPE generator can produce, recomputed independently (tests/MUTATION.md, bug 5).
 
 The generator computes each gold answer in code from the numbers it draws. Here the same answer is worked out
 again from what the scene *says* (the fact turns and the neutral question), with tables and rules written in
@@ -162,7 +162,7 @@ def test_every_unit_conversion_kind_has_an_independent_factor() -> None:
 
 @pytest.mark.parametrize("family", sorted(INDEPENDENT))
 def test_gold_recomputed_from_what_the_scene_says(family: str) -> None:
-    """issue 11 #5: a wrong factor (km -> m by 100) or any wrong gold rule in any family fails here."""
+    """tests/MUTATION.md bug 5: a wrong factor (km -> m by 100) or any wrong gold rule in any family fails here."""
     for task in tasks(family):
         assert task.task_type == family
         assert task.gold_answer == INDEPENDENT[family](task), (task.question, facts_text(task))
@@ -338,7 +338,7 @@ def _snapshot() -> dict[str, Any]:
 
 
 def test_task_draws_are_frozen() -> None:
-    """Same seed, same scenes (SPEC §9): any change to what the generator draws changes the released sets.
+    """Same seed, same scenes (docs/release.md): any change to what the generator draws changes the released sets.
 
     If the change is intended (a new dataset version), rewrite the golden with
     `.venv/bin/python tests/test_gold_kinds.py --write-golden` and say so in the changelog.

@@ -1,4 +1,4 @@
-"""DSB-IFEval end to end on the real mini set (issue 7, "Done means"): build -> plan -> episodes -> score.
+"""DSB-IFEval end to end on the real mini set (docs/benchmarks/ifeval.md): build -> plan -> episodes -> score.
 
 `oracle` performs every expected action at the right time, so it must score IAS >= 0.95 on every action; `silent`
 passes LISTEN and NO_BACKCHANNEL and fails TAKE_TURN, INTERRUPT, READBACK and BACKCHANNEL; `cascade` runs every

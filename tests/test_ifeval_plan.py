@@ -1,4 +1,4 @@
-"""The DSB-IFEval user-stream plan (SPEC §7, App. D) on hand-built cases.
+"""The DSB-IFEval user-stream plan (docs/benchmarks/ifeval.md, App. D) on hand-built cases.
 
 Against a scripted model whose speech times are known exactly, the step sequence is checked for each rule:
 take-turn after the model's 1.5 s silence but never before the 3.0 s inter-turn gap, barge-in at model onset +

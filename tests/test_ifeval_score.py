@@ -1,4 +1,5 @@
-"""DSB-IFEval aggregates, the threshold sweep, the PAS/conflict judge and `score_run` end to end (SPEC §7).
+"""DSB-IFEval aggregates, the threshold sweep, the PAS/conflict judge and `score_run` end to end
+(docs/benchmarks/ifeval.md).
 
 Aggregates and the sweep run on hand-made measurement lists with known answers; the judge runs against a local
 OpenAI-compatible stub server started here; `score_run` scores folders of hand-built episodes (a silent model

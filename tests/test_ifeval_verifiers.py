@@ -1,4 +1,4 @@
-"""Known-answer tests of the nine DSB-IFEval verifiers (SPEC §7, App. E.2-E.5).
+"""Known-answer tests of the nine DSB-IFEval verifiers (docs/benchmarks/ifeval.md, App. E.2-E.5).
 
 Part 1 measures hand-placed spans (no VAD) on cases built through the data contract, so every boundary is exact
 to the millisecond: each threshold on both sides, over-talk that already holds the floor, a backchannel vs a

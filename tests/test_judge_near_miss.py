@@ -1,4 +1,4 @@
-"""The heuristic judge against near misses (issue 6: answers that cannot pass by accident).
+"""The heuristic judge against near misses (answers that cannot pass by accident).
 
 Each row is a response as an ASR transcript would come out (lowercase, numbers as words or digits) to one of
 the Duplex-MPE questions below, with the verdict a careful grader gives it: a response that states a wrong

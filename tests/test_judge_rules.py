@@ -1,5 +1,5 @@
 """The heuristic judge's two rules with known answers: what counts as a brief acknowledgement (the silence
-exemption of SPEC §5) and when an answer matches its gold (issue 11).
+windows' exemption, docs/benchmarks/mpe.md) and when an answer matches its gold (tests/MUTATION.md).
 
 The acknowledgement lists below are written here, independently of `metrics/judges.py`: every entry must be
 accepted on its own, and short utterances that say something (an answer, a place, an instruction, a number)
@@ -39,7 +39,7 @@ def test_real_acknowledgements_are_exempt(transcript: str) -> None:
 
 @pytest.mark.parametrize("transcript", NOT_ACKNOWLEDGEMENTS)
 def test_short_non_acknowledgements_are_intrusions(transcript: str) -> None:
-    """issue 11 #2: a short transcript is not an acknowledgement for being short ("It is 21", "Paris")."""
+    """tests/MUTATION.md bug 2: a short transcript is not an acknowledgement for being short ("It is 21", "Paris")."""
     assert JUDGE.classify_ack(transcript).label == "intrusion"
 
 
@@ -77,7 +77,7 @@ def test_ack_evidence_is_the_normalised_tokens() -> None:
     ("21", [], "It is 20 or 22.", "incorrect"),
     ("4000", ["4000 metres"], "four thousand metres", "correct"),
     # clock times: h:mm, spoken, or ASR's digit run
-    ("5:15", [], "at five fifteen", "correct"),            # a spoken reading needs no alias (issue 6)...
+    ("5:15", [], "at five fifteen", "correct"),            # a spoken reading needs no alias...
     ("5:15", ["5 15", "five fifteen"], "at five fifteen", "correct"),  # ...and the alias changes nothing
     ("5:15", [], "at six fifteen", "incorrect"),
     ("5:15", [], "quarter past five is 5:15", "correct"),
@@ -91,7 +91,7 @@ def test_ack_evidence_is_the_normalised_tokens() -> None:
     ("Thursday", [], "It's on Tuesday now.", "incorrect"),
     ("the team dinner", [], "Team dinner.", "correct"),
     ("B12", ["B 12", "gate B12"], "Gate B 12.", "correct"),
-    ("B12", [], "Gate B 12.", "correct"),                     # a label is read as letter + number (issue 6)
+    ("B12", [], "Gate B 12.", "correct"),                     # a label is read as letter + number
     ("B12", [], "Gate C 12.", "incorrect"),
     ("4567", ["4 5 6 7"], "four five six seven", "correct"),  # a spoken digit run is one number
     ("4567", [], "4 5 6 7", "incorrect"),                     # four numbers, none of them 4567

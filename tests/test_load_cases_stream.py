@@ -1,4 +1,4 @@
-"""`load_cases` yields one (Case, audio) at a time instead of a list of the whole set (issue 5, item 10):
+"""`load_cases` yields one (Case, audio) at a time instead of a list of the whole set:
 the full Duplex-MPE set is ~11 GB of audio. Its temporary Arrow cache lives exactly as long as the generator."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Batched lockstep (SPEC §12): B episodes in one batch-capable agent give the very episodes one-at-a-time runs give.
+"""Batched lockstep (docs/scale.md): B episodes in one batch-capable agent give the very episodes one-at-a-time runs
+give.
 
 Real mini cases of two benchmarks (Duplex-MPE and M3-DuplexBench's English chat config, built with the real TTS),
 mixed in one job list so neighbouring slots play different plans; a batch-capable agent with a tiny random recurrent

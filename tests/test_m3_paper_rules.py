@@ -1,7 +1,7 @@
-"""Done-means of issue 8: our M3 TOR / latency / stop latency agree to the millisecond with an independent
+"""Our M3 TOR / latency / stop latency agree to the millisecond with an independent
 re-implementation of the paper's timing rules, written here from the paper's text and not from metrics/m3.
 
-The paper (papers/m3-duplexbench.txt §III-A, §IV-A, §IV-B1; SPEC §6), as implemented below:
+The paper (papers/m3-duplexbench.txt §III-A, §IV-A, §IV-B1; docs/benchmarks/m3.md), as implemented below:
 - "TURN and BC are inter-pausal units (IPUs) separated by silences longer than 0.5 seconds": the model's speech
   is cut into utterances only at silences > 0.5 s.
 - "W = [s, s + Δ]", Δ = 10 s. "TOR is the fraction of samples in which the model takes the turn within the

@@ -1,5 +1,5 @@
-"""M3-DuplexBench at run time (issue 8 "Runtime"): the user stream of each condition, teacher forcing, skipped cases,
-and the oracle's behaviour at each event, on one hand-built two-party dialogue spoken by piper.
+"""M3-DuplexBench at run time (docs/benchmarks/m3.md): the user stream of each condition, teacher forcing, skipped
+cases, and the oracle's behaviour at each event, on one hand-built two-party dialogue spoken by piper.
 
 The dialogue holds one event of each type (times on the clip clock, which here is the dialogue clock):
 

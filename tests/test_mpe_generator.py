@@ -1,4 +1,5 @@
-"""The Duplex-MPE script generator: determinism, SPEC §5 label rules, pairing, gold answers, balance, scale."""
+"""The Duplex-MPE script generator: determinism, the label rules (docs/benchmarks/mpe.md), pairing, gold answers,
+balance, scale."""
 
 from __future__ import annotations
 
@@ -57,7 +58,7 @@ def test_pair_does_not_depend_on_n_pairs():
                                             "mpe-00001-implicit", "mpe-00002-explicit", "mpe-00002-implicit"]
 
 
-# --- schema and SPEC §5 label rules --------------------------------------------------------------------
+# --- schema and label rules (docs/benchmarks/mpe.md) ---------------------------------------------------------
 
 def test_every_script_validates_and_round_trips(scripts):
     for s in scripts:
@@ -286,7 +287,7 @@ def test_position_buckets_balanced(scripts):
 
 
 def test_full_preset_meets_the_text_targets():
-    """issue 6: the full preset's text is varied (>= 70 % distinct turns, no sentence in more than 1 % of
+    """The full preset's text is varied (>= 70 % distinct turns, no sentence in more than 1 % of
     conversations, every label >= 30 % distinct) and each of the five attributes changes the words."""
     from dataset_builder.diagnostics import text_diagnostics
 

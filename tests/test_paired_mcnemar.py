@@ -1,4 +1,4 @@
-"""The paired explicit-vs-implicit McNemar test through the public `evaluate` module (issue 11 #4).
+"""The paired explicit-vs-implicit McNemar test through the public `evaluate` module (tests/MUTATION.md, bug 4).
 
 McNemar's test looks at discordant pairs only. The cases here have concordant successes too, so the test on the
 discordant pairs and the same test run on all pairs' success counts give different p-values (hand-computed
@@ -31,7 +31,8 @@ def mpe_metric() -> Any:
 
 
 def test_paired_mcnemar_uses_only_discordant_pairs(mpe_metric: Any) -> None:
-    """issue 11 #4: McNemar on the discordant pairs (6 explicit-only, 0 implicit-only), not on all successes.
+    """tests/MUTATION.md bug 4: McNemar on the discordant pairs (6 explicit-only, 0 implicit-only), not on all
+    successes.
 
     12 pairs: 5 where both respond, 6 explicit-only, 1 where neither does. Exact McNemar: 2 * (1/2)^6 = 0.03125.
     The same test on the success counts (11 explicit vs 5 implicit) would give 2 * 6885 / 65536 = 0.2101.

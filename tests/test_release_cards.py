@@ -1,4 +1,4 @@
-"""The release folder of every benchmark (SPEC §9, issue 10 "Release folder and Hub"): each built mini card's YAML
+"""The release folder of every benchmark (docs/release.md): each built mini card's YAML
 is valid Hub metadata that describes exactly the shards beside it, `load_dataset` reads every config offline with
 those sizes, and the card body's numbers are the rows' numbers.
 

@@ -1,9 +1,9 @@
-"""Every Duplex-MPE threshold rule on its threshold and one millisecond either side (issue 11).
+"""Every Duplex-MPE threshold rule on its threshold and one millisecond either side (tests/MUTATION.md).
 
-Stored times are ms-rounded (SPEC §2), so +-0.001 s is the smallest step a measurement can take. Each rule is
-checked twice: on hand-written measurement records (the verdict alone), and end to end from exact model
+Stored times are ms-rounded (docs/conventions.md), so +-0.001 s is the smallest step a measurement can take. Each rule
+is checked twice: on hand-written measurement records (the verdict alone), and end to end from exact model
 spans through `measure_episode` (the measurement and the verdict together), so a boundary slip in either
-layer fails here. Issue 11's mutations #1-#3 are named in the tests that kill them.
+layer fails here. The hand-applied bugs #1-#3 of tests/MUTATION.md are named in the tests that kill them.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from metrics.mpe.verdicts import (
 )
 from metrics.spans import Span
 
-TH = Thresholds()  # SPEC §5 defaults: t_onset_window_s=5.0, yield_tolerance_s=1.0
+TH = Thresholds()  # docs/benchmarks/mpe.md defaults: t_onset_window_s=5.0, yield_tolerance_s=1.0
 MS = 0.001
 
 
@@ -61,7 +61,7 @@ def test_defaults_are_the_spec_numbers() -> None:
 @pytest.mark.parametrize("window", [5.0, 3.0, 0.25])
 @pytest.mark.parametrize("delta, counts", [(-MS, True), (0.0, True), (MS, False)])
 def test_t_onset_window_boundary(window: float, delta: float, counts: bool) -> None:
-    """issue 11 #1: an onset exactly at t_onset_window_s counts (`<=` turned `<` fails on delta=0)."""
+    """tests/MUTATION.md bug 1: an onset exactly at t_onset_window_s counts (`<=` turned `<` fails on delta=0)."""
     th = Thresholds(t_onset_window_s=window)
     m = t_rec(round(window + delta, 3))
     assert fresh_onset(m, th) is counts
@@ -93,7 +93,7 @@ def test_answer_accuracy_only_on_a_correct_verdict(verdict: str | None, ok: bool
     (0.0, "intrusion", True),             # no speech is no speech, whatever a stray verdict says
     (MS, None, False),                    # one millisecond of speech needs a verdict to pass
     (MS, "intrusion", False),
-    (MS, "unparseable", False),           # empty/garbled transcript: no exemption (SPEC §5)
+    (MS, "unparseable", False),           # empty/garbled transcript: no exemption (docs/benchmarks/mpe.md)
     (MS, "acknowledgement", True),
     (2.5, "acknowledgement", True),
     (2.5, "intrusion", False),
@@ -111,7 +111,8 @@ def test_window_response_boundary(speech_s: float, responded: bool) -> None:
 @pytest.mark.parametrize("tolerance", [1.0, 0.6, 2.0])
 @pytest.mark.parametrize("delta, yields", [(-MS, True), (0.0, True), (MS, False)])
 def test_yield_tolerance_boundary(tolerance: float, delta: float, yields: bool) -> None:
-    """issue 11 #3: speech stopping exactly yield_tolerance_s into N4R is a yield (`<=` turned `<` fails)."""
+    """tests/MUTATION.md bug 3: speech stopping exactly yield_tolerance_s into N4R is a yield (`<=` turned `<`
+    fails)."""
     th = Thresholds(yield_tolerance_s=tolerance)
     assert answering_window_yield(n4_rec(active=True, stop=round(tolerance + delta, 3)), th) is yields
 
@@ -174,7 +175,7 @@ def measure(spans: list[Span], texts: dict[float, str] | None = None, ep: Episod
 
 @pytest.mark.parametrize("delta, counts", [(-MS, True), (0.0, True), (MS, False)])
 def test_onset_exactly_at_the_window_end_counts(delta: float, counts: bool) -> None:
-    """issue 11 #1, end to end: a span starting exactly t_onset_window_s after T ends is a fresh onset."""
+    """tests/MUTATION.md bug 1, end to end: a span starting exactly t_onset_window_s after T ends is a fresh onset."""
     start = T_END + TH.t_onset_window_s + delta
     # The T window runs to the next turn's start; in a run that is after the onset-window wait.
     late = {k: (a + 5.0, b + 5.0) if a >= N1_START else (a, b) for k, (a, b) in TIMES.items()}
@@ -203,7 +204,8 @@ def test_carried_over_speech_is_not_an_onset() -> None:
 
 @pytest.mark.parametrize("delta, yields", [(-MS, True), (0.0, True), (MS, False)])
 def test_stop_exactly_at_the_yield_tolerance_yields(delta: float, yields: bool) -> None:
-    """issue 11 #3, end to end: speech active at N4R onset that stops exactly yield_tolerance_s later yields."""
+    """tests/MUTATION.md bug 3, end to end: speech active at N4R onset that stops exactly yield_tolerance_s later
+    yields."""
     stop = R_START + TH.yield_tolerance_s + delta
     n4 = measure([Span(18.0, stop)])["t03"]
     assert n4["active_at_r_start"] and n4["stop_latency_s"] == round(1.0 + delta, 3)
@@ -254,7 +256,8 @@ def test_silence_window_edges(span: Span, speech_s: float) -> None:
     ("Mm-hm.", True), ("Okay.", True), ("Sure.", True), ("Got it.", True), ("", False),
 ])
 def test_acknowledgement_exemption_end_to_end(transcript: str, preserved: bool) -> None:
-    """issue 11 #2, end to end: only a real acknowledgement keeps a silence window; a short answer does not."""
+    """tests/MUTATION.md bug 2, end to end: only a real acknowledgement keeps a silence window; a short answer does
+    not."""
     n1 = measure([Span(12.5, 13.0)], {12.5: transcript})["t02"]
     assert n1["speech_s"] == 0.5 and n1["transcript"] == transcript
     assert outcomes(n1, TH) == {"silence_preservation": preserved}

@@ -1,4 +1,4 @@
-"""Issue 5 #7 / SPEC §12 run health: sound that is not speech, clipping, DC offset, constant output, muted
+"""Run health (docs/scoring.md): sound that is not speech, clipping, DC offset, constant output, muted
 output and wordless speech are flagged, printed by `score` before any table and shown in the report.
 
 The recordings are hand-built: a real 440 Hz tone or real piper speech in the model channel, scored by the real

@@ -96,7 +96,7 @@ class _NoASR:
 
 def test_failed_episodes_are_kept_retried_on_request_and_count_against_the_model(
         silent_run, mini_dataset: Path, tmp_path: Path) -> None:
-    """Issue 5 #1: a failure is a result. It is kept on a rerun, re-run with --retry-failed, makes `run` exit
+    """A failure is a result. It is kept on a rerun, re-run with --retry-failed, makes `run` exit
     non-zero, and counts as a failure in every window the episode would have entered."""
     from metrics.mpe.score import score_run
 

@@ -1,5 +1,5 @@
-"""Issue 5, the runner's side: a folder is never locked by a typo, a rebuilt dataset is never mixed into a
-resumed run, `--force` starts over, `--limit` says how much of the set runs, progress shows time left."""
+"""Runs you can trust, the runner's side (docs/scale.md): a folder is never locked by a typo, a rebuilt dataset is never
+mixed into a resumed run, `--force` starts over, `--limit` says how much of the set runs, progress shows time left."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Schedule steps decided to the sample, against a fake model view whose state is set frame by frame (issue 11).
+"""Schedule steps decided to the sample, against a fake model view whose state is set frame by frame
+(tests/MUTATION.md).
 
 The driver below is the orchestrator's loop in miniature: before each frame, the model view shows what a
 streaming VAD would know after the frames already stepped (`speaking`, `silence_s`, `onsets`), the scheduler
@@ -81,7 +82,8 @@ SPEECH_END = 57_600  # 2.4 s: a frame boundary for 20 ms and 80 ms frames
 @pytest.mark.parametrize("frame", [480, 1920])
 @pytest.mark.parametrize("end_shift, waited", [(0, 34_560), (1, 34_560 + 1), (-1, 34_560 - 1)])
 def test_take_turn_ends_on_the_exact_endpoint_frame(frame: int, end_shift: int, waited: int) -> None:
-    """issue 11 #6: the wait ends on the first frame where silence_s >= endpoint_s (`>` ends one frame late).
+    """tests/MUTATION.md bug 6: the wait ends on the first frame where silence_s >= endpoint_s (`>` ends one frame
+    late).
 
     Speech ends at 2.4 s (+-1 sample); endpoint 1.44 s = 34,560 samples, a whole number of frames. The next clip
     starts at the first frame boundary at least 34,560 samples after the speech ended.

@@ -1,5 +1,5 @@
 """The scorers' default ASR hears spoken numbers right: a perfect model's answer must not score wrong because the
-scorer misheard it (README "Speech recognition in the scorer"; benchmarks/bench_asr.py measures the rate)."""
+scorer misheard it (docs/scoring.md, "Speech recognition in the scorer"; benchmarks/bench_asr.py measures the rate)."""
 
 from __future__ import annotations
 

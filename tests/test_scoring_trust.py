@@ -1,4 +1,4 @@
-"""Issue 5, "runs you can trust", on the score side: each test plants one fault in a hand-built run folder and
+"""Runs you can trust, on the score side (docs/scoring.md): each test plants one fault in a hand-built run folder and
 checks the message, the outcome, and that nothing else was lost.
 
 #1 a failed episode counts against the model in every window it would have entered (from its rec.json gold,

@@ -206,7 +206,7 @@ def _tiny_qwen3_asr(folder: Path) -> Path:
 
 def test_qwen3_asr_loads_and_decodes_a_tiny_checkpoint(tmp_path: Path) -> None:
     pytest.importorskip("qwen_asr", reason="the qwen-asr extra is not installed here (it pins transformers==4.57.6, "
-                                           "so it lives in its own environment: README 'Served ASR and judges')")
+                                           "so it lives in its own environment: docs/scoring.md)")
     from qwen_asr import Qwen3ASRModel
 
     folder = _tiny_qwen3_asr(tmp_path / "tiny-qwen3-asr")

@@ -1,6 +1,7 @@
-"""Span helpers on their boundaries: half-open intervals, strict merge gaps, inclusive minimum duration (issue 11).
+"""Span helpers on their boundaries: half-open intervals, strict merge gaps, inclusive minimum duration
+(tests/MUTATION.md).
 
-Every window rule of the scorers rests on these (SPEC §1: a span is `[start_s, end_s)`), so each is checked
+Every window rule of the scorers rests on these (docs/conventions.md: a span is `[start_s, end_s)`), so each is checked
 exactly on its edge and just either side of it.
 """
 
@@ -51,8 +52,8 @@ def test_speech_in_clips_to_the_window() -> None:
 
 @pytest.mark.parametrize("gap, merged", [(0.25 - MS, True), (0.25, False), (0.25 + MS, False), (0.0, True)])
 def test_merge_gap_is_strict(gap: float, merged: bool) -> None:
-    """Spans closer than max_gap_s merge; a gap of exactly max_gap_s keeps them apart (SPEC §5: pauses < 300 ms
-    merged). Times here are exact binary fractions, so "exactly" is exact (2.3 - 2.0 is 0.2999... in floats)."""
+    """Spans closer than max_gap_s merge; a gap of exactly max_gap_s keeps them apart (docs/benchmarks/mpe.md: pauses <
+    300 ms merged). Times here are exact binary fractions, so "exactly" is exact (2.3 - 2.0 is 0.2999... in floats)."""
     a, b = Span(1.0, 2.0), Span(2.0 + gap, 3.0)
     assert merge_spans([b, a], 0.25) == ([Span(1.0, 3.0)] if merged else [a, b])
 
@@ -66,7 +67,7 @@ def test_merge_sorts_and_swallows_contained_spans() -> None:
 
 @pytest.mark.parametrize("length, kept", [(0.25 - MS, False), (0.25, True), (0.25 + MS, True)])
 def test_drop_short_keeps_the_minimum(length: float, kept: bool) -> None:
-    """A span lasting exactly min_s is kept (SPEC §5: min_speech_ms=250)."""
+    """A span lasting exactly min_s is kept (docs/benchmarks/mpe.md: min_speech_ms=250)."""
     span = Span(1.0, round(1.0 + length, 3))
     assert drop_short([span, Span(5.0, 6.0)], 0.25) == ([span] if kept else []) + [Span(5.0, 6.0)]
 

@@ -1,4 +1,5 @@
-"""Statistics against published and hand-computed values, in cases where the plausible variants differ (issue 11).
+"""Statistics against published and hand-computed values, in cases where the plausible variants differ
+(tests/MUTATION.md).
 
 Wilson score intervals: Newcombe (1998), "Two-sided confidence intervals for the single proportion: comparison
 of seven methods", Statistics in Medicine 17:857-872, Table I, method 3 (score interval without continuity
@@ -75,7 +76,7 @@ def test_rate() -> None:
     (6, 11, 2 * (1 + 17 + 136 + 680 + 2380 + 6188 + 12376) / 131072),  # 0.33230...
     (4, 5, 1.0),                     # 2 * 256/512 is exactly 1
     (5, 5, 1.0),                     # 2 * 638/1024 > 1: capped
-    (16, 0, 2 / 65536),              # the cascade's explicit-only gap on the mini set (README: p=3.05e-05)
+    (16, 0, 2 / 65536),              # the cascade's explicit-only gap on the mini set (p=3.05e-05)
 ])  # fmt: skip
 def test_mcnemar_exact_hand_computed(b: int, c: int, p: float) -> None:
     assert mcnemar_exact(b, c) == pytest.approx(p, rel=1e-12)

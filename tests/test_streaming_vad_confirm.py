@@ -1,4 +1,5 @@
-"""The streaming VAD confirms speech before it reports it (issue 11 #7), on real Silero and real piper speech.
+"""The streaming VAD confirms speech before it reports it (tests/MUTATION.md, bug 7), on real Silero and real piper
+speech.
 
 A 100 ms cut of voiced speech — a cough, a click, a breath — crosses Silero's threshold but is shorter than the
 MPE preset's min_speech_ms (250 ms). The scheduler must never see it as speech: `speaking` stays False, no onset
@@ -57,7 +58,7 @@ def test_the_cough_is_voiced_but_short(cough: np.ndarray) -> None:
 
 @pytest.mark.parametrize("frame", [480, 1920])
 def test_streaming_vad_never_reports_an_unconfirmed_burst(cough: np.ndarray, frame: int) -> None:
-    """issue 11 #7: `speaking` must wait for min_speech confirmation; a 100 ms cough never turns it on."""
+    """tests/MUTATION.md bug 7: `speaking` must wait for min_speech confirmation; a 100 ms cough never turns it on."""
     sig = model_channel(cough)
     vad = StreamingVAD(PARAMS, sr=SR)
     for i in range(0, sig.size, frame):
@@ -101,7 +102,7 @@ def run_take_turn(model: np.ndarray, frame: int, endpoint_s: float = 1.5, timeou
 
 @pytest.mark.parametrize("frame", [480, 1920])
 def test_a_cough_does_not_end_a_take_turn_wait(cough: np.ndarray, frame: int) -> None:
-    """issue 11 #7: after a 100 ms cough the wait runs to its timeout, as for a silent model."""
+    """tests/MUTATION.md bug 7: after a 100 ms cough the wait runs to its timeout, as for a silent model."""
     timeout = frame * math.ceil(3 * SR / frame)  # 3.0 s, on the first frame boundary at or after it
     assert run_take_turn(model_channel(cough), frame) == timeout
     assert run_take_turn(np.zeros(6 * SR, np.float32), frame) == timeout

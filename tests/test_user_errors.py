@@ -1,4 +1,4 @@
-"""Ordinary mistakes are UsageErrors that say what to do, not tracebacks (issue 5, items 8 and 12).
+"""Ordinary mistakes are UsageErrors that say what to do, not tracebacks.
 
 The CLI prints a UsageError or SchemaError as one `error: ...` line; anything else surfaces as a traceback.
 """

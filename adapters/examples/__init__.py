@@ -1,1 +1,1 @@
-"""Worked examples of adapters a user writes for their own model (README "Add your model in one file")."""
+"""Worked examples of adapters a user writes for their own model (docs/adding-a-model.md)."""

@@ -1,1 +1,2 @@
-"""DSB-IFEval: persona-implied floor control (SPEC §7). The data contract is DESIGN.md and schema.py."""
+"""DSB-IFEval: persona-implied floor control (docs/benchmarks/ifeval.md). The data contract is DESIGN.md and
+schema.py."""

@@ -1,5 +1,5 @@
-"""READBACK targets generated in code, so the target text is exact (issue 7), and the token normalisation the
-READBACK verifier and the build gate share (SPEC §7, App. E.5).
+"""READBACK targets generated in code, so the target text is exact, and the token normalisation the
+READBACK verifier and the build gate share (docs/benchmarks/ifeval.md, App. E.5).
 
 A dictation probe's text has slots `{c1}` .. `{cN}`; `generate(kind, n, seed)` returns N spoken chunks (what the
 user says, digits said one by one) and the written target (what the model should read back). The builder fills

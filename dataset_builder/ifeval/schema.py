@@ -1,4 +1,5 @@
-"""DSB-IFEval records (SPEC §7, issue 7): roles, probes, levels, actions, conversations, cases, trigger windows.
+"""DSB-IFEval records (docs/benchmarks/ifeval.md): roles, probes, levels, actions, conversations, cases, trigger
+windows.
 
 One conversation is the user side of one (role, probe, instance): two user turns, each a list of speech and
 silence segments written in marker notation (`parse_markup`). One case is a conversation under one conditioning
@@ -92,7 +93,7 @@ TURN2_MODES = ("take_turn", "barge_in")
 
 # ---------------------------------------------------------------------------------- verifier thresholds
 
-# SPEC §7 / App. E.3 defaults, by action; the role overrides below replace them per case.
+# DSB-IFEval App. E.3 defaults (docs/benchmarks/ifeval.md), by action; the role overrides below replace them per case.
 VERIFIER_DEFAULTS: dict[str, dict[str, float]] = {
     "TAKE_TURN": {"max_wait_s": 2.0},
     "YIELD": {"max_latency_ms": 600.0},
@@ -530,5 +531,5 @@ class IFEvalItem:
         return gold(self.case, self.timed, self.persona)
 
 
-NOMINAL_GAP_S = 3.0  # SPEC §7's inter-turn gap of the local models, also between the nominal clips
+NOMINAL_GAP_S = 3.0  # the paper's inter-turn gap of the local models (App. D.1), also between the nominal clips
 NOMINAL_TAIL_S = 5.0

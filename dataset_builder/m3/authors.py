@@ -1,4 +1,4 @@
-"""Import the M3-DuplexBench authors' released data (SPEC §12 "Interop with peers", issue 8) as one of our `m3_*`
+"""Import the M3-DuplexBench authors' released data (docs/benchmarks/m3.md, "The authors' layout") as one of our `m3_*`
 configs, so any adapter runs on their corpus: `duplex-eval import m3 DATA_DIR --out DIR`.
 
 Their layout (`data/{lang}/{domain}/{dataset}/` in their repository; `nttcslab-sp/m3-duplexbench`)::
@@ -24,8 +24,8 @@ party on channel 1). Row audio is ch0 user, ch1 system, 24 kHz, cut to [τ(L), s
 times are whole milliseconds on the clip clock.
 
 Their code keeps only events whose system state fits (a SHIFT or PAUSE while the system is in a TURN is dropped);
-the paper and we keep overlapping SHIFTs (SPEC §6, difference 6). Labels our definitions cannot evaluate are
-skipped and counted by reason, never silently: a TURN_SHIFT / TURN_HOLD without the TURNs it joins, a TURN_SHIFT
+the paper and we keep overlapping SHIFTs (docs/benchmarks/m3.md, difference 6). Labels our definitions cannot evaluate
+are skipped and counted by reason, never silently: a TURN_SHIFT / TURN_HOLD without the TURNs it joins, a TURN_SHIFT
 overlapping by more than 0.4 s (a BARGE_IN by the paper's rule), a BARGE_IN without its TURN or with no TURN of the
 other party under way, a BC outside the system's TURNs.
 

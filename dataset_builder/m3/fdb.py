@@ -1,4 +1,4 @@
-"""Full-Duplex-Bench v1 interop (SPEC §12): its per-sample layout, its tasks in our events, and the import of its
+"""Full-Duplex-Bench v1 interop (docs/interop.md): its per-sample layout, its tasks in our events, and the import of its
 sample folders as one of our `m3_*` configs: `duplex-eval import fdb FOLDER --out DIR`.
 
 Their layout (the v1.0 release, `DanielLin94144/Full-Duplex-Bench`, `v1_v1.5/`; one folder per sample)::

@@ -1,7 +1,7 @@
 """Scene attributes and speaker pools for Duplex-MPE, as data.
 
-A scene is drawn from one value of each of the five attributes (SPEC §5). Values are plain strings (they are
-stored verbatim in `Script.attributes`); the words each value brings live in the phrase banks (phrases/, one
+A scene is drawn from one value of each of the five attributes (docs/benchmarks/mpe.md). Values are plain strings (they
+are stored verbatim in `Script.attributes`); the words each value brings live in the phrase banks (phrases/, one
 file per value). No name here may contain the letters "aria": only labelled turns may mention Aria.
 """
 

@@ -6,7 +6,8 @@ from dataset_builder.schema import ASSISTANT_NAME
 
 
 def duty_preamble(name: str = ASSISTANT_NAME) -> str:
-    """Who the assistant is and when it should answer, stay silent and stop (SPEC §5), in four sentences."""
+    """Who the assistant is and when it should answer, stay silent and stop (docs/benchmarks/mpe.md), in four
+    sentences."""
     return (
         f"You are {name}, a voice assistant in a room where several people are talking. "
         "When someone asks you for something, answer them briefly. "

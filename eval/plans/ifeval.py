@@ -1,4 +1,4 @@
-"""The DSB-IFEval user-stream plan (SPEC §7, App. D): two user turns around the model's replies.
+"""The DSB-IFEval user-stream plan (docs/benchmarks/ifeval.md, App. D): two user turns around the model's replies.
 
     t1 (context) | wait | t2 (the scored turn, one contiguous clip) | trailing wait
 

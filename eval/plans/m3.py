@@ -1,4 +1,5 @@
-"""The M3-DuplexBench user-stream plan (SPEC §6; dataset_builder/m3/DESIGN.md "Conditions", "rec.json gold").
+"""The M3-DuplexBench user-stream plan (docs/benchmarks/m3.md; dataset_builder/m3/DESIGN.md "Conditions", "rec.json
+gold").
 
 A fixed schedule: the row's user channel is played as it was recorded, whatever the model does.
 

@@ -1,4 +1,4 @@
-"""The Duplex-MPE user-stream plan (SPEC §5): preamble, turns with gaps, waits after T, N4 windows."""
+"""The Duplex-MPE user-stream plan (docs/benchmarks/mpe.md): preamble, turns with gaps, waits after T, N4 windows."""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
 """Everything the report shows, read once from the run folders: each run's scores (refused when stale), its
 measurements, health numbers and episodes, and per episode the scored windows with their verdicts.
 
-A window's verdict comes from the benchmark's own `windows` function (the registry's plot windows, SPEC §11),
-called on that one measurement, so the report never re-implements a scoring rule: "pass"/"fail" under the
-thresholds or rules the scores were computed with, "failed" for a window of a failed episode (it counts as a
-failure), "not scored" where the rules drop it.
+A window's verdict comes from the benchmark's own `windows` function (the registry's plot windows,
+docs/adding-a-benchmark.md), called on that one measurement, so the report never re-implements a scoring rule:
+"pass"/"fail" under the thresholds or rules the scores were computed with, "failed" for a window of a failed episode (it
+counts as a failure), "not scored" where the rules drop it.
 """
 
 from __future__ import annotations

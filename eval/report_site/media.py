@@ -31,7 +31,7 @@ from dataset_builder.progress import Progress
 
 MAX_COLUMNS = 1000  # envelope values per channel and episode: about one per pixel of a wide figure
 MIN_HOP_S = 0.02
-DEFAULT_KBPS = 12.0  # stereo Opus: both voices intelligible; ~80 KB a minute (README: the report's size)
+DEFAULT_KBPS = 12.0  # stereo Opus: both voices intelligible; ~80 KB a minute (docs/report.md: the report's size)
 # Played back at 16 kHz (wideband speech, what ASR models hear): on 4 demo episodes at 12 kbps, 80 KB per minute
 # against 93 KB at 24 kHz, and less CPU.
 AUDIO_SR = 16_000

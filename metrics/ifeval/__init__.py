@@ -1,1 +1,2 @@
-"""DSB-IFEval scoring (SPEC §7): measurements per case first, verdicts from thresholds second, then IAS, PAS."""
+"""DSB-IFEval scoring (docs/benchmarks/ifeval.md): measurements per case first, verdicts from thresholds second, then
+IAS, PAS."""

@@ -1,5 +1,5 @@
-"""DSB-IFEval aggregation (SPEC §7): case verdicts -> IAS overall, per level, action and role; the three level
-differences; the matched-audio table. Pure functions of stored measurements and thresholds, so `score`,
+"""DSB-IFEval aggregation (docs/benchmarks/ifeval.md): case verdicts -> IAS overall, per level, action and role; the
+three level differences; the matched-audio table. Pure functions of stored measurements and thresholds, so `score`,
 `score --reuse` and the threshold sweep give one number.
 
 A rate is {value, k, n, ci} (Wilson 95 %); a difference of two level rates is {value, a, b, n_a, n_b, ci} with

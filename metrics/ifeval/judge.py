@@ -1,4 +1,5 @@
-"""PAS (0-100) and the L4 conflict label from one judge call per case (SPEC §7, App. F); our own prompt.
+"""PAS (0-100) and the L4 conflict label from one judge call per case (docs/benchmarks/ifeval.md, App. F); our own
+prompt.
 
 Only a served LLM judge can do this: a judge with a chat interface (`ask(prompt) -> str`, e.g.
 `metrics.judges.OpenAIJudge`, cached on disk by prompt) that is not heuristic. Without one the PAS blocks are

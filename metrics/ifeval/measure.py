@@ -1,4 +1,5 @@
-"""Continuous measurements of one DSB-IFEval case (SPEC §7, App. E.1-E.4); no threshold is applied here.
+"""Continuous measurements of one DSB-IFEval case (docs/benchmarks/ifeval.md, App. E.1-E.4); no threshold is applied
+here.
 
 One record per case: its trigger window [w0, w1) placed in recording time (the realised start of turn 2 plus
 gold `window_rel_s`), the model spans that start in it (genuine onsets: speech carried in from before w0 is

@@ -1,4 +1,5 @@
-"""DSB-IFEval scores for a run folder: measure every case, then verdicts, IAS, PAS (SPEC §7, §11).
+"""DSB-IFEval scores for a run folder: measure every case, then verdicts, IAS, PAS (docs/benchmarks/ifeval.md,
+docs/adding-a-benchmark.md).
 
     RUN_DIR/measurements.jsonl   one record per case (metrics/ifeval/measure.py; thresholds not applied; the judge's
                                  PAS/conflict judgement stored in it); a failed episode is a record marked "failed",
@@ -59,7 +60,7 @@ THRESHOLD_LIMITS = {
 
 
 def vad_params(recorded: Any) -> VADParams:
-    """The VAD the episode recorded (its scheduler ran it), else the SPEC §7 preset."""
+    """The VAD the episode recorded (its scheduler ran it), else the benchmark's preset (docs/benchmarks/ifeval.md)."""
     if not isinstance(recorded, dict) or not recorded:
         return VAD_PRESETS[BENCHMARK]
     known = {f.name for f in fields(VADParams)}

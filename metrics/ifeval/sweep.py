@@ -1,5 +1,5 @@
-"""The threshold sweep (SPEC §7, App. E.7): IAS under 180 verifier configurations, recomputed from stored
-measurements (no model, VAD or ASR), and Kendall's tau of the Entailment-Gap ranking of several runs under each
+"""The threshold sweep (docs/benchmarks/ifeval.md, App. E.7): IAS under 180 verifier configurations, recomputed from
+stored measurements (no model, VAD or ASR), and Kendall's tau of the Entailment-Gap ranking of several runs under each
 configuration against the ranking under the default thresholds.
 
 Gaps are ranked and compared as exact fractions (`aggregate.entailment_gap`), so two runs with equal gaps over
@@ -118,7 +118,7 @@ def load_runs(run_dirs: Sequence[Path]) -> dict[str, list[dict[str, Any]]]:
         meta, measurements, _ = load_reusable(Path(run_dir))
         if meta.get("benchmark") != BENCHMARK:
             raise UsageError(f"--sweep: {run_dir} is a {meta.get('benchmark')!r} run; the threshold sweep is "
-                             f"defined for DSB-IFEval runs (SPEC §7)")
+                             f"defined for DSB-IFEval runs (docs/benchmarks/ifeval.md)")
         name = f"{meta.get('adapter')} ({Path(run_dir).name})"
         out[name if name not in out else f"{meta.get('adapter')} ({run_dir})"] = measurements
     return out

@@ -1,4 +1,5 @@
-"""DSB-IFEval verdicts: pure functions of one case's stored measurements and thresholds (SPEC §7, App. E.3-E.4).
+"""DSB-IFEval verdicts: pure functions of one case's stored measurements and thresholds (docs/benchmarks/ifeval.md, App.
+E.3-E.4).
 
 Each case carries its own thresholds (rec.json gold `verifier`: the SPEC defaults with the role's overrides).
 `Thresholds` holds run-wide replacements: a value set there replaces that threshold for every case of its

@@ -1,4 +1,4 @@
-"""M3-DuplexBench aggregation (SPEC §6): verdicts of stored measurements under one rule set -> per
+"""M3-DuplexBench aggregation (docs/benchmarks/m3.md): verdicts of stored measurements under one rule set -> per
 `<lang>_<domain>_<condition>` the nine keys, and the "None&Full" representative per `<lang>_<domain>`.
 
 Each key is {"value", "n", "ci"} plus its counts:

@@ -1,5 +1,6 @@
-"""M3-DuplexBench content scores for SHIFT responses (paper §IV-B2, SPEC §6, §8): response relevance, context
-consistency and QA accuracy, each 0–2, reported normalised to [0, 1] (the authors' code keeps 0–2: `rules.py`).
+"""M3-DuplexBench content scores for SHIFT responses (paper §IV-B2, docs/benchmarks/m3.md, docs/scoring.md): response
+relevance, context consistency and QA accuracy, each 0–2, reported normalised to [0, 1] (the authors' code keeps 0–2:
+`rules.py`).
 
 What is judged: the model's speech from its takeover onset — the earliest model utterance starting at or after
 s − 0.4 s and overlapping W (the paper's takeover) — to the window end, transcribed by ASR in the episode's

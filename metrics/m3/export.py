@@ -1,4 +1,4 @@
-"""Export an M3 run folder to the layout the M3-DuplexBench authors' evaluation reads (README "M3-DuplexBench"), so
+"""Export an M3 run folder to the layout the M3-DuplexBench authors' evaluation reads (docs/benchmarks/m3.md), so
 their `evaluation/run_evaluation.py` can score our recordings unchanged.
 
     OUT/{condition}/metadata.jsonl                        one line per episode, their field names

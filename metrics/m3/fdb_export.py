@@ -1,4 +1,4 @@
-"""Export an M3 run folder to Full-Duplex-Bench v1's per-sample layout (SPEC §12), so its own scripts
+"""Export an M3 run folder to Full-Duplex-Bench v1's per-sample layout (docs/interop.md), so its own scripts
 (`get_transcript/asr.py`, then `evaluation/evaluate.py --task TASK --root_dir OUT/{condition}/{task}`) score our
 recordings with their definitions, beside ours (`duplex-eval score`)::
 

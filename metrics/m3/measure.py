@@ -1,4 +1,5 @@
-"""Continuous measurements of one M3-DuplexBench episode (SPEC §1, §6); no rule is applied here.
+"""Continuous measurements of one M3-DuplexBench episode (docs/conventions.md, docs/benchmarks/m3.md); no rule is
+applied here.
 
 One record per episode, from the model channel (ch1) of its recording and the rec.json gold (stream clock):
 

@@ -1,10 +1,11 @@
-"""M3-DuplexBench timing rules (paper §IV-B1, SPEC §6): the paper's by default, the authors' code as `authors`.
+"""M3-DuplexBench timing rules (paper §IV-B1, docs/benchmarks/m3.md): the paper's by default, the authors' code as
+`authors`.
 
 Everything here is a pure function of one episode's stored measurement (raw VAD spans of the model channel and
 the event times from rec.json gold, all on the stream clock), so a rule set or one of its parameters can change
 at score time (`score --param rules=authors`, `--param shift_pick=closest`) without re-running VAD or ASR.
-Times are compared in integer milliseconds: stored times are ms-rounded (SPEC §2), and integer comparisons make
-"a gap of exactly 0.5 s" or "a start exactly 0.4 s before s" decide the same way on every machine.
+Times are compared in integer milliseconds: stored times are ms-rounded (docs/conventions.md), and integer comparisons
+make "a gap of exactly 0.5 s" or "a start exactly 0.4 s before s" decide the same way on every machine.
 
 The paper's rules, as we read them (b = start of the pre-event turn P, s = event start, t = event end, Δ = 10 s):
 

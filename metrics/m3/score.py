@@ -1,4 +1,5 @@
-"""M3-DuplexBench scores for a run folder: measure every episode, then apply a rule set and aggregate (SPEC §6).
+"""M3-DuplexBench scores for a run folder: measure every episode, then apply a rule set and aggregate
+(docs/benchmarks/m3.md).
 
     RUN_DIR/measurements.jsonl   one record per episode (metrics/m3/measure.py: raw VAD spans of the model channel,
                                  what each named rule set reads, ASR word counts, the SHIFT response and its

@@ -1,1 +1,1 @@
-"""Duplex-MPE scoring: measurements per window first, verdicts from thresholds second (SPEC §5)."""
+"""Duplex-MPE scoring: measurements per window first, verdicts from thresholds second (docs/benchmarks/mpe.md)."""

@@ -1,6 +1,6 @@
 """Duplex-MPE aggregation: window verdicts -> rates with Wilson intervals, per condition and label, and the paired
-explicit-vs-implicit test (SPEC §5). Pure functions of stored measurements and thresholds: `duplex-eval score`,
-the evaluate module and the transcript-conditioned reference all use them, so every path gives one number.
+explicit-vs-implicit test (docs/benchmarks/mpe.md). Pure functions of stored measurements and thresholds: `duplex-eval
+score`, the evaluate module and the transcript-conditioned reference all use them, so every path gives one number.
 """
 
 from __future__ import annotations

@@ -167,7 +167,7 @@ def failed_window_counts(measurements: list[dict[str, Any]]) -> dict[str, int]:
 
 def unparseable_verdicts(measurements: list[dict[str, Any]]) -> dict[str, int]:
     """Windows whose judge gave no verdict (a served judge's reply without one; the heuristic's empty transcript),
-    per kind. They count as a wrong answer or a broken silence (SPEC §5); this says how many did."""
+    per kind. They count as a wrong answer or a broken silence (docs/benchmarks/mpe.md); this says how many did."""
     return {"answer": sum(1 for m in measurements if m.get("answer_verdict") == "unparseable"),
             "ack": sum(1 for m in measurements if m.get("ack_verdict") == "unparseable")}
 

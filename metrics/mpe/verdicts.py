@@ -1,4 +1,4 @@
-"""Verdicts from stored measurements under a set of thresholds (SPEC §5, Table 2 numerators)."""
+"""Verdicts from stored measurements under a set of thresholds (docs/benchmarks/mpe.md, Table 2 numerators)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def response_presence(m: dict[str, Any], th: Thresholds) -> bool:
 
 
 def answer_correct(m: dict[str, Any]) -> bool:
-    # Unparseable verdicts count as incorrect (SPEC §5).
+    # Unparseable verdicts count as incorrect (docs/benchmarks/mpe.md).
     return m["answer_verdict"] == "correct"
 
 
