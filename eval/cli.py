@@ -121,12 +121,13 @@ def _worker_run(cfgs: list[RunConfig]) -> int:
     happened (accelerate's launcher would print a traceback for any other status); the status travels too."""
     from eval.launch import register_worker, worker_rank, write_worker_result
 
-    register_worker()
     # The launching process passes Ctrl-C on as SIGINT: heard here even where the shell started us ignoring it.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     rank, n = worker_rank() or (0, 1)
     result: dict = {"results": [], "interrupted": None, "error": None}
     try:
+        if not register_worker():
+            raise Interrupted(0)
         for cfg in cfgs:
             result["results"].append({"config": cfg.config, "out": cfg.out, "counts": run(cfg)})
     except Interrupted as err:
@@ -147,8 +148,8 @@ def _launched_run(a: argparse.Namespace, cfgs: list[RunConfig]) -> int:
     if interrupted:
         for rank, res in enumerate(results):  # the interrupted ones have said so themselves
             if res is None:
-                print(f"process {rank + 1}/{n}: interrupted before it started; rerun the same command to resume",
-                      file=sys.stderr)
+                print(f"process {rank + 1}/{n}: interrupted before it could count its episodes; rerun the same "
+                      "command to resume", file=sys.stderr)
             elif res["interrupted"] is None and not res["error"]:
                 kept = sum(kept_of(r["counts"]) for r in res["results"])
                 print(f"process {rank + 1}/{n}: had finished its share; {kept} episodes kept", file=sys.stderr)

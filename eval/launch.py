@@ -12,7 +12,8 @@ runs its share of the cases (`eval.run`) and hands its counts back in a file of 
 to report; this process then prints one combined summary and returns the run's exit status.
 
 Ctrl-C reaches this process only (the launcher runs in its own session, and it starts its workers in sessions of
-their own): it is passed on to the workers, each stops after writing nothing partial and prints one line
+their own): it is passed on to the workers (each registers its pid on starting; one that starts later sees a stop
+flag), and each stops, leaving no episode half-written, and prints one line
 ("interrupted; N episodes kept; rerun the same command to resume"). A worker that has not stopped
 `STOP_GRACE_S` later, or a second Ctrl-C, ends the launcher and every process under it: none is left behind.
 """
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 LAUNCH_ENV = "DUPLEX_EVAL_LAUNCH_DIR"  # set in the workers: where each writes rank-<i>.json
+STOP_FILE = "stop"  # written by the launching process on Ctrl-C, before it signals the registered workers
 STOP_GRACE_S = 20.0  # how long the workers get to stop after Ctrl-C before they are killed
 
 
@@ -60,10 +62,15 @@ def worker_rank() -> tuple[int, int] | None:
     return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
 
 
-def register_worker() -> None:
-    """A worker's pid, so that the launching process can end it even when the launcher is gone."""
+def register_worker() -> bool:
+    """Write this worker's pid (its SIGINT handler already set), so that the launching process can pass Ctrl-C on
+    to it, and end it even when the launcher is gone; False when Ctrl-C came before it registered."""
     rank = worker_rank()
-    (Path(os.environ[LAUNCH_ENV]) / f"pid-{rank[0] if rank else 0}").write_text(str(os.getpid()))
+    folder = Path(os.environ[LAUNCH_ENV])
+    path = folder / f"pid-{rank[0] if rank else 0}"
+    path.with_suffix(".tmp").write_text(str(os.getpid()))
+    os.replace(path.with_suffix(".tmp"), path)
+    return not (folder / STOP_FILE).exists()
 
 
 def write_worker_result(result: dict[str, Any]) -> None:
@@ -100,7 +107,7 @@ def _registered(folder: Path) -> list[Any]:
     import psutil
 
     procs = []
-    for f in folder.glob("pid-*"):
+    for f in folder.glob("pid-*[0-9]"):
         try:
             p = psutil.Process(int(f.read_text()))
             if p.environ().get(LAUNCH_ENV) == str(folder):
@@ -139,7 +146,9 @@ def launch(argv: list[str], n: int) -> tuple[int, bool, list[dict[str, Any] | No
                         code = launcher.returncode
                         break
                     interrupted = True
-                    _signal_all(_descendants(launcher.pid), signal.SIGINT)
+                    # First the flag, then the signal: a worker registered too late for the signal sees the flag.
+                    (Path(tmp) / STOP_FILE).write_text("")
+                    _signal_all(_registered(Path(tmp)), signal.SIGINT)
                 except subprocess.TimeoutExpired:  # a worker that did not stop (blocked in a collective, say)
                     _kill_tree(launcher, [])
                     code = launcher.returncode

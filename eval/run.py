@@ -190,6 +190,16 @@ def run(cfg: RunConfig) -> dict[str, int]:
     """Run the config's cases; returns this process's counts: cases, ok, failed, episodes already done
     (`skipped_done`), failures kept from an earlier run, and — only when there are any — cases recorded as
     skipped now (`skipped`) or earlier (`skipped_kept`) because the adapter lacks a capability they need."""
+    counts = {"cases": 0, "skipped_done": 0, "ok": 0, "failed": 0, "failed_kept": 0}
+    try:
+        return _run(cfg, counts)
+    except KeyboardInterrupt:
+        # An episode is written whole or not at all (its rec.json last), so what is on disk is what a rerun keeps.
+        raise Interrupted(kept_of(counts)) from None
+
+
+def _run(cfg: RunConfig, counts: dict[str, int]) -> dict[str, int]:
+    """`run`, counting into `counts` as it goes (what an interruption reports)."""
     from dataset_builder.fingerprint import dataset_fingerprint
     from dataset_builder.hf_dataset import _checked_shards
     from eval.lockstep import LockstepRunner, is_batched
@@ -204,7 +214,6 @@ def run(cfg: RunConfig) -> dict[str, int]:
     if not cfg.force:
         check_marker(out, cfg, fingerprint)  # before anything is written
     all_cases = bench.function("cases")(cfg.dataset, cfg.config)
-    counts = {"cases": 0, "skipped_done": 0, "ok": 0, "failed": 0, "failed_kept": 0}
     agent: Any = None
     try:
         runnable = None
@@ -286,9 +295,6 @@ def run(cfg: RunConfig) -> dict[str, int]:
                         # The stalled step may still be running in its abandoned thread: never reuse that agent.
                         agent.close()
                         agent = load_adapter(cfg.adapter, **cfg.adapter_args)
-    except KeyboardInterrupt:
-        # An episode is written whole or not at all (its rec.json last), so what is on disk is what a rerun keeps.
-        raise Interrupted(kept_of(counts)) from None
     finally:
         if agent is not None:
             agent.close()
