@@ -70,6 +70,8 @@ class LazyRegistry:
             self._import(module_name, name)
         obj: Any = module
         for part in attr.split("."):
+            if not hasattr(obj, part) and isinstance(obj, ModuleType) and _has_submodule(obj, part):
+                importlib.import_module(f"{obj.__name__}.{part}")  # "package.module": said so below
             if not hasattr(obj, part):
                 raise UsageError(f"{self.kind} {target!r} (from {self._from(name)}): module {module_name!r} "
                                  f"({getattr(module, '__file__', None) or 'built in'}) has no {attr!r}; "
@@ -169,6 +171,13 @@ def _is_file_target(target: str) -> bool:
     """"path/to/file.py:Class"."""
     path, sep, attr = target.rpartition(":")
     return bool(sep) and path.endswith(".py") and len(path) > 3 and all(p.isidentifier() for p in attr.split("."))
+
+
+def _has_submodule(module: ModuleType, name: str) -> bool:
+    try:
+        return hasattr(module, "__path__") and importlib.util.find_spec(f"{module.__name__}.{name}") is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _is_itself(err: ModuleNotFoundError, module_name: str) -> bool:

@@ -567,7 +567,7 @@ def _add_demo(p: argparse.ArgumentParser) -> None:
 
 def _add_check_adapter(p: argparse.ArgumentParser) -> None:
     """`check-adapter NAME_OR_PATH`: the protocol conformance checks."""
-    p.add_argument("adapter", metavar="NAME_OR_PATH", help="registered adapter name or module:Class")
+    p.add_argument("adapter", metavar="NAME_OR_PATH", help="registered adapter name, module:Class or file.py:Class")
     p.add_argument("--adapter-arg", action="append", default=[], metavar="K=V", help="adapter constructor arg")
     p.add_argument("--seed", type=int, default=0, help="the seed every reset gets")
     p.add_argument("--atol", type=float, default=0.0,
