@@ -1,7 +1,8 @@
 """Run an adapter over a dataset config, sharded across processes, resumable.
 
     duplex-eval run --dataset out/datasets/duplex-mpe --adapter oracle --out runs/oracle
-    accelerate launch eval/run.py --dataset ... --adapter ... --out ...   # same arguments
+    duplex-eval run --dataset ... --adapter ... --out ... --num-processes 4   # through accelerate (eval.launch)
+    accelerate launch eval/run.py --dataset ... --adapter ... --out ...   # same arguments, by hand
 
 The config names the benchmark (SPEC §11): its protocol validates `--param`, its plan drives the user stream,
 and the one episode runner (`eval.orchestrator.run_episode`) does the rest; an adapter declaring `batch_size` > 1
@@ -10,7 +11,9 @@ written exactly as one at a time. Each process builds one adapter instance and r
 (`PartialState().split_between_processes`). An episode whose `rec.json` exists is finished and skipped, so a rerun
 resumes without duplicating or losing episodes; failed episodes are kept as results and re-run only with
 `--retry-failed`. A case needing a capability the adapter lacks (M3's Full context needs teacher forcing) is
-recorded as a skipped episode with its reason: counted, never run.
+recorded as a skipped episode with its reason: counted, never run; `--limit` and `--sample` count only the cases
+the adapter can run (`eval.selection`). Ctrl-C stops the run between two writes: `Interrupted` says how many
+episodes are kept, and the same command resumes.
 """
 
 from __future__ import annotations
@@ -235,13 +238,13 @@ def _run(cfg: RunConfig, counts: dict[str, int]) -> dict[str, int]:
                 n = clear_run_dir(out)
                 log.info("--force: removed %d files from %s", n, out)
             if len(cases) < len(all_cases):
-                how = f"a sample (seed {cfg.seed}) of" if cfg.sample is not None else "the first" \
-                    if cfg.limit is not None else "the chosen"
+                how = (f"a stratified sample, seed {cfg.seed} (--sample)" if cfg.sample is not None
+                       else "the first (--limit)" if cfg.limit is not None else "the --case ids")
                 lacking = sorted({x for c in all_cases for x in needs(c) - capabilities}) if unrunnable else []
                 left = (f"; {unrunnable} left out, which adapter {cfg.adapter} cannot run (they need "
                         f"{', '.join(lacking)})" if unrunnable else "")
-                log.info("running %s %d of %d cases of %s (%s)%s", how, len(cases), len(all_cases), cfg.dataset,
-                         cfg.config, left)
+                log.info("running %d of %d cases of %s (%s): %s%s", len(cases), len(all_cases), cfg.dataset,
+                         cfg.config, how, left)
         _wait(state)
         # Split the full list, then skip finished episodes inside each shard: every process sees the same split
         # even if another process has already finished some episodes by the time it looks.
