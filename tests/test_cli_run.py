@@ -287,3 +287,22 @@ def test_num_processes_one_summary_one_line_each_on_ctrl_c_no_orphans(mini_sets,
     # Each case ran once, in one of the two processes: the log names every case once.
     ran = [line.split()[4] for line in done.stderr.splitlines() if "duplex_eval.run [" in line]
     assert len(ran) == len(set(ran)) == 30 - kept
+
+
+def test_ctrl_c_in_the_demo_ends_its_pool_workers(tmp_path: Path) -> None:
+    out = tmp_path / "demo"
+    proc = _start(["demo", "--benchmarks", "ifeval", "--adapters", "silent", "--workers", "2", "--out", str(out)])
+    deadline = time.monotonic() + 120
+    workers: list[psutil.Process] = []
+    while len(workers) < 2 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.5)
+        workers = psutil.Process(proc.pid).children(recursive=True)
+    time.sleep(5)  # a job under way in a worker
+    assert proc.poll() is None and len(workers) >= 2
+    os.killpg(proc.pid, signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130
+    assert stdout.splitlines()[-1] == ("interrupted; finished builds and episodes are kept; rerun the same command "
+                                       "to resume")
+    assert "Traceback" not in stderr
+    assert not [w.pid for w in workers if w.is_running() and w.status() != psutil.STATUS_ZOMBIE]
