@@ -15,7 +15,9 @@ import multiprocessing
 import os
 import signal
 import time
+from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -95,11 +97,12 @@ def demo(out: Path, preset: str = "mini", adapters: list[str] | None = None,
                     break
                 ready.remove(pick)
                 _, kind, what = pick
-                if kind == "build":
-                    fut = pool.submit(_build, what, datasets[what], preset, cache)
-                else:
-                    blk, a, d = what
-                    fut = pool.submit(_run_and_score, blk.dataset, blk.config, a, d, cache, out / "report")
+                with _sigint_ignored():  # a worker started now inherits it ignored, even while it starts up
+                    if kind == "build":
+                        fut = pool.submit(_build, what, datasets[what], preset, cache)
+                    else:
+                        blk, a, d = what
+                        fut = pool.submit(_run_and_score, blk.dataset, blk.config, a, d, cache, out / "report")
                 pending[fut] = (kind, what)
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for fut in done:
@@ -136,6 +139,18 @@ def demo(out: Path, preset: str = "mini", adapters: list[str] | None = None,
 
 def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """SIGINT ignored while the pool may start a worker: an ignored signal stays ignored in the child from its first
+    instruction (the initializer alone would leave a window while the child imports). A Ctrl-C in these few
+    milliseconds is lost."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _stop(pool: ProcessPoolExecutor) -> None:

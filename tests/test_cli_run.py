@@ -301,8 +301,8 @@ def test_ctrl_c_in_the_demo_ends_its_pool_workers(tmp_path: Path) -> None:
     assert proc.poll() is None and len(workers) >= 2
     os.killpg(proc.pid, signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=120)
-    assert proc.returncode == 130
+    assert proc.returncode == 130, stderr[-3000:]
     assert stdout.splitlines()[-1] == ("interrupted; finished builds and episodes are kept; rerun the same command "
-                                       "to resume")
-    assert "Traceback" not in stderr
+                                       "to resume"), stdout[-2000:]
+    assert "Traceback" not in stderr, stderr[-3000:]
     assert not [w.pid for w in workers if w.is_running() and w.status() != psutil.STATUS_ZOMBIE]
