@@ -52,6 +52,12 @@ class Benchmark:
     # The configs a whole evaluation runs, each its own run; empty: the first config only (the others are subsets
     # of it that its scorer reports from the same run, like IFEval's matched-audio cases).
     run_configs: tuple[str, ...] = ()
+    # `run --sample N`: strata(case) -> (stratum, group); the sample is spread evenly over the strata and, within
+    # one, over the groups. Empty: a uniform sample.
+    strata: str = ""
+    # needs(case) -> the adapter capabilities the case needs, known without its audio (`run --limit/--sample` count
+    # only the cases an adapter can run). Empty: every case runs on every adapter.
+    needs: str = ""
 
     def evaluated_configs(self) -> tuple[str, ...]:
         return self.run_configs or self.configs[:1]
@@ -119,6 +125,7 @@ register_benchmark(Benchmark(
     oracle="adapters.oracle_mpe:oracle_script",
     boards="eval.report_site.boards.mpe:boards",
     window_detail="eval.report_site.boards.mpe:window_detail",
+    strata="eval.plans.mpe:strata",
     demo_seconds=(("build", 170), ("cascade", 300), ("oracle", 30)),
 ))
 
@@ -136,6 +143,7 @@ IFEVAL = Benchmark(
     boards="eval.report_site.boards.ifeval:boards",
     window_detail="eval.report_site.boards.ifeval:window_detail",
     diagnostics="dataset_builder.ifeval.diagnostics:audit",
+    strata="eval.plans.ifeval:strata",
     demo_seconds=(("build", 70), ("cascade", 220), ("oracle", 75)),
 )
 register_benchmark(IFEVAL)
@@ -155,6 +163,8 @@ register_benchmark(Benchmark(
     boards="eval.report_site.boards.m3:boards",
     window_detail="eval.report_site.boards.m3:window_detail",
     diagnostics="metrics.m3.diagnostics:audit",
+    strata="eval.plans.m3:strata",
+    needs="eval.plans.m3:needs",
     demo_seconds=(("build", 100),),
     run_configs=("m3_chat_en", "m3_task_en", "m3_chat_ja", "m3_task_ja"),  # four languages x domains, four runs
 ))

@@ -5,17 +5,19 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import signal
 import sys
 from pathlib import Path
+from typing import NoReturn
 
-from dataset_builder.benchmarks import Benchmark, benchmark_names, get_benchmark
+from dataset_builder.benchmarks import Benchmark, benchmark_for_config, benchmark_names, get_benchmark
 from dataset_builder.errors import UsageError
 from dataset_builder.m3.schema import DOMAINS as M3_DOMAINS
 from dataset_builder.m3.schema import LANGUAGES as M3_LANGUAGES
 from dataset_builder.schema import SchemaError
 from dataset_builder.speech_gate import SpeechGate
 from eval.report_site.media import DEFAULT_KBPS as DEFAULT_AUDIO_KBPS
-from eval.run import add_run_arguments, config_from_args, finish, parse_kv, run
+from eval.run import Interrupted, RunConfig, add_run_arguments, configs_from_args, finish, kept_of, parse_kv, run
 from metrics.asr import SCORING_ASR
 
 DEFAULT_OUT = Path("out")
@@ -36,11 +38,35 @@ def speech_gate(cache_dir: Path | None) -> SpeechGate:
     return AsrSpeechGate(cache_dir=cache_dir)
 
 
+def build_selection(a: argparse.Namespace) -> tuple[Benchmark, tuple[str, ...] | None]:
+    """What `build` makes: `build BENCHMARK`, `build --config NAME[,NAME]` (as `run` takes it: benchmarks or their
+    configs) and `--configs` name one benchmark and, optionally, which of its configs."""
+    def split(spec: str | None) -> list[str]:
+        return [n.strip() for n in (spec or "").split(",") if n.strip()]
+
+    names = split(a.benchmark) + split(a.config)
+    if not names and not a.configs:
+        raise UsageError(f"build: name the benchmark: duplex-eval build BENCHMARK ({', '.join(buildable_names())})")
+    benches: dict[str, Benchmark] = {}
+    configs: list[str] = []
+    for name in names:  # a benchmark stands for all its configs ("ifeval" is both: the benchmark)
+        bench = build_target(name) if name in buildable_names() else benchmark_for_config(name)
+        if name not in buildable_names():
+            configs.append(name)
+        benches.setdefault(bench.name, bench)
+    for name in split(a.configs):  # --configs: the benchmark's configs by their names only
+        configs.append(name)
+        benches.setdefault(benchmark_for_config(name).name, benchmark_for_config(name))
+    if len(benches) > 1:
+        raise UsageError(f"build: one benchmark at a time; {', '.join(names)} name {', '.join(benches)}")
+    return next(iter(benches.values())), tuple(dict.fromkeys(configs)) or None
+
+
 def cmd_build(a: argparse.Namespace) -> int:
     from dataset_builder.build import BuildOptions
     from dataset_builder.tts.cache import default_cache_dir
 
-    bench = build_target(a.benchmark)
+    bench, configs = build_selection(a)
     if a.preset not in bench.presets:
         raise UsageError(f"--preset {a.preset!r}: {bench.name} has presets {list(bench.presets)}")
     out = Path(a.out or DEFAULT_OUT / "datasets" / f"duplex-{bench.name}")
@@ -53,8 +79,7 @@ def cmd_build(a: argparse.Namespace) -> int:
                                speech_gate=None if a.no_speech_gate or a.scripts_only else speech_gate(cache_dir),
                                progress=a.progress, scripts_only=a.scripts_only, workers=a.workers,
                                writer=a.writer, writer_args=parse_kv(a.writer_arg, "--writer-arg"),
-                               stats=Path(a.stats) if a.stats else None,
-                               configs=tuple(c for c in a.configs.split(",") if c) if a.configs else None)
+                               stats=Path(a.stats) if a.stats else None, configs=configs)
         info = bench.function("build")(out, options)
         print(json.dumps(info, indent=2))
         if a.scripts_only:
@@ -76,7 +101,76 @@ def cmd_build(a: argparse.Namespace) -> int:
 
 
 def cmd_run(a: argparse.Namespace) -> int:
-    return finish(run(config_from_args(a)))
+    from eval.launch import worker_rank
+
+    cfgs = configs_from_args(a)  # its errors once, here, before any process is started
+    if worker_rank() is not None:  # one of the processes `--num-processes` started
+        return _worker_run(cfgs)
+    if a.num_processes > 1:
+        return _launched_run(a, cfgs)
+    code = 0
+    for cfg in cfgs:
+        if len(cfgs) > 1:
+            print(f"== {cfg.config}: {cfg.out}", flush=True)
+        code = max(code, finish(run(cfg)))
+    return code
+
+
+def _worker_run(cfgs: list[RunConfig]) -> int:
+    """A launched process: its counts go to the launching process, which prints one summary. Exit 0 whatever
+    happened (accelerate's launcher would print a traceback for any other status); the status travels too."""
+    from eval.launch import register_worker, worker_rank, write_worker_result
+
+    # The launching process passes Ctrl-C on as SIGINT: heard here even where the shell started us ignoring it.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    rank, n = worker_rank() or (0, 1)
+    result: dict = {"results": [], "interrupted": None, "error": None}
+    try:
+        if not register_worker():
+            raise Interrupted(0)
+        for cfg in cfgs:
+            result["results"].append({"config": cfg.config, "out": cfg.out, "counts": run(cfg)})
+    except Interrupted as err:
+        result["interrupted"] = err.kept
+        print(f"process {rank + 1}/{n}: {err}", file=sys.stderr, flush=True)
+    except (SchemaError, UsageError, FileNotFoundError, RuntimeError) as err:
+        result["error"] = str(err)
+    write_worker_result(result)
+    return 0
+
+
+def _launched_run(a: argparse.Namespace, cfgs: list[RunConfig]) -> int:
+    """`run --num-processes N`: launch N processes through accelerate, then one combined summary."""
+    from eval.launch import launch
+
+    n = a.num_processes
+    code, interrupted, results = launch(a.argv, n)
+    if interrupted:
+        for rank, res in enumerate(results):  # the interrupted ones have said so themselves
+            if res is None:
+                print(f"process {rank + 1}/{n}: interrupted before it could count its episodes; rerun the same "
+                      "command to resume", file=sys.stderr)
+            elif res["interrupted"] is None and not res["error"]:
+                kept = sum(kept_of(r["counts"]) for r in res["results"])
+                print(f"process {rank + 1}/{n}: had finished its share; {kept} episodes kept", file=sys.stderr)
+        return 130
+    errors = list(dict.fromkeys(res["error"] for res in results if res and res["error"]))
+    if errors:
+        raise UsageError("; ".join(errors))
+    if any(res is None for res in results):
+        missing = [str(rank + 1) for rank, res in enumerate(results) if res is None]
+        raise RuntimeError(f"process(es) {', '.join(missing)} of {n} ended without a result (the launcher exited "
+                           f"with status {code}; its output above says why)")
+    status = 0
+    for i, cfg in enumerate(cfgs):
+        if len(cfgs) > 1:
+            print(f"== {cfg.config}: {cfg.out}", flush=True)
+        total: dict[str, int] = {}
+        for res in results:
+            for key, value in res["results"][i]["counts"].items():  # type: ignore[index]
+                total[key] = total.get(key, 0) + value
+        status = max(status, finish(total | {"processes": n}))
+    return status
 
 
 def _score(run_dir: Path, a: argparse.Namespace) -> dict:
@@ -218,9 +312,10 @@ def cmd_text_reference(a: argparse.Namespace) -> int:
 def cmd_push(a: argparse.Namespace) -> int:
     from dataset_builder.hf_dataset import describe_upload, push_to_hub
 
-    if a.repo_id and a.repo and a.repo_id != a.repo:
-        raise UsageError(f"push: two repo ids given ({a.repo} and --repo-id {a.repo_id}); give one")
-    repo_id = a.repo_id or a.repo
+    if a.repo:  # one way to say it, as push-results and push-metric take theirs
+        raise UsageError(f"push: give the repo as --repo-id {a.repo} (the only argument after the folder is "
+                         f"the folder itself): duplex-eval push {a.folder} --repo-id {a.repo}")
+    repo_id = a.repo_id
     if not repo_id:
         raise UsageError("push: give the Hub dataset repo: --repo-id ORG/NAME")
     if a.dry_run:
@@ -294,7 +389,10 @@ def add_score_arguments(p: argparse.ArgumentParser) -> None:
 
 def _add_build(p: argparse.ArgumentParser) -> None:
     """`build BENCHMARK`: the dataset's size, voices, writer and cache, and the audit after it."""
-    p.add_argument("benchmark", choices=buildable_names())
+    p.add_argument("benchmark", nargs="?", default=None, metavar="BENCHMARK",
+                   help=f"the benchmark to build ({', '.join(buildable_names())}); or --config")
+    p.add_argument("--config", default=None, metavar="NAME[,NAME...]",
+                   help="as `run --config`: the benchmark, or some of its configs (m3_chat_en,m3_task_en)")
     p.add_argument("--preset", default="mini", help="size preset (mpe: mini, full)")
     p.add_argument("--n", "--n-pairs", dest="n", type=int, default=None,
                    help="override the preset's size (mpe: scenario pairs)")
@@ -344,8 +442,11 @@ def _add_build(p: argparse.ArgumentParser) -> None:
 
 
 def _add_run(p: argparse.ArgumentParser) -> None:
-    """`run`: the runner's own arguments (eval.run)."""
+    """`run`: the runner's own arguments (eval.run), and how many processes share the cases."""
     add_run_arguments(p)
+    p.add_argument("--num-processes", type=int, default=1, metavar="N",
+                   help="share the cases among N processes, launched through accelerate (gloo on CPU, one GPU each "
+                        "when there are N); one combined summary; Ctrl-C stops every process, keeping what is done")
     p.set_defaults(func=cmd_run)
 
 
@@ -414,7 +515,7 @@ def _add_text_reference(p: argparse.ArgumentParser) -> None:
 def _add_push(p: argparse.ArgumentParser) -> None:
     """`push FOLDER`: a dataset folder to the Hub."""
     p.add_argument("folder")
-    p.add_argument("repo", nargs="?", default=None, metavar="REPO_ID", help="the same as --repo-id")
+    p.add_argument("repo", nargs="?", default=None, help=argparse.SUPPRESS)  # refused with the --repo-id hint
     p.add_argument("--repo-id", default=None, help="the Hub dataset repo, e.g. my-org/duplex-mpe")
     p.add_argument("--dry-run", action="store_true",
                    help="list every file, its size and its path in the repo, and the configs load_dataset will "
@@ -467,7 +568,7 @@ def _add_demo(p: argparse.ArgumentParser) -> None:
 
 def _add_check_adapter(p: argparse.ArgumentParser) -> None:
     """`check-adapter NAME_OR_PATH`: the protocol conformance checks."""
-    p.add_argument("adapter", metavar="NAME_OR_PATH", help="registered adapter name or module:Class")
+    p.add_argument("adapter", metavar="NAME_OR_PATH", help="registered adapter name, module:Class or file.py:Class")
     p.add_argument("--adapter-arg", action="append", default=[], metavar="K=V", help="adapter constructor arg")
     p.add_argument("--seed", type=int, default=0, help="the seed every reset gets")
     p.add_argument("--atol", type=float, default=0.0,
@@ -477,9 +578,21 @@ def _add_check_adapter(p: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_check_adapter)
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, with its own mistakes said as every other error of the CLI is: one `error: ...` line (the usage
+    line before it, as argparse prints it), exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(2, f"error: {self.prog.split()[-1]}: {message}\n")
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="duplex-eval", description=__doc__)
-    sub = p.add_subparsers(dest="command", required=True)
+    from eval.orchestrator import HARNESS_VERSION
+
+    p = Parser(prog="duplex-eval", description=__doc__)
+    p.add_argument("--version", action="version", version=f"duplex-eval {HARNESS_VERSION}")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
     b = sub.add_parser("build", help="build a benchmark dataset folder")
     _add_build(b)
     r = sub.add_parser("run", help="run an adapter over a dataset (resumable)")
@@ -516,12 +629,20 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("faster_whisper").setLevel(logging.WARNING)  # one line per transcribed clip otherwise
+    argv = sys.argv[1:] if argv is None else list(argv)
     a = parser().parse_args(argv)
+    a.argv = argv  # `run --num-processes` launches the same command in each process
     try:
         return int(a.func(a))
     except (SchemaError, UsageError, FileNotFoundError, RuntimeError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except Interrupted as err:  # Ctrl-C in a run: what is on disk is kept
+        print(str(err), file=sys.stderr)
+        return 130
+    except KeyboardInterrupt:
+        print(f"interrupted ({a.command})", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

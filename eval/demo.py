@@ -13,8 +13,11 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import signal
 import time
+from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,7 +82,9 @@ def demo(out: Path, preset: str = "mini", adapters: list[str] | None = None,
     # spawn: a worker must not inherit a forked copy of torch/ONNX thread pools. (Limiting each worker to one
     # native thread, as the build pools do, was tried: the cascade runs, whose ASR, TTS and VAD threads overlap,
     # then took longer.)
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    # Ctrl-C is the parent's alone (the workers ignore it): it ends the workers, so none is left running a job.
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_ignore_sigint)
+    try:
         pending: dict[Future[Any], tuple[str, Any]] = {}
         while ready or pending:
             ready.sort(key=lambda job: -job[0])
@@ -92,11 +97,12 @@ def demo(out: Path, preset: str = "mini", adapters: list[str] | None = None,
                     break
                 ready.remove(pick)
                 _, kind, what = pick
-                if kind == "build":
-                    fut = pool.submit(_build, what, datasets[what], preset, cache)
-                else:
-                    blk, a, d = what
-                    fut = pool.submit(_run_and_score, blk.dataset, blk.config, a, d, cache, out / "report")
+                with _sigint_ignored():  # a worker started now inherits it ignored, even while it starts up
+                    if kind == "build":
+                        fut = pool.submit(_build, what, datasets[what], preset, cache)
+                    else:
+                        blk, a, d = what
+                        fut = pool.submit(_run_and_score, blk.dataset, blk.config, a, d, cache, out / "report")
                 pending[fut] = (kind, what)
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for fut in done:
@@ -114,6 +120,14 @@ def demo(out: Path, preset: str = "mini", adapters: list[str] | None = None,
             while printed < len(blocks) and all((blocks[printed].config, a) in results for a in adapters):
                 _print_block(blocks[printed], {a: results[(blocks[printed].config, a)] for a in adapters})
                 printed += 1
+    except KeyboardInterrupt:
+        _stop(pool)
+        print("interrupted; finished builds and episodes are kept; rerun the same command to resume", flush=True)
+        return 130
+    except BaseException:
+        _stop(pool)
+        raise
+    pool.shutdown()
     report = write_report([d for blk in blocks for d in blk.run_dirs], out / "report", progress=True)
     from eval.report_site.site import site_bytes
 
@@ -121,6 +135,48 @@ def demo(out: Path, preset: str = "mini", adapters: list[str] | None = None,
     print(f"summary:    {report.parent / 'summary.md'} (the leaderboards in Markdown)")
     print(f"total {time.perf_counter() - t0:.0f}s with {workers} worker process(es)")
     return 0
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """SIGINT ignored while the pool may start a worker: an ignored signal stays ignored in the child from its first
+    instruction (the initializer alone would leave a window while the child imports). A Ctrl-C in these few
+    milliseconds is lost."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """End the pool's workers and the processes they started (a build's synthesis pool) now, and wait for them, so
+    that none outlives the demo (a job in flight is cut off: a run keeps its finished episodes, a build its
+    atomic writes)."""
+    import psutil  # accelerate's own dependency
+
+    procs = []
+    for child in multiprocessing.active_children():
+        try:
+            procs += [psutil.Process(child.pid), *psutil.Process(child.pid).children(recursive=True)]
+        except psutil.NoSuchProcess:
+            pass
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        try:
+            p.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(procs, timeout=10)
+    for p in alive:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
 
 
 def _seconds(job: str) -> float:

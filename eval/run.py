@@ -1,7 +1,8 @@
 """Run an adapter over a dataset config, sharded across processes, resumable.
 
     duplex-eval run --dataset out/datasets/duplex-mpe --adapter oracle --out runs/oracle
-    accelerate launch eval/run.py --dataset ... --adapter ... --out ...   # same arguments
+    duplex-eval run --dataset ... --adapter ... --out ... --num-processes 4   # through accelerate (eval.launch)
+    accelerate launch eval/run.py --dataset ... --adapter ... --out ...   # same arguments, by hand
 
 The config names the benchmark (docs/adding-a-benchmark.md): its protocol validates `--param`, its plan drives the user
 stream, and the one episode runner (`eval.orchestrator.run_episode`) does the rest; an adapter declaring `batch_size` >
@@ -10,7 +11,9 @@ written exactly as one at a time. Each process builds one adapter instance and r
 (`PartialState().split_between_processes`). An episode whose `rec.json` exists is finished and skipped, so a rerun
 resumes without duplicating or losing episodes; failed episodes are kept as results and re-run only with
 `--retry-failed`. A case needing a capability the adapter lacks (M3's Full context needs teacher forcing) is
-recorded as a skipped episode with its reason: counted, never run.
+recorded as a skipped episode with its reason: counted, never run; `--limit` and `--sample` count only the cases
+the adapter can run (`eval.selection`). Ctrl-C stops the run between two writes: `Interrupted` says how many
+episodes are kept, and the same command resumes.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +40,7 @@ from dataset_builder.errors import UsageError  # noqa: E402
 from dataset_builder.progress import Progress  # noqa: E402
 from dataset_builder.schema import SchemaError  # noqa: E402
 from eval.orchestrator import RunOptions  # noqa: E402
+from eval.selection import select_cases  # noqa: E402
 
 if TYPE_CHECKING:
     from eval.schedule import EpisodePlan
@@ -55,7 +59,8 @@ class RunConfig:
     config: str = "mpe"
     adapter_args: dict[str, Any] = field(default_factory=dict)
     params: list[str] = field(default_factory=list)
-    limit: int | None = None
+    limit: int | None = None  # the first N cases the adapter can run
+    sample: int | None = None  # a stratified sample of N cases the adapter can run, drawn with `seed`
     cases: list[str] | None = None
     seed: int = 0
     step_timeout_s: float | None = RunOptions.step_timeout_s
@@ -81,6 +86,19 @@ def parse_kv(items: list[str], what: str) -> dict[str, Any]:
         except json.JSONDecodeError:
             out[key.strip()] = value
     return out
+
+
+class Interrupted(Exception):  # noqa: N818  (it is the user's Ctrl-C, not an error)
+    """Ctrl-C during a run: how many episodes of this process's share are on disk (kept for the rerun)."""
+
+    def __init__(self, kept: int) -> None:
+        super().__init__(f"interrupted; {kept} episodes kept; rerun the same command to resume")
+        self.kept = kept
+
+
+def kept_of(counts: dict[str, int]) -> int:
+    """Episodes of this process's share with a rec.json: found finished, and finished now."""
+    return sum(counts.get(k, 0) for k in ("skipped_done", "failed_kept", "skipped_kept", "ok", "failed", "skipped"))
 
 
 def _state() -> Any:
@@ -126,6 +144,25 @@ def check_marker(out: Path, cfg: RunConfig, fingerprint: str) -> None:
                          "mix two datasets; use another --out folder, or --force to start this one over")
 
 
+def record_selection(out: Path, cfg: RunConfig, bench: Benchmark, fingerprint: str, *, n_dataset: int,
+                     n_selected: int, unrunnable: int) -> None:
+    """Write run.json once the dataset, params and adapter all checked out, and add to its `selections` each
+    distinct choice of cases this folder has run (`--limit`, `--sample` with its seed, `--case`), so a run of a
+    sample says so."""
+    info = read_marker(out) or {
+        "identity": cfg.identity(), "benchmark": bench.name, "config": cfg.config,
+        "dataset_fingerprint": fingerprint, "n_dataset_cases": n_dataset,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    selection = {"limit": cfg.limit, "sample": cfg.sample, "seed": cfg.seed if cfg.sample is not None else None,
+                 "case_ids": sorted(cfg.cases) if cfg.cases else None, "n_cases": n_selected,
+                 "left_out_not_runnable": unrunnable}
+    selections = info.setdefault("selections", [])
+    if selection not in selections or not (out / "run.json").exists():
+        if selection not in selections:
+            selections.append(selection)
+        atomic_write_json(out / "run.json", info)
+
+
 def clear_run_dir(out: Path) -> int:
     """Remove the run's episodes and run.json, and every scoring output (`metrics.freshness.invalidate`)."""
     from metrics.freshness import invalidate
@@ -156,6 +193,16 @@ def run(cfg: RunConfig) -> dict[str, int]:
     """Run the config's cases; returns this process's counts: cases, ok, failed, episodes already done
     (`skipped_done`), failures kept from an earlier run, and — only when there are any — cases recorded as
     skipped now (`skipped`) or earlier (`skipped_kept`) because the adapter lacks a capability they need."""
+    counts = {"cases": 0, "skipped_done": 0, "ok": 0, "failed": 0, "failed_kept": 0}
+    try:
+        return _run(cfg, counts)
+    except KeyboardInterrupt:
+        # An episode is written whole or not at all (its rec.json last), so what is on disk is what a rerun keeps.
+        raise Interrupted(kept_of(counts)) from None
+
+
+def _run(cfg: RunConfig, counts: dict[str, int]) -> dict[str, int]:
+    """`run`, counting into `counts` as it goes (what an interruption reports)."""
     from dataset_builder.fingerprint import dataset_fingerprint
     from dataset_builder.hf_dataset import _checked_shards
     from eval.lockstep import LockstepRunner, is_batched
@@ -170,60 +217,67 @@ def run(cfg: RunConfig) -> dict[str, int]:
     if not cfg.force:
         check_marker(out, cfg, fingerprint)  # before anything is written
     all_cases = bench.function("cases")(cfg.dataset, cfg.config)
-    cases = all_cases
-    if cfg.cases:
-        known = {c.case_id for c in all_cases}
-        unknown = sorted(set(cfg.cases) - known)
-        if unknown:
-            raise UsageError(f"--case: no such case id(s) {unknown[:5]} in {cfg.dataset} ({cfg.config})")
-        cases = [c for c in all_cases if c.case_id in set(cfg.cases)]
-    if cfg.limit is not None:
-        if cfg.limit < 1:
-            raise UsageError(f"--limit must be >= 1, got {cfg.limit}")
-        cases = cases[: cfg.limit]
-    if state.is_main_process:
-        if cfg.force and out.exists():
-            n = clear_run_dir(out)
-            log.info("--force: removed %d files from %s", n, out)
-        if len(cases) < len(all_cases):
-            log.info("running %d of %d cases of %s", len(cases), len(all_cases), cfg.dataset)
-    _wait(state)
-    # Split the full list, then skip finished episodes inside each shard: every process sees the same split
-    # even if another process has already finished some episodes by the time it looks.
-    counts = {"cases": len(cases), "skipped_done": 0, "ok": 0, "failed": 0, "failed_kept": 0}
-    with state.split_between_processes(cases) as shard:
-        status = {c.case_id: finished(out, c.case_id) for c in shard}
-        retry = {"failed"} if cfg.retry_failed else set()
-        mine = {cid for cid, st in status.items() if st is None or st in retry}
-        counts["cases"] = len(shard)
-        counts["skipped_done"] = sum(st == "ok" for st in status.values())
-        counts["failed_kept"] = sum(st == "failed" and cid not in mine for cid, st in status.items())
-        if any(st == "skipped" for st in status.values()):
-            counts["skipped_kept"] = sum(st == "skipped" for st in status.values())
-        agent = load_adapter(cfg.adapter, **cfg.adapter_args) if mine else None
+    agent: Any = None
+    try:
+        runnable = None
+        needs: Callable[[Any], frozenset[str]] = lambda case: frozenset()  # noqa: E731
+        capabilities: frozenset[str] = frozenset()
+        if bench.needs and (cfg.limit is not None or cfg.sample is not None):
+            # --limit and --sample count only the cases this adapter can run, so it is built before choosing.
+            agent = load_adapter(cfg.adapter, **cfg.adapter_args)
+            needs, capabilities = bench.function("needs"), frozenset(agent.capabilities)
+
+            def runnable(case: Any) -> bool:
+                return needs(case) <= capabilities
+
+        cases, unrunnable = select_cases(all_cases, ids=cfg.cases, limit=cfg.limit, sample=cfg.sample,
+                                         seed=cfg.seed, strata=bench.function("strata") if bench.strata else None,
+                                         runnable=runnable, where=f"{cfg.dataset} ({cfg.config})")
         if state.is_main_process:
+            if cfg.force and out.exists():
+                n = clear_run_dir(out)
+                log.info("--force: removed %d files from %s", n, out)
+            if len(cases) < len(all_cases):
+                how = (f"a stratified sample, seed {cfg.seed} (--sample)" if cfg.sample is not None
+                       else "the first (--limit)" if cfg.limit is not None else "the --case ids")
+                lacking = sorted({x for c in all_cases for x in needs(c) - capabilities}) if unrunnable else []
+                left = (f"; {unrunnable} left out, which adapter {cfg.adapter} cannot run (they need "
+                        f"{', '.join(lacking)})" if unrunnable else "")
+                log.info("running %d of %d cases of %s (%s): %s%s", len(cases), len(all_cases), cfg.dataset,
+                         cfg.config, how, left)
+        _wait(state)
+        # Split the full list, then skip finished episodes inside each shard: every process sees the same split
+        # even if another process has already finished some episodes by the time it looks.
+        with state.split_between_processes(cases) as shard:
+            status = {c.case_id: finished(out, c.case_id) for c in shard}
+            retry = {"failed"} if cfg.retry_failed else set()
+            mine = {cid for cid, st in status.items() if st is None or st in retry}
+            counts["cases"] = len(shard)
+            counts["skipped_done"] = sum(st == "ok" for st in status.values())
+            counts["failed_kept"] = sum(st == "failed" and cid not in mine for cid, st in status.items())
+            if any(st == "skipped" for st in status.values()):
+                counts["skipped_kept"] = sum(st == "skipped" for st in status.values())
+            if mine and agent is None:
+                agent = load_adapter(cfg.adapter, **cfg.adapter_args)
+            if state.is_main_process:
+                out.mkdir(parents=True, exist_ok=True)
+                record_selection(out, cfg, bench, fingerprint, n_dataset=len(all_cases), n_selected=len(cases),
+                                 unrunnable=unrunnable)
+            if not mine:
+                return counts
             out.mkdir(parents=True, exist_ok=True)
-            if read_marker(out) is None:  # written only once the dataset, params and adapter all checked out
-                atomic_write_json(out / "run.json", {
-                    "identity": cfg.identity(), "benchmark": bench.name, "config": cfg.config,
-                    "dataset_fingerprint": fingerprint, "n_dataset_cases": len(all_cases),
-                    "started": time.strftime("%Y-%m-%dT%H:%M:%S")})
-        if agent is None:
-            return counts
-        out.mkdir(parents=True, exist_ok=True)
-        options = RunOptions(step_timeout_s=cfg.step_timeout_s)
-        progress = Progress(f"run {cfg.adapter}", len(mine), enabled=cfg.progress)
-        # The protocol may take what it needs of the adapter (M3: its frame size, whether it greets).
-        agent_protocol = protocol.for_agent(agent)
-        jobs = planned(bench.function("case_audio")(cfg.dataset, cfg.config, wanted=mine), plan, agent_protocol,
-                       agent.sample_rate)
+            options = RunOptions(step_timeout_s=cfg.step_timeout_s)
+            progress = Progress(f"run {cfg.adapter}", len(mine), enabled=cfg.progress)
+            # The protocol may take what it needs of the adapter (M3: its frame size, whether it greets).
+            agent_protocol = protocol.for_agent(agent)
+            jobs = planned(bench.function("case_audio")(cfg.dataset, cfg.config, wanted=mine), plan,
+                           agent_protocol, agent.sample_rate)
 
-        def done(i: int, ep: Episode) -> None:
-            counts[ep.status] = counts.get(ep.status, 0) + 1
-            log.info("[%d/%d] %s %s %s", i, len(mine), ep.case_id, ep.status, ep.failure or "")
-            progress.advance(note=f"{counts['failed']} failed" if counts["failed"] else "")
+            def done(i: int, ep: Episode) -> None:
+                counts[ep.status] = counts.get(ep.status, 0) + 1
+                log.info("[%d/%d] %s %s %s", i, len(mine), ep.case_id, ep.status, ep.failure or "")
+                progress.advance(note=f"{counts['failed']} failed" if counts["failed"] else "")
 
-        try:
             if is_batched(agent):
                 # B episodes in flight on one clock (docs/scale.md); the runner replaces the agent after a stall.
                 runner = LockstepRunner(agent, out, seed=cfg.seed, options=options,
@@ -244,7 +298,8 @@ def run(cfg: RunConfig) -> dict[str, int]:
                         # The stalled step may still be running in its abandoned thread: never reuse that agent.
                         agent.close()
                         agent = load_adapter(cfg.adapter, **cfg.adapter_args)
-        finally:
+    finally:
+        if agent is not None:
             agent.close()
     return counts
 
@@ -260,16 +315,26 @@ def planned(cases_with_audio: Iterable[tuple[Any, Any]], plan: Callable[..., Epi
 
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("benchmark", nargs="?", default=None, metavar="BENCHMARK",
+                   help="the same as --config (as `build BENCHMARK`)")
     p.add_argument("--dataset", required=True, help="dataset folder (as written by `duplex-eval build`)")
-    p.add_argument("--config", default="mpe", help="dataset config (names the benchmark); default mpe")
-    p.add_argument("--adapter", required=True, help="registered adapter name or module:Class")
+    p.add_argument("--config", default=None, metavar="NAME[,NAME...]",
+                   help="what to run: a benchmark (mpe, ifeval, m3: its evaluated configs) or a dataset config "
+                        "(m3_chat_en), or a comma list of them, each its own run in OUT/<config>; default: the "
+                        "benchmark the dataset folder holds, when it holds one")
+    p.add_argument("--adapter", required=True, help="registered adapter name, module:Class or file.py:Class")
     p.add_argument("--adapter-arg", action="append", default=[], metavar="K=V", help="adapter constructor arg")
     p.add_argument("--out", required=True, help="run folder: recordings, rec.json files, scores")
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                    help="override a protocol default (e.g. t_onset_window_s=4)")
-    p.add_argument("--limit", type=int, default=None, help="run only the first N cases")
+    p.add_argument("--limit", type=int, default=None, metavar="N",
+                   help="run only the first N cases the adapter can run")
+    p.add_argument("--sample", type=int, default=None, metavar="N",
+                   help="run a sample of N cases the adapter can run, spread evenly over the benchmark's strata "
+                        "(DSB-IFEval: levels and turn-2 modes, then conversations; M3: event types and conditions, "
+                        "then dialogues; Duplex-MPE: condition and cue kind, then scenario pairs), drawn with --seed")
     p.add_argument("--case", action="append", dest="cases", default=None, help="run only this case id")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="the seed every episode's reset gets, and --sample's")
     p.add_argument("--step-timeout", type=float, default=RunOptions.step_timeout_s,
                    help="seconds one agent step may take (0: none)")
     p.add_argument("--retry-failed", action="store_true", help="re-run episodes recorded as failed")
@@ -278,12 +343,78 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress line on stderr")
 
 
-def config_from_args(a: argparse.Namespace) -> RunConfig:
-    return RunConfig(dataset=a.dataset, adapter=a.adapter, out=a.out, config=a.config,
+def resolve_configs(dataset: str, spec: str | None) -> list[str]:
+    """The dataset configs a `run` means: each name of `spec` (a comma list) is a config, or a benchmark standing
+    for its evaluated configs in the folder; no `spec`: the evaluated configs of the one benchmark the folder
+    holds."""
+    from dataset_builder.benchmarks import benchmark_names, get_benchmark
+    from dataset_builder.hf_dataset import available_configs
+
+    folder = Path(dataset)
+    have = available_configs(folder) if folder.is_dir() else []
+    if not spec:
+        if not folder.is_dir():
+            raise FileNotFoundError(f"dataset folder {dataset} does not exist")
+        benches: dict[str, Benchmark] = {}
+        for config in have:
+            try:
+                bench = benchmark_for_config(config)
+            except UsageError:
+                continue  # a config no registered benchmark reads
+            benches.setdefault(bench.name, bench)
+        if not benches:
+            raise UsageError(f"{dataset} holds no benchmark's config (it has {have}); build one there with "
+                             f"`duplex-eval build BENCHMARK --out {dataset}`")
+        if len(benches) > 1:
+            raise UsageError(f"{dataset} holds configs of {len(benches)} benchmarks ({', '.join(benches)}); "
+                             f"say which with --config NAME (a benchmark or a config of {have}), or a comma list")
+        bench = next(iter(benches.values()))
+        return [c for c in bench.evaluated_configs() if c in have] or [c for c in bench.configs if c in have][:1]
+    known = sorted(c for name in benchmark_names() for c in get_benchmark(name).configs)
+    out: list[str] = []
+    for name in (n.strip() for n in spec.split(",")):
+        if not name:
+            continue
+        if name in known:
+            found = [name]
+        elif name in benchmark_names():
+            wanted = get_benchmark(name).evaluated_configs()
+            found = [c for c in wanted if c in have] if have else list(wanted)
+            if not found:
+                raise UsageError(f"--config {name}: {dataset} has no config of benchmark {name} "
+                                 f"({', '.join(wanted)}); it has {have}")
+        else:
+            raise UsageError(f"--config {name!r} is neither a benchmark ({', '.join(benchmark_names())}) nor a "
+                             f"dataset config ({', '.join(known)})")
+        out += [c for c in found if c not in out]
+    if not out:
+        raise UsageError(f"--config {spec!r} names no benchmark or config")
+    return out
+
+
+def configs_from_args(a: argparse.Namespace) -> list[RunConfig]:
+    """One RunConfig per config the command names (`resolve_configs`): several go to OUT/<config> each."""
+    if a.benchmark and a.config and a.benchmark != a.config:
+        raise UsageError(f"run: two benchmarks given ({a.benchmark} and --config {a.config}); give one")
+    configs = resolve_configs(a.dataset, a.config or a.benchmark)
+    if a.limit is not None and a.sample is not None:
+        raise UsageError("give --limit N (the first N cases) or --sample N (a stratified sample), not both")
+    base = RunConfig(dataset=a.dataset, adapter=a.adapter, out=a.out, config=configs[0],
                      adapter_args=parse_kv(a.adapter_arg, "--adapter-arg"), params=list(a.param),
-                     limit=a.limit, cases=a.cases, seed=a.seed,
+                     limit=a.limit, sample=a.sample, cases=a.cases, seed=a.seed,
                      step_timeout_s=a.step_timeout if a.step_timeout > 0 else None,
                      retry_failed=a.retry_failed, force=a.force, progress=a.progress)
+    if len(configs) == 1:
+        return [base]
+    return [replace(base, config=c, out=str(Path(a.out) / c)) for c in configs]
+
+
+def config_from_args(a: argparse.Namespace) -> RunConfig:
+    """The one RunConfig of a command naming one config."""
+    cfgs = configs_from_args(a)
+    if len(cfgs) > 1:
+        raise UsageError(f"this command runs one config; --config names {[c.config for c in cfgs]}")
+    return cfgs[0]
 
 
 def outcome(counts: dict[str, int]) -> tuple[int, str]:
@@ -318,9 +449,12 @@ def main(argv: list[str] | None = None) -> int:
     add_run_arguments(p)
     try:
         counts = run(config_from_args(p.parse_args(argv)))
-    except (SchemaError, UsageError) as err:
+    except (SchemaError, UsageError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except Interrupted as err:
+        print(str(err), file=sys.stderr)
+        return 130
     return finish(counts)
 
 

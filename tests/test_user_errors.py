@@ -98,10 +98,43 @@ def test_missing_class_lists_what_the_module_defines(workdir: Path) -> None:
     assert "'MyModle'" in msg and "['MyModel']" in msg and "usererr_typo.py" in msg
 
 
-@pytest.mark.parametrize("target", ["my model:Cls", "usererr_x:", ":Cls", "a:b:c", "./my_model.py:Cls"])
+@pytest.mark.parametrize("target", ["my model:Cls", "usererr_x:", ":Cls", "a:b:c", ".py:Cls", "x.py:my Cls"])
 def test_malformed_target_is_a_usage_error(target: str) -> None:
     with pytest.raises(UsageError, match="module:Class"):
         load_adapter(target)
+
+
+@pytest.mark.parametrize("spelling", ["usererr_forms:Mine", "usererr_forms.Mine", "usererr_forms.py:Mine",
+                                      "./usererr_forms.py:Mine"])
+def test_three_spellings_of_ones_own_class_load_it(workdir: Path, spelling: str) -> None:
+    (workdir / "usererr_forms.py").write_text(TINY_AGENT.format(cls="Mine"))
+    agent = load_adapter(spelling, gain=0.5)
+    assert isinstance(agent, DuplexAgent) and agent.gain == 0.5
+
+
+def test_a_file_in_another_folder_imports_its_neighbours(workdir: Path) -> None:
+    (workdir / "models").mkdir()
+    (workdir / "models" / "usererr_helper.py").write_text("GAIN = 0.75\n")
+    (workdir / "models" / "usererr_agent.py").write_text(
+        "from usererr_helper import GAIN\n" + TINY_AGENT.format(cls="Mine") + "\nDEFAULT = GAIN\n")
+    agent = load_adapter("models/usererr_agent.py:Mine", gain=0.75)
+    assert agent.gain == 0.75 and sys.modules["usererr_agent"].DEFAULT == 0.75
+
+
+def test_file_form_errors_name_the_file_and_the_forms(workdir: Path) -> None:
+    with pytest.raises(UsageError) as err:
+        load_adapter("./usererr_nofile.py:Mine")
+    assert str(err.value).startswith("no file ./usererr_nofile.py (from --adapter ./usererr_nofile.py:Mine); a "
+                                     "class of your own is 'file.py:Class'")
+    (workdir / "usererr_forms2.py").write_text(TINY_AGENT.format(cls="Mine"))
+    with pytest.raises(UsageError, match=r"pass usererr_forms2\.py:ClassName"):
+        load_adapter("usererr_forms2.py")
+    with pytest.raises(UsageError, match=r"has no 'Mien'; classes it defines: \['Mine'\]"):
+        load_adapter("usererr_forms2.Mien")
+    # "package.module" is read as "package:module": a module, not a class, and said so with its classes.
+    with pytest.raises(UsageError, match=r"'adapters\.silent' .* is a module, not a class: pass "
+                                         r"adapters\.silent:ClassName \(classes it defines: \['SilentAgent'\]\)"):
+        load_adapter("adapters.silent")
 
 
 def test_unknown_constructor_argument_names_it_and_the_flag() -> None:

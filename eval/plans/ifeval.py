@@ -94,6 +94,12 @@ def cut_clips(item: IFEvalItem, audio: np.ndarray, sr: int) -> dict[str, np.ndar
             for tid, (a, b) in item.clips.items()}
 
 
+def strata(case: IFEvalItem) -> tuple[tuple[str, str], str]:
+    """`run --sample`: spread over the conditioning levels and turn 2's mode (take-turn, barge-in), then over the
+    conversations, so a small sample does not spend itself on the levels of one conversation."""
+    return (case.case.level, case.timed.conversation.turn2.mode), case.case.conversation_id
+
+
 def plan(case: IFEvalItem, audio: np.ndarray, protocol: IFEvalProtocol, sr: int) -> EpisodePlan:
     """The whole episode: the level's system prompt, the steps, the IFEval VAD, the gold (DESIGN.md)."""
     c = case.case

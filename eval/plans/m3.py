@@ -84,6 +84,16 @@ def _fit(x: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
+def needs(case: M3Case) -> frozenset[str]:
+    """What the case needs of an adapter: Full context teacher-forces the model channel up to s."""
+    return frozenset({"teacher_forcing"}) if case.condition == "full" else frozenset()
+
+
+def strata(case: M3Case) -> tuple[tuple[str, str], str]:
+    """`run --sample`: spread over event types and conditions (the paper's subsets), then over dialogues."""
+    return (case.event.event_type, case.condition), case.event.dialogue_id
+
+
 def plan(case: M3Case, audio: np.ndarray, protocol: M3Protocol, sr: int) -> EpisodePlan:
     """The episode of one case: `audio` is the row's (n, 2) 24 kHz clip (ch0 user, ch1 system, clip clock)."""
     ev, cond = case.event, case.condition
@@ -123,7 +133,7 @@ def plan(case: M3Case, audio: np.ndarray, protocol: M3Protocol, sr: int) -> Epis
     return EpisodePlan(steps=steps, vad=vad_params(protocol), vad_preset=VAD_PRESET, protocol=protocol.to_dict(),
                        condition=cond, group_id=ev.event_id, gold=gold(case, offset / sr, lead / sr,
                                                                        (offset + a_s) / sr, (offset + a_w) / sr),
-                       forced=forced, requires=frozenset({"teacher_forcing"}) if cond == "full" else frozenset(),
+                       forced=forced, requires=needs(case),
                        bound_case=bound, system_prompt=NO_INSTRUCTIONS)
 
 

@@ -22,6 +22,11 @@ def cut_clips(case: Case, audio: np.ndarray, sr: int) -> tuple[np.ndarray, dict[
     return cut(0.0, case.preamble_end_s), {c.turn_id: cut(c.start_s, c.end_s) for c in case.clips}
 
 
+def strata(case: Case) -> tuple[tuple[str, str], str]:
+    """`run --sample`: spread over the condition (explicit/implicit) and the cue kind, then over scenario pairs."""
+    return (case.script.condition, case.script.cue), case.script.pair_id
+
+
 def plan(case: Case, audio: np.ndarray, protocol: MPEProtocol, sr: int) -> EpisodePlan:
     """The whole episode: no system prompt (the duty preamble is spoken), steps, the MPE VAD, the gold."""
     s = case.script

@@ -1,0 +1,308 @@
+"""The `run` and `build` command lines over the real mini sets: which configs a command means (inferred from the
+folder, benchmark names, comma lists; `build BENCHMARK` and `--config` alike), `--sample` and `--limit`, `--version`,
+the one `error: ...` line, and `run --num-processes` with a real Ctrl-C (SIGINT to real processes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from types import SimpleNamespace
+
+import psutil
+import pytest
+
+from dataset_builder.benchmarks import get_benchmark
+from dataset_builder.errors import UsageError
+from eval.cli import build_selection, main, parser
+from eval.orchestrator import HARNESS_VERSION
+from eval.run import resolve_configs
+from eval.selection import select_cases, stratified_sample
+
+ROOT = Path(__file__).resolve().parent.parent
+M3_CONFIGS = ["m3_chat_en", "m3_task_en", "m3_chat_ja", "m3_task_ja"]
+INTERRUPTED = re.compile(r"^(?:process (\d)/2: )?interrupted; (\d+) episodes kept; rerun the same command to resume$")
+
+
+def recs(out: Path) -> list[str]:
+    return sorted(p.name.removesuffix(".rec.json") for p in out.glob("*.rec.json"))
+
+
+def json_lines(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
+@pytest.fixture(scope="module")
+def two_benchmarks(mini_sets, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One folder holding the configs of two benchmarks (DSB-IFEval's and M3's data folders side by side)."""
+    folder = tmp_path_factory.mktemp("mixed")
+    (folder / "data").mkdir()
+    for name in ("ifeval", "m3"):
+        for config in (mini_sets[name] / "data").iterdir():
+            (folder / "data" / config.name).symlink_to(config, target_is_directory=True)
+    return folder
+
+
+# --------------------------------------------------------------------------------------------- which configs
+
+def test_a_folder_of_one_benchmark_needs_no_config(mini_sets, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    ifeval, m3 = str(mini_sets["ifeval"]), str(mini_sets["m3"])
+    # DSB-IFEval runs its first config (ifeval_matched is a subset its scorer reports from the same run); M3 all four.
+    assert resolve_configs(ifeval, None) == ["ifeval"]
+    assert resolve_configs(m3, None) == M3_CONFIGS
+    out = tmp_path / "run"
+    assert main(["run", "--dataset", ifeval, "--adapter", "silent", "--out", str(out), "--limit", "2",
+                 "--no-progress"]) == 0
+    assert json.loads((out / "run.json").read_text())["config"] == "ifeval"
+    assert [(c["cases"], c["ok"]) for c in json_lines(capsys.readouterr().out)] == [(2, 2)]
+
+
+def test_benchmark_names_and_comma_lists(mini_sets, two_benchmarks: Path) -> None:
+    ifeval, m3, mixed = str(mini_sets["ifeval"]), str(mini_sets["m3"]), str(two_benchmarks)
+    assert resolve_configs(m3, "m3") == M3_CONFIGS
+    assert resolve_configs(m3, "m3_task_ja") == ["m3_task_ja"]
+    assert resolve_configs(m3, "m3_task_ja, m3_chat_en,m3_task_ja") == ["m3_task_ja", "m3_chat_en"]
+    assert resolve_configs(ifeval, "ifeval,ifeval_matched") == ["ifeval", "ifeval_matched"]
+    assert resolve_configs(mixed, "ifeval,m3") == ["ifeval", *M3_CONFIGS]
+    with pytest.raises(UsageError, match=r"holds configs of 2 benchmarks \(ifeval, m3\); say which with --config"):
+        resolve_configs(mixed, None)
+    with pytest.raises(UsageError, match=r"--config m3: .* has no config of benchmark m3"):
+        resolve_configs(ifeval, "m3")
+    with pytest.raises(UsageError, match=r"--config 'ifevl' is neither a benchmark \(ifeval, m3, mpe\) nor"):
+        resolve_configs(ifeval, "ifevl")
+
+
+def test_run_takes_the_benchmark_as_build_does(mini_sets, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    m3 = str(mini_sets["m3"])
+    out = tmp_path / "m3"
+    # `run BENCHMARK` as `build BENCHMARK`; two configs: each its own run folder under --out, each its summary.
+    assert main(["run", "m3_chat_en,m3_task_ja", "--dataset", m3, "--adapter", "silent", "--out", str(out),
+                 "--limit", "1", "--no-progress"]) == 0
+    stdout = capsys.readouterr().out
+    assert sorted(p.name for p in out.iterdir()) == ["m3_chat_en", "m3_task_ja"]
+    assert [len(recs(out / c)) for c in ("m3_chat_en", "m3_task_ja")] == [1, 1]
+    assert [json.loads((out / c / "run.json").read_text())["config"] for c in ("m3_chat_en", "m3_task_ja")] == [
+        "m3_chat_en", "m3_task_ja"]
+    assert [(c["cases"], c["ok"]) for c in json_lines(stdout)] == [(1, 1), (1, 1)]
+    assert f"== m3_chat_en: {out / 'm3_chat_en'}" in stdout
+    assert main(["run", "mpe", "--config", "m3", "--dataset", m3, "--adapter", "silent", "--out", str(out)]) == 2
+    assert capsys.readouterr().err == "error: run: two benchmarks given (mpe and --config m3); give one\n"
+
+
+def test_build_takes_the_benchmark_either_way() -> None:
+    def sel(*argv: str) -> tuple[str, tuple[str, ...] | None]:
+        bench, configs = build_selection(parser().parse_args(["build", *argv]))
+        return bench.name, configs
+
+    assert sel("ifeval") == sel("--config", "ifeval") == ("ifeval", None)  # the benchmark: all its configs
+    assert sel("m3", "--configs", "m3_chat_en") == sel("--config", "m3_chat_en") == ("m3", ("m3_chat_en",))
+    assert sel("--config", "m3_task_ja,m3_chat_en") == ("m3", ("m3_task_ja", "m3_chat_en"))
+    with pytest.raises(UsageError, match="build: one benchmark at a time; mpe, ifeval name mpe, ifeval"):
+        sel("mpe", "--config", "ifeval")
+    with pytest.raises(UsageError, match=r"build: name the benchmark: duplex-eval build BENCHMARK \(ifeval, m3, mpe\)"):
+        sel()
+    with pytest.raises(UsageError, match="unknown dataset config 'nope'"):
+        sel("--config", "nope")
+
+
+# -------------------------------------------------------------------------------------------- --sample, --limit
+
+def test_stratified_sample_spreads_over_each_dimension_then_groups() -> None:
+    # 3 levels x 2 modes, each stratum holding one case of each of 4 conversations: 24 cases.
+    cases = [SimpleNamespace(case_id=f"{g}-{lv}-{m}", level=lv, mode=m, group=g)
+             for g in ("g0", "g1", "g2", "g3") for lv in ("L0", "L1", "L2") for m in ("take", "barge")]
+
+    def strata(c: SimpleNamespace) -> tuple[tuple[str, str], str]:
+        return (c.level, c.mode), c.group
+
+    three = stratified_sample(cases, 3, 0, strata)
+    assert sorted(c.level for c in three) == ["L0", "L1", "L2"] and len({c.group for c in three}) == 3
+    six = stratified_sample(cases, 6, 0, strata)
+    assert Counter((c.level, c.mode) for c in six) == Counter({(lv, m): 1 for lv in ("L0", "L1", "L2")
+                                                               for m in ("take", "barge")})
+    assert sorted(Counter(c.group for c in six).values()) == [1, 1, 2, 2]
+    assert [cases.index(c) for c in six] == sorted(cases.index(c) for c in six)  # dataset order
+    assert [c.case_id for c in stratified_sample(cases, 6, 0, strata)] == [c.case_id for c in six]
+    assert len({tuple(c.case_id for c in stratified_sample(cases, 6, s, strata)) for s in range(5)}) > 1
+    assert stratified_sample(cases, 30, 0, strata) == cases
+    with pytest.raises(UsageError, match="--sample must be >= 1, got 0"):
+        stratified_sample(cases, 0, 0, strata)
+    with pytest.raises(UsageError, match="give --limit N .* or --sample N .*, not both"):
+        select_cases(cases, limit=2, sample=2)
+
+
+def test_sample_of_the_real_sets_covers_levels_events_and_cue_kinds(mini_sets) -> None:
+    ifeval = get_benchmark("ifeval")
+    items = ifeval.function("cases")(mini_sets["ifeval"], "ifeval")
+    six = stratified_sample(items, 6, 0, ifeval.function("strata"))
+    assert sorted(c.case.level for c in six) == ["L0", "L1", "L2", "L3", "L4a", "L4b"]
+    assert len({c.case.conversation_id for c in six}) == 6  # not six levels of one conversation
+    m3 = get_benchmark("m3")
+    m3_cases = m3.function("cases")(mini_sets["m3"], "m3_chat_en")
+    eight = stratified_sample(m3_cases, 8, 0, m3.function("strata"))
+    assert Counter(c.event.event_type for c in eight) == {"SHIFT": 2, "PAUSE": 2, "BC": 2, "BARGE_IN": 2}
+    assert set(Counter(c.condition for c in eight).values()) <= {2, 3, 4} and len({c.condition for c in eight}) == 3
+    mpe = get_benchmark("mpe")
+    mpe_cases = mpe.function("cases")(mini_sets["mpe"], "mpe")
+    mpe_eight = stratified_sample(mpe_cases, 8, 0, mpe.function("strata"))
+    assert Counter(c.script.condition for c in mpe_eight) == {"explicit": 4, "implicit": 4}
+    assert Counter(c.script.cue for c in mpe_eight) == {cue: 2 for cue in {c.script.cue for c in mpe_cases}}
+
+
+def test_limit_and_sample_count_only_cases_the_adapter_can_run(mini_sets) -> None:
+    m3 = get_benchmark("m3")
+    cases = m3.function("cases")(mini_sets["m3"], "m3_chat_en")
+    needs = m3.function("needs")
+    n_full = sum(c.condition == "full" for c in cases)
+    assert (len(cases), n_full) == (16, 6)
+    for capabilities, want in ((frozenset(), (10, 6)), (frozenset({"teacher_forcing"}), (12, 0))):
+        chosen, left_out = select_cases(cases, limit=12, runnable=lambda c, cap=capabilities: needs(c) <= cap)
+        assert (len(chosen), left_out) == want
+        assert all(needs(c) <= capabilities for c in chosen)
+        sampled, _ = select_cases(cases, sample=5, runnable=lambda c, cap=capabilities: needs(c) <= cap,
+                                  strata=m3.function("strata"))
+        assert len(sampled) == 5 and all(needs(c) <= capabilities for c in sampled)
+
+
+def test_run_sample_is_deterministic_and_recorded(mini_sets, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    m3 = str(mini_sets["m3"])
+    args = ["run", "--dataset", m3, "--config", "m3_chat_en", "--adapter", "silent", "--sample", "5", "--seed", "1",
+            "--no-progress"]
+    assert main([*args, "--out", str(tmp_path / "a")]) == 0
+    assert main([*args, "--out", str(tmp_path / "b")]) == 0
+    assert [(c["cases"], c["ok"]) for c in json_lines(capsys.readouterr().out)] == [(5, 5), (5, 5)]
+    a = recs(tmp_path / "a")
+    assert a == recs(tmp_path / "b") and len(a) == 5
+    assert not [r for r in a if r.endswith("-full")]  # silent cannot teacher-force: no slot spent on Full
+    info = json.loads((tmp_path / "a" / "run.json").read_text())
+    assert info["selections"] == [{"limit": None, "sample": 5, "seed": 1, "case_ids": None, "n_cases": 5,
+                                   "left_out_not_runnable": 6}]
+    assert info["n_dataset_cases"] == 16
+
+
+# ----------------------------------------------------------------------------------------- version and errors
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out == f"duplex-eval {HARNESS_VERSION}\n"
+    assert re.fullmatch(r"\d+\.\d+\.\d+", HARNESS_VERSION)
+
+
+@pytest.mark.parametrize(("argv", "line"), [
+    (["run", "--dataset", "x"], "error: run: the following arguments are required: --adapter, --out"),
+    (["build", "--preset"], "error: build: argument --preset: expected one argument"),
+    (["frobnicate"], "error: duplex-eval: argument command: invalid choice: 'frobnicate' (choose from 'build', "
+                     "'run', 'score', 'report', 'export', 'import', 'text-reference', 'push', 'push-metric', 'events', "
+                     "'demo', 'check-adapter')"),
+    (["run", "--dataset", "/nonexistent-cli", "--adapter", "silent", "--out", "o"],
+     "error: dataset folder /nonexistent-cli does not exist"),
+    (["push", "/tmp", "me/x"], "error: push: give the repo as --repo-id me/x (the only argument after the folder is "
+                               "the folder itself): duplex-eval push /tmp --repo-id me/x"),
+    (["build"], "error: build: name the benchmark: duplex-eval build BENCHMARK (ifeval, m3, mpe)"),
+])
+def test_every_error_is_one_error_line(argv: list[str], line: str, capsys: pytest.CaptureFixture[str]) -> None:
+    try:
+        code = main(argv)
+    except SystemExit as exit_:  # argparse's own errors exit from inside parse_args
+        code = exit_.code
+    assert code == 2
+    err = capsys.readouterr().err
+    assert [x for x in err.splitlines() if x.startswith("error")] == [line]
+    assert err.endswith(line + "\n") and "Traceback" not in err
+
+
+# ------------------------------------------------------------------------------------ processes and Ctrl-C
+
+def _start(argv: list[str]) -> subprocess.Popen:
+    """`duplex-eval ARGV` as a user starts it from a terminal: its own process group, which Ctrl-C signals."""
+    env = os.environ | {"HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen([sys.executable, "-m", "eval.cli", *argv], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def _ctrl_c_after(proc: subprocess.Popen, out: Path, n: int) -> tuple[str, str]:
+    deadline = time.monotonic() + 240
+    while len(recs(out)) < n and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert proc.poll() is None, "the run ended before it could be interrupted"
+    os.killpg(proc.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
+    return proc.communicate(timeout=120)
+
+
+def _ours(out: Path) -> list[psutil.Process]:
+    """Processes still running this test's command (their command line names its run folder)."""
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        if str(out) in " ".join(p.info["cmdline"] or []):
+            found.append(p)
+    return found
+
+
+def test_ctrl_c_in_one_process_is_one_line_and_keeps_what_is_done(mini_sets, tmp_path: Path) -> None:
+    out = tmp_path / "one"
+    argv = ["run", "--dataset", str(mini_sets["ifeval"]), "--adapter", "silent", "--out", str(out), "--limit", "40",
+            "--no-progress"]
+    stdout, stderr = _ctrl_c_after(_start(argv), out, 3)
+    lines = [m for m in map(INTERRUPTED.match, stderr.splitlines()) if m]
+    assert len(lines) == 1 and lines[0].group(1) is None, stderr[-3000:]
+    kept = len(recs(out))
+    assert int(lines[0].group(2)) == kept and kept >= 3
+    assert "Traceback" not in stderr and stdout == ""
+    assert not _ours(out)
+
+
+def test_num_processes_one_summary_one_line_each_on_ctrl_c_no_orphans(mini_sets, tmp_path: Path) -> None:
+    out = tmp_path / "two"
+    argv = ["run", "--dataset", str(mini_sets["ifeval"]), "--adapter", "silent", "--out", str(out), "--limit", "30",
+            "--no-progress", "--num-processes", "2"]
+    proc = _start(argv)
+    stdout, stderr = _ctrl_c_after(proc, out, 4)
+    assert proc.returncode == 130, stderr[-3000:]
+    lines = [m for m in map(INTERRUPTED.match, stderr.splitlines()) if m]
+    assert sorted(m.group(1) for m in lines) == ["1", "2"], stderr[-3000:]
+    kept = len(recs(out))
+    assert sum(int(m.group(2)) for m in lines) == kept
+    assert "Traceback" not in stderr and "Error" not in stderr and stdout == ""
+    assert not _ours(out)  # neither the launcher nor a worker outlived the command
+    # The same command again resumes: one summary for both processes, printed once.
+    done = subprocess.run([sys.executable, "-m", "eval.cli", *argv], cwd=ROOT, capture_output=True, text=True,
+                          env=os.environ | {"HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json_lines(done.stdout) == [{"cases": 30, "skipped_done": kept, "ok": 30 - kept, "failed": 0,
+                                        "failed_kept": 0, "processes": 2}]
+    assert done.stderr.count(f"{30 - kept} episodes run, {kept} already done, none failed") == 1
+    assert len(recs(out)) == 30
+    # Each case ran once, in one of the two processes: the log names every case once.
+    ran = [line.split()[4] for line in done.stderr.splitlines() if "duplex_eval.run [" in line]
+    assert len(ran) == len(set(ran)) == 30 - kept
+
+
+def test_ctrl_c_in_the_demo_ends_its_pool_workers(tmp_path: Path) -> None:
+    out = tmp_path / "demo"
+    proc = _start(["demo", "--benchmarks", "ifeval", "--adapters", "silent", "--workers", "2", "--out", str(out)])
+    deadline = time.monotonic() + 120
+    workers: list[psutil.Process] = []
+    while len(workers) < 2 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.5)
+        workers = psutil.Process(proc.pid).children(recursive=True)
+    time.sleep(5)  # a job under way in a worker
+    assert proc.poll() is None and len(workers) >= 2
+    os.killpg(proc.pid, signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr[-3000:]
+    assert stdout.splitlines()[-1] == ("interrupted; finished builds and episodes are kept; rerun the same command "
+                                       "to resume"), stdout[-2000:]
+    assert "Traceback" not in stderr, stderr[-3000:]
+    assert not [w.pid for w in workers if w.is_running() and w.status() != psutil.STATUS_ZOMBIE]
