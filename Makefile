@@ -33,8 +33,9 @@ setup: $(STAMP)
 demo: setup
 	@$(PY) -m eval.cli demo --out out
 
-# Every test, no marker filter (tests/test_test_commands.py checks that). test-fast is the inner loop: the `fast`
-# files alone (pure rules, known answers, schemas; tests/conftest.py FAST_FILES).
+# Every test, no marker filter (tests/test_test_commands.py checks that), on two pytest-xdist workers (pyproject's
+# addopts; `-n 0` on the command line for one process). test-fast is the inner loop: the `fast` files alone (pure
+# rules, known answers, schemas; tests/conftest.py FAST_FILES).
 test: setup
 	@$(PY) -m pytest -q
 

@@ -7,13 +7,19 @@ its tests use.
 
 from __future__ import annotations
 
+import fcntl
 import os
-from collections.abc import Iterator, Mapping
+import pickle
+import shutil
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+
+from dataset_builder.atomic import atomic_write_bytes
 
 REPO = Path(__file__).resolve().parent.parent
 CACHE = REPO / ".cache" / "tts"
@@ -46,10 +52,23 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 MODEL_FIXTURES = frozenset({"piper", "speak", "mini_sets", "mini_dataset"})
 
 
+# The slowest files, slowest first (their tests' seconds in a whole `make test`, as pytest's --durations lists them;
+# benchmarks/bench_tests.py times a file). They are collected first, so that pytest-xdist, which hands out whole files
+# (`--dist loadfile`, pyproject.toml) in collection order, starts them while the many short files fill the other
+# worker; the rest keep their alphabetical order.
+SLOW_FILES: tuple[str, ...] = (
+    "test_readme.py", "test_ifeval_e2e.py", "test_e2e_mpe.py", "test_moshi_adapter.py", "test_build_audit.py",
+    "test_benchmark_registry.py", "test_build_pool.py", "test_check_adapter.py", "test_tts_ja.py",
+    "test_lockstep.py", "test_evaluate_modules.py", "test_m3_build.py",
+)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.name in FAST_FILES and not MODEL_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.fast)
+    rank = {name: i for i, name in enumerate(SLOW_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each file's own order is kept
 
 
 @pytest.fixture(scope="session")
@@ -72,13 +91,45 @@ def speak(piper):
     return _speak
 
 
+def session_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The test session's own temporary folder, shared by all of its pytest-xdist workers (each worker's basetemp is
+    a `popen-gwN` folder inside it); a run without workers has only its basetemp."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@contextmanager
+def exclusive(lock: Path) -> Iterator[None]:
+    """Held by one process of the session at a time (an advisory lock on `lock`, released if the holder dies)."""
+    with open(lock, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def built_once(root: Path, name: str, build: Callable[[Path], Any]) -> tuple[Path, Any]:
+    """`build(root / name)` run once per test session, whichever worker asks first; the others wait for it and get
+    the same folder and the same return value (pickled beside it). A build that raised left no record, so the next
+    asker builds again, from an empty folder."""
+    folder, record = root / name, root / f"{name}.built.pickle"
+    with exclusive(root / f"{name}.lock"):
+        if not record.exists():
+            if folder.exists():
+                shutil.rmtree(folder)
+            folder.mkdir(parents=True)
+            atomic_write_bytes(record, pickle.dumps(build(folder)))
+        return folder, pickle.loads(record.read_bytes())
+
+
 class MiniSets(Mapping[str, Path]):
     """Benchmark name -> its real mini set, built on first use through the registry (`duplex-eval build NAME
-    --preset mini`), once per session: a test that needs one set builds only that one. `info(name)` is what the
-    build returned (counts, configs)."""
+    --preset mini`), once per session: a test that needs one set builds only that one, and the session's other
+    workers (pytest-xdist) read the same folder. `info(name)` is what the build returned (counts, configs)."""
 
-    def __init__(self, tmp_path_factory: pytest.TempPathFactory) -> None:
-        self._tmp = tmp_path_factory
+    def __init__(self, root: Path) -> None:
+        self._root = root
         self._built: dict[str, tuple[Path, dict[str, Any]]] = {}
 
     def _build(self, name: str) -> tuple[Path, dict[str, Any]]:
@@ -86,9 +137,9 @@ class MiniSets(Mapping[str, Path]):
         from dataset_builder.build import BuildOptions
 
         if name not in self._built:
-            folder = self._tmp.mktemp(f"{name}-mini")
-            info = get_benchmark(name).function("build")(folder, BuildOptions(preset="mini", cache_dir=CACHE))
-            self._built[name] = (folder, info)
+            build = get_benchmark(name).function("build")
+            self._built[name] = built_once(self._root, f"{name}-mini",
+                                           lambda folder: build(folder, BuildOptions(preset="mini", cache_dir=CACHE)))
         return self._built[name]
 
     def __getitem__(self, name: str) -> Path:
@@ -116,7 +167,7 @@ class MiniSets(Mapping[str, Path]):
 @pytest.fixture(scope="session")
 def mini_sets(tmp_path_factory: pytest.TempPathFactory) -> MiniSets:
     """Every registered benchmark's real mini set, each built once per session on first use."""
-    return MiniSets(tmp_path_factory)
+    return MiniSets(session_dir(tmp_path_factory))
 
 
 @pytest.fixture(scope="session")

@@ -23,10 +23,10 @@ from metrics.scoring import score_run_dir
 from tests import handmade
 from tests import ifeval_handmade as IH
 from tests import m3_handmade as MH
+from tests.conftest import built_once
 from tests.handmade import DeafASR
 
 CACHE = Path(__file__).resolve().parent.parent / ".cache" / "tts"
-_BUILT: dict[Path, list[Path]] = {}
 C1 = "My car broke down on the highway <pause:3.5s> and I am not sure what to do now."
 R3A = "I am at forty two Oak Street <trigger:no wait, it is forty two Elm Street> near the old church."
 M3_S = 4.0
@@ -96,9 +96,12 @@ def _m3(root: Path) -> Path:
     return out
 
 
-def report_runs(root: Path, mini_dataset: Path) -> list[Path]:
-    """The scored run folders (built under `root` on the first call of the session)."""
-    if root not in _BUILT:
-        real = _mpe_real(root, mini_dataset)
-        _BUILT[root] = [*real, _mpe_failed(root, real[0]), _ifeval(root), _m3(root)]
-    return _BUILT[root]
+def _all(root: Path, mini_dataset: Path) -> list[Path]:
+    real = _mpe_real(root, mini_dataset)
+    return [*real, _mpe_failed(root, real[0]), _ifeval(root), _m3(root)]
+
+
+def report_runs(session: Path, mini_dataset: Path) -> list[Path]:
+    """The scored run folders, built in the session's folder (tests/conftest.py `session_dir`) by whichever test (or
+    pytest-xdist worker) asks first, and read by the others."""
+    return built_once(session, "report-runs", lambda root: _all(root, mini_dataset))[1]

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from eval.report import write_report
+from tests.conftest import session_dir
 from tests.report_runs import report_runs
 
 REPO = Path(__file__).resolve().parent.parent
@@ -33,7 +34,7 @@ from playwright import sync_api  # noqa: E402 (the dev extra: installed wherever
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory, mini_dataset: Path) -> list[Path]:
-    return report_runs(tmp_path_factory.getbasetemp() / "report-runs", mini_dataset)
+    return report_runs(session_dir(tmp_path_factory), mini_dataset)
 
 
 @pytest.fixture(scope="module")

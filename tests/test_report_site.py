@@ -22,6 +22,7 @@ import soundfile as sf
 from eval.report import write_report
 from eval.report_site.media import Media
 from eval.report_site.site import encode_run_media
+from tests.conftest import session_dir
 from tests.report_runs import report_runs
 
 
@@ -69,7 +70,7 @@ class Tables(HTMLParser):
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory, mini_dataset: Path) -> list[Path]:
-    return report_runs(tmp_path_factory.getbasetemp() / "report-runs", mini_dataset)
+    return report_runs(session_dir(tmp_path_factory), mini_dataset)
 
 
 @pytest.fixture(scope="module")
