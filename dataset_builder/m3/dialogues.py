@@ -602,7 +602,7 @@ def _task_turns(bank: LanguageBank, knowledge: Knowledge, lang: Language, ledger
             filled = {**values, "value": last_value}
             answer = texts.answer[ledger.pick_said(f"task/{r}/answer", texts.answer, lambda t, v=filled: _fill(t, v),
                                                    rng, prefer=lambda j, lo=runs_on, w=want_long: (j in lo) == w)]
-            text = _compose(lang, "", answer, filled)
+            text = _DOUBLE_STOP.sub(".", _compose(lang, "", answer, filled))  # "... Washington, D.C.."
             at = text.lower().find(last_value.lower())
             turns.append(_Turn("system", [text], topic=e.id, fact=r, gold=knowledge.gold(e, r, code),
                                context_dependent=q > 0 or plan.follows, follows_answer=q == 0 and plan.follows,
@@ -686,6 +686,7 @@ def _tail_ok(lang: Language, turn: _Turn) -> bool:
     return turn.value_end > 0 and lang.size(text[turn.value_end:]) >= lang.tail_min
 
 
+_DOUBLE_STOP = re.compile(r"(?<=\.)\.(?=\s|$)")  # a value ending in "." before the sentence's own
 _DEICTIC = re.compile(r"^(?:that|that's|that'd|that one's|that would|the next one|right after it|born in|next on)\b",
                       re.IGNORECASE)  # needs the question
 
