@@ -539,6 +539,9 @@ def _plan_task(bank: LanguageBank, knowledge: Knowledge, code: str, ledger: Ledg
         jitter = {r: rng.random() for r in rels}
         rels.sort(key=lambda r: (ledger.counts["gold", key(entity, r)], ledger.counts[f"task/rel/{entity.id}", r],
                                  ledger.counts["task/relation/" + r, 0], jitter[r]))
+        order_of = {r: i for i, r in enumerate(rels)}
+        rels = list({key(entity, r): r for r in rels[::-1]}.values())[::-1]  # one question per answer
+        rels.sort(key=lambda r: order_of[r])
         k = min(len(rels), 1 + shape.max_follow_ups, left)
         # An entity with facts to spare keeps one unasked: the system may volunteer it (`_task_asides`).
         if len(rels) >= 4 and k == len(rels):
