@@ -412,6 +412,7 @@ def derive(entities: list[Entity]) -> list[Entity]:
                                                                   aka=dict(nxt.aka))})
         out.append(e)
     by_name = {_name_key(e.name["en"]): i for i, e in enumerate(out)}
+    ja_names = {e.name["ja"].lower() for e in out}
     for forward, (reverse, group, nouns) in _CAPITALS.items():
         for place in list(out):
             cap = place.facts.get(forward)
@@ -424,12 +425,15 @@ def derive(entities: list[Entity]) -> list[Entity]:
             if i is not None:  # a city knowledge.yaml already has (Paris): it learns the capital's facts
                 out[i] = replace(out[i], facts={**out[i].facts, **facts})
                 continue
+            if cap.text("ja").lower() in ja_names:  # another thing of that name in Japanese (Columbia, コロンビア)
+                continue
             city_id = "capital_" + re.sub(r"[^a-z0-9]+", "_", _fold(cap.text("en")).lower()).strip("_")
             if any(e.id == city_id for e in out):
                 city_id += "_" + group
             out.append(Entity(city_id, group, dict(cap.value), nouns, facts,  # type: ignore[arg-type]
                               f"{place.where} {forward}", aka=dict(cap.aka)))
             by_name[_name_key(cap.text("en"))] = len(out) - 1
+            ja_names.add(cap.text("ja").lower())
     return out
 
 
