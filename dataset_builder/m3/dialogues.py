@@ -644,9 +644,14 @@ def _task_asides(turns: list[_Turn], entities: list[Entity], spare: dict[str, li
             n_barge -= 1
             turn.barge_host, turn.cut_after_chars = True, turn.value_end
             continue
-        if not spare[e.id] or not (can_barge or n_bc):
+        # After a number (a year, a height) the volunteered fact is not a number: a reply that states two numbers
+        # is not a clear answer (metrics/answer_match.py rejects it).
+        numeric = e.facts[turn.fact].kind != "text"
+        other = [r for r in spare[e.id] if not numeric or e.facts[r].kind == "text"]
+        if not other or not (can_barge or n_bc):
             continue
-        r = spare[e.id].pop(0)
+        r = other[0]
+        spare[e.id].remove(r)
         answers = bank.relations[r].answer
         standalone = [j for j, t in enumerate(answers) if not (code == "en" and _DEICTIC.match(t))]
         template = answers[ledger.pick(f"task/{r}/answer", len(answers), rng, lambda j, ok=standalone: j in ok)]
