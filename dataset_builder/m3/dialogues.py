@@ -593,7 +593,10 @@ def _task_turns(bank: LanguageBank, knowledge: Knowledge, lang: Language, ledger
                 lead = ""
                 # A reaction leads in now and then, and always when the question alone has been asked twice.
                 stale = ledger.counts["said", _said_key(_fill(template, values))] >= 2
-                if bank.reactions and (stale or rng.random() < shape.reaction_p):
+                echo = [t for t in bank.reactions if "{value}" in t] if stale and last_value else []
+                if echo:  # a stale question gets a reaction that echoes the answer: a sentence said once
+                    lead = _fill(ledger.choose("task/reaction/echo", echo, rng), {"value": last_value})
+                elif bank.reactions and (stale or rng.random() < shape.reaction_p):
                     lead = _fill(ledger.choose("task/reaction", bank.reactions, rng), {"value": last_value})
             turns.append(_Turn("user", _lead_pieces(lang, lead, template, values), topic=e.id,
                                topic_start=q == 0, fact=r, bare=(template, dict(values))))
