@@ -171,6 +171,7 @@ def test_full_preset_passes_the_task_targets(full: dict, lang: str, tmp_path: Pa
 def test_targets_fail_and_are_not_judged_on_few_dialogues(full: dict, tmp_path: Path) -> None:
     few = task_audit(full["en"][:20], tmp_path, "m3_task_en", "en")
     assert few["checks"]["distinct_golds"] is None and few["checks"]["follow_up_share"] is None
+    assert few["checks"]["shift_mean"] is None
     assert few["checks"]["max_dialogues_per_gold"] is True and few["ok"]
     strict = task_audit(full["en"], tmp_path, "m3_task_en", "en",
                         TaskTargets(min_distinct_golds=5000, max_dialogues_per_gold=7, shift_tolerance_s=0.0))
