@@ -401,8 +401,9 @@ def _add_build(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tts-arg", action="append", default=[], metavar="K=V",
                    help="TTS backend arg, e.g. base_url=http://127.0.0.1:8880 model=kokoro (for --tts http)")
     p.add_argument("--writer", default="template",
-                   help="who writes the scene text: template (the composer's phrase banks, default) or openai (an "
-                        "LLM rewrites each pair; every rewrite passes the same checks or is asked for again)")
+                   help="who writes the text (mpe scenes, m3 dialogues): template (the composer's phrase banks, "
+                        "default) or openai (an LLM rewrites each pair or dialogue; every rewrite passes the same "
+                        "checks or is asked for again)")
     p.add_argument("--writer-arg", action="append", default=[], metavar="K=V",
                    help="writer arg, e.g. base_url=http://127.0.0.1:8000 model=qwen (for --writer openai; the API "
                         "key is read from $OPENAI_API_KEY or the variable api_key_env names)")

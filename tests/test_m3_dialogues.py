@@ -12,6 +12,7 @@ import pytest
 
 from dataset_builder.m3.dialogues import (
     PRESETS,
+    SHAPE,
     Dialogue,
     DialogueUtterance,
     generate,
@@ -67,7 +68,8 @@ def test_shape_of_a_dialogue(dialogues: dict, lang: str, domain: str) -> None:
     language = LANGUAGES[lang]
     bcs = {t for side in bank.backchannels.values() for t in side}
     for d in dialogues[lang, domain]:
-        assert 2 <= len(d.topics) <= 4 and len(set(d.topics)) == len(d.topics)
+        most = 4 if domain == "chat" else max(n for n, _ in SHAPE.task_entities)  # task: entities run short
+        assert 2 <= len(d.topics) <= most and len(set(d.topics)) == len(d.topics)
         assert 12 <= len(d.utterances) <= 40, (d.dialogue_id, len(d.utterances))
         assert 1 <= d.count("barge_in") <= 3, d.dialogue_id
         assert _user_events(d)["pause"] >= 1 and _user_events(d)["bc"] >= 1, d.dialogue_id
@@ -107,11 +109,18 @@ def test_task_questions_follow_ups_and_golds(dialogues: dict, lang: str) -> None
         for u in answers:
             by_entity.setdefault(u.topic, []).append(u)
         assert list(by_entity) == list(d.topics)
+        assert len({u.gold_answer for u in answers}) == len(answers)  # no gold answer twice in a dialogue
+        previous: DialogueUtterance | None = None
         for entity_id, said_answers in by_entity.items():
             entity = kb.entity(entity_id)
-            assert not said_answers[0].context_dependent  # the first question names the entity
-            assert all(u.context_dependent for u in said_answers[1:])
-            assert 1 <= len(said_answers) - 1 <= 3  # 1-3 follow-ups
+            first = said_answers[0]
+            # The first question names the entity, unless it asks about the previous answer ("And when was she
+            # born?"): then the entity is the one that answer named.
+            if first.follows_answer:
+                assert previous is not None and kb.link(kb.entity(previous.topic).facts[previous.fact]) == entity
+            assert first.context_dependent == first.follows_answer
+            assert all(u.context_dependent and not u.follows_answer for u in said_answers[1:])
+            assert len(said_answers) - 1 <= 3  # at most 3 follow-ups
             assert len({u.fact for u in said_answers}) == len(said_answers)  # no fact asked twice
             for u in said_answers:
                 fact = entity.facts[u.fact]
@@ -120,11 +129,18 @@ def test_task_questions_follow_ups_and_golds(dialogues: dict, lang: str) -> None
                 assert value in u.text.lower()  # the reference answer says the gold
                 if u.cut_after_chars:  # a barge-in comes after the answer has been said
                     assert value in u.text[:u.cut_after_chars].lower()
-        # every answer follows a user question about the same fact
+            previous = said_answers[-1]
+        # every answer follows a user question about the same fact; a question about the previous answer does
+        # not name its entity (a reaction may echo the answer: "Oh, Jane Austen, okay, when was she born?")
+        said_before = ""
         for i, u in enumerate(d.utterances):
             if u.gold_answer:
                 question = [q for q in d.utterances[:i] if q.kind == "turn" and q.speaker == "user"][-1]
                 assert (question.topic, question.fact) == (u.topic, u.fact)
+                if u.follows_answer:
+                    asked = question.text.lower().replace(said_before.lower(), "", 1)
+                    assert kb.entity(u.topic).name[lang].lower() not in asked, question.text
+                said_before = said(kb.entity(u.topic).facts[u.fact], lang)
 
 
 def test_knowledge_golds_and_safe_aliases() -> None:

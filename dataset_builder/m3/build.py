@@ -159,14 +159,19 @@ def config_stats(language: str, domain: str, options: BuildOptions) -> TimingSta
 
 
 def plan_configs(options: BuildOptions) -> list[ConfigPlan]:
+    from dataset_builder.m3.writer import write_dialogues, writer_for_build
+
     by_lang = backends(options)
+    writer = writer_for_build(options)  # `--writer openai`: the composed text reworded by an LLM (writer.py)
     plans = []
     for config in selected_configs(options):
         lang, domain = CONFIGS[config]
-        dialogues = config_dialogues(lang, domain, options)
+        dialogues = write_dialogues(writer, config_dialogues(lang, domain, options))
         plans.append(ConfigPlan(config, lang, domain, tuple(dialogues),
                                 tuple(dialogue_voices(dialogues, by_lang[lang], options.seed)),
                                 config_stats(lang, domain, options)))
+    if writer.name != "template":
+        log.info("writer %s: %s", writer.name, json.dumps(writer.summary(), sort_keys=True))
     return plans
 
 

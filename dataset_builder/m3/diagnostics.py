@@ -22,6 +22,7 @@ from dataset_builder.errors import UsageError
 from dataset_builder.m3.build import condition_counts, read_scripts
 from dataset_builder.m3.diversity import DiversityTargets, format_text_diversity, text_diversity
 from dataset_builder.m3.schema import CONFIGS, EVENT_TYPES
+from dataset_builder.m3.task_audit import format_task_audit, task_audit
 
 DIAGNOSTICS_FILE = "diagnostics.json"
 # (folder, config) -> {"measured": bool, "note": str, "voices": {voice: {...}}, ...}
@@ -64,11 +65,15 @@ def audit_result(folder: Path | str, intelligibility: Intelligibility | None = N
             block["events"] = {"source": SCRIPTS_FILE, "note": "no rows (scripts only): events are known once "
                                                                  "the dialogues are placed"}
             block["audio"] = {"measured": False, "note": "no audio (scripts only)"}
+        lang, domain = CONFIGS[config]
+        if domain == "task":  # the task QA targets (task_audit.py)
+            block["task"] = task_audit([d for c, _, d in scripts if c == config], folder, config, lang)
         configs[config] = block
     result = {"configs": configs, "targets": {"max_sentence_share": targets.max_sentence_share},
               "ok": all(b["text"]["ok"] or b["text"]["dialogues"] * targets.max_sentence_share < 1
                         for b in configs.values())
-              and all(not b["events"].get("missing") for b in configs.values())}
+              and all(not b["events"].get("missing") for b in configs.values())
+              and all(b["task"]["ok"] for b in configs.values() if "task" in b)}
     atomic_write_json(folder / DIAGNOSTICS_FILE, result)
     return result
 
@@ -101,9 +106,12 @@ def format_audit(result: dict[str, Any], targets: DiversityTargets | None = None
         else:
             lines.append(f"  events: {ev['note']}")
         lines += _voices_lines(block["audio"])
+        if "task" in block:
+            lines += format_task_audit(block["task"])
     built = all("per_type" in b["events"] for b in result["configs"].values())
     lines.append(f"{'PASS' if result['ok'] else 'FAIL'}: 1 % rule"
-                 + (" and every event type in every config" if built else " (events: only built audio has them)"))
+                 + (" and every event type in every config" if built else " (events: only built audio has them)")
+                 + ("; task QA targets" if any("task" in b for b in result["configs"].values()) else ""))
     return "\n".join(lines)
 
 

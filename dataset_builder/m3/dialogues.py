@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from dataset_builder.m3.knowledge import Entity, Knowledge, said
+from dataset_builder.m3.knowledge import MAX_DIALOGUES_PER_GOLD, Entity, Knowledge, said
 from dataset_builder.m3.language import LANGUAGES, Language, capitalise
 from dataset_builder.m3.schema import DOMAINS, KINDS, SPEAKERS
 from dataset_builder.m3.schema import LANGUAGES as LANGS
@@ -50,7 +50,7 @@ class Shape:
 
     chat_topics: tuple[tuple[int, float], ...] = ((2, 0.55), (3, 0.37), (4, 0.08))
     chat_lines: tuple[int, int] = (16, 24)  # bank lines per chat dialogue (before joins and splits)
-    task_entities: tuple[tuple[int, float], ...] = ((3, 0.35), (4, 0.65))  # the most; 2 when they suffice
+    task_entities: tuple[tuple[int, float], ...] = ((5, 0.4), (6, 0.6))  # the most; fewer when they suffice
     task_questions: tuple[int, int] = (10, 13)  # user questions per task dialogue
     max_follow_ups: int = 3
     closing_p: float = 0.6  # a chat topic ends with a closing exchange when one fits
@@ -58,7 +58,8 @@ class Shape:
     opener_p: float = 0.9  # the first task question has a lead-in
     reaction_p: float = 0.6  # a follow-up question starts with a reaction to the last answer
     long_answer_p: float = 0.3  # a task answer runs on after its value ("..., if I'm remembering that right")
-    link_p: float = 0.4  # the next entity is one the last answers named, when there is one
+    single_p: float = 0.35  # a task entity may be one with a single question left to ask
+    chain_p: float = 0.7  # the next entity is the one the last answer named (asked about as "she", "it"), when fresh
     pauses: tuple[tuple[int, float], ...] = ((1, 0.45), (2, 0.40), (3, 0.15))
     barge_ins: tuple[tuple[int, float], ...] = ((1, 0.45), (2, 0.40), (3, 0.15))
     # A listener backchannels in a long turn (Language.host_min) with this probability, per (domain, listener).
@@ -87,6 +88,7 @@ class DialogueUtterance:
     gold_answer: str = ""  # task system answers: the gold, computed from the knowledge base
     gold_aliases: tuple[str, ...] = ()
     context_dependent: bool = False  # task system answers: the question needed the history
+    follows_answer: bool = False  # task system answers: the question was about the previous answer itself
     cut_after_chars: int = 0  # a system turn a barge-in cuts: cut no earlier than this many characters in
 
     def validate(self, where: str) -> None:
@@ -101,6 +103,8 @@ class DialogueUtterance:
                  "only system turns carry a gold answer", where, "gold_answer")
         _require(self.gold_answer or not (self.gold_aliases or self.context_dependent),
                  "aliases and context_dependent need a gold answer", where, "gold_aliases")
+        _require(self.context_dependent or not self.follows_answer,
+                 "a question about the previous answer is context-dependent", where, "follows_answer")
         _require(0 <= self.cut_after_chars < len(self.text), "cut_after_chars out of the text", where,
                  "cut_after_chars")
 
@@ -203,6 +207,7 @@ class Ledger:
 
     def __init__(self) -> None:
         self.counts: Counter[tuple[str, int | str]] = Counter()
+        self.cache: dict[Any, Any] = {}  # values a config computes once (gold answers per fact)
 
     def order(self, key: str, n: int, rng: random.Random) -> list[int]:
         """Option indices from least to most used, ties in seeded random order."""
@@ -259,6 +264,7 @@ class _Turn:
     fact: str = ""
     gold: tuple[str, list[str]] | None = None
     context_dependent: bool = False
+    follows_answer: bool = False
     barge_host: bool = False  # a system turn the user's next turn cuts into
     bc_host: bool = False  # a system turn the user backchannels in, whatever the draw
     barge_opener: str = ""  # the user's turn: the lead-in it cuts in with
@@ -455,80 +461,125 @@ def _pick_chat_barge_ins(turns: list[_Turn], lang: Language, rng: random.Random,
 # --- task ------------------------------------------------------------------------------------------------------
 
 def _asked_entities(knowledge: Knowledge, bank: LanguageBank) -> list[Entity]:
-    """Entities with at least two facts this language has questions for, in knowledge-base order."""
-    return [e for e in knowledge.entities if sum(r in bank.relations for r in e.facts) >= 2]
+    """Entities with a fact this language has questions for, in knowledge-base order."""
+    return [e for e in knowledge.entities if any(r in bank.relations for r in e.facts)]
 
 
-def _follow_ups(n_entities: int, n_questions: int, caps: list[int], rng: random.Random) -> list[int]:
-    """Follow-ups per entity: each 1..cap, summing to n_questions - n_entities where the caps allow."""
-    counts = [1] * n_entities
-    extra = n_questions - 2 * n_entities
-    open_ = [i for i in range(n_entities) if counts[i] < caps[i]]
-    while extra > 0 and open_:
-        i = rng.choice(open_)
-        counts[i] += 1
-        extra -= 1
-        open_ = [j for j in range(n_entities) if counts[j] < caps[j]]
-    return counts
+def gold_key(gold: str) -> str:
+    """A gold answer as the per-config count of dialogues (`MAX_DIALOGUES_PER_GOLD`) knows it."""
+    return " ".join(gold.lower().split())
+
+
+@dataclass
+class _TaskPlan:
+    """One entity of a task dialogue: the relations asked about it, in order, and whether its first question is
+    about the previous answer itself ("Who wrote Emma?" "Jane Austen." "And when was she born?")."""
+
+    entity: Entity
+    asked: list[str]
+    spare: list[str]
+    follows: bool
+
+
+def _plan_task(bank: LanguageBank, knowledge: Knowledge, code: str, ledger: Ledger, rng: random.Random,
+               shape: Shape) -> list[_TaskPlan]:
+    """The entities and questions of one task dialogue. Every choice takes the least-used option of the config
+    (entity, then the relation whose gold answer has answered fewest dialogues so far); no gold answer answers a
+    question in more than `MAX_DIALOGUES_PER_GOLD` dialogues of a config, nor twice in one dialogue; after an
+    answer that names another entity the next questions may be about that entity (`shape.chain_p`), asked as
+    follow-ups that need the answer to be understood, as TopiOCQA's conversations go (M3-DuplexBench §III-B)."""
+    pool = _asked_entities(knowledge, bank)
+    slot = {e.id: i for i, e in enumerate(pool)}
+    golds: dict[tuple[str, str], str] = ledger.cache.setdefault(("golds", code), {})
+    n_q = rng.randint(*shape.task_questions)
+    n_e = _weighted(shape.task_entities, rng)
+    here: set[str] = set()  # the gold answers of this dialogue so far
+    plans: list[_TaskPlan] = []
+
+    def key(e: Entity, r: str) -> str:
+        if (e.id, r) not in golds:
+            golds[e.id, r] = gold_key(knowledge.gold(e, r, code)[0])
+        return golds[e.id, r]
+
+    def fresh(e: Entity, taken: set[str]) -> list[str]:
+        out = []
+        for r in _relations(e, bank):
+            k = key(e, r)
+            target = knowledge.link(e.facts[r])
+            if (k not in here and ledger.counts["gold", k] < MAX_DIALOGUES_PER_GOLD
+                    and (target is None or target.id not in taken)):  # never back to an entity just discussed
+                out.append(r)
+        return out
+
+    low = min(ledger.counts["task/entity", i] for i in range(len(pool)))
+    asked_n = 0
+    while asked_n < n_q and len(plans) < n_e:
+        taken = {p.entity.id for p in plans}
+        left = n_q - asked_n
+        entity, follows = None, False
+        if plans:
+            last = plans[-1]
+            target = knowledge.link(last.entity.facts[last.asked[-1]])
+            chained = len(plans) >= 2 and plans[-1].follows and plans[-2].follows
+            if (not chained and target is not None and target.id in slot and target.id not in taken
+                    and fresh(target, taken)
+                    and ledger.counts["task/entity", slot[target.id]] <= low + 1 and rng.random() < shape.chain_p):
+                entity, follows = target, True
+        if entity is None:
+            # Mostly an entity with a follow-up to ask; now and then one with a single fresh fact (a state's
+            # capital), so that those are asked too.
+            need = 2 if left >= 2 and rng.random() >= shape.single_p else 1
+            order = ledger.order("task/entity", len(pool), rng)
+            i = next((i for i in order if pool[i].id not in taken and len(fresh(pool[i], taken)) >= need), None)
+            if i is None:
+                break
+            entity = pool[i]
+        ledger.take("task/entity", slot[entity.id])
+        rels = fresh(entity, taken)
+        jitter = {r: rng.random() for r in rels}
+        rels.sort(key=lambda r: (ledger.counts["gold", key(entity, r)], ledger.counts[f"task/rel/{entity.id}", r],
+                                 ledger.counts["task/relation/" + r, 0], jitter[r]))
+        order_of = {r: i for i, r in enumerate(rels)}
+        rels = list({key(entity, r): r for r in rels[::-1]}.values())[::-1]  # one question per answer
+        rels.sort(key=lambda r: order_of[r])
+        k = min(len(rels), 1 + shape.max_follow_ups, left)
+        # An entity with facts to spare keeps one unasked: the system may volunteer it (`_task_asides`).
+        if len(rels) >= 4 and k == len(rels):
+            k -= 1
+        asked, spare = rels[:k], rels[k:]
+        # An answer that names an entity the dialogue could go on to is asked last, so the next question may
+        # be about it.
+        onward = [r for r in asked if (t := knowledge.link(entity.facts[r])) is not None and t.id in slot
+                  and t.id not in taken and t.id != entity.id]
+        if onward and len(asked) > 1:
+            asked.remove(onward[0])
+            asked.append(onward[0])
+        for r in asked:
+            here.add(key(entity, r))
+            ledger.take(f"task/rel/{entity.id}", r)
+            ledger.take("task/relation/" + r, 0)
+        plans.append(_TaskPlan(entity, asked, spare, follows))
+        asked_n += len(asked)
+    for k in here:
+        ledger.take("gold", k)
+    return plans
 
 
 def _task_turns(bank: LanguageBank, knowledge: Knowledge, lang: Language, ledger: Ledger, rng: random.Random,
                 shape: Shape) -> tuple[list[_Turn], list[str]]:
     code = lang.code
-    pool = _asked_entities(knowledge, bank)
-    ids = [e.id for e in pool]
-    n_e = min(_weighted(shape.task_entities, rng), len(pool))  # at most; fewer when the questions are covered
-    n_q = rng.randint(*shape.task_questions)
-    entities: list[Entity] = []
-    named: set[str] = set()  # text values the answers said: candidates for the next entity
-    plans: list[list[str]] = []  # per entity: its relations, least-asked first
-    caps: list[int] = []
-    n_rels = [len(_relations(e, bank)) for e in pool]
-    for k in range(n_e):
-        if k >= 2 and sum(1 + c for c in caps) >= n_q:
-            break
-        taken = {e.id for e in entities}
-        # Among the least-used entities, one with more facts when the questions still to ask need them (a book
-        # has two facts, a mountain four); every entity stays within one use of the others.
-        room = (n_q - sum(1 + c for c in caps)) / (n_e - k)
-        rich = 4 if room > 2.5 else 3 if room > 1.5 else 2
-        linked = [i for i, e in enumerate(pool) if e.id not in taken and e.name["en"] in named]
-        free = [i for i in range(len(pool)) if ids[i] not in taken]
-        low = min(ledger.counts["task/entity", i] for i in free)
-        linked = [i for i in linked if ledger.counts["task/entity", i] <= low + 1]  # a link never overuses one
-        if linked and rng.random() < shape.link_p:
-            free = linked
-            low = min(ledger.counts["task/entity", i] for i in free)
-        tier = [i for i in free if ledger.counts["task/entity", i] == low]
-        i = ledger.pick("task/entity", len(pool), rng,
-                        lambda i, tier=tier, rich=rich: i in tier and n_rels[i] >= rich)
-        if i not in tier:  # the pick fell back to any entity: undo it and take from the tier
-            ledger.counts["task/entity", i] -= 1
-            i = ledger.pick("task/entity", len(pool), rng, lambda i, tier=tier: i in tier)
-        e = pool[i]
-        entities.append(e)
-        rels = _relations(e, bank)
-        # An entity with four facts or more keeps one unasked: the system may volunteer it (`_task_asides`).
-        caps.append(min(shape.max_follow_ups, len(rels) - (2 if len(rels) >= 4 else 1)))
-        # Least asked of this entity first, then least asked overall (so "which city" does not crowd out the rest).
-        jitter = {r: rng.random() for r in rels}
-        plans.append(sorted(rels, key=lambda r: (ledger.counts[f"task/rel/{e.id}", rels.index(r)],
-                                                 ledger.counts["task/relation/" + r, 0], jitter[r])))
-        named |= {e.facts[r].value["en"] for r in rels if e.facts[r].kind == "text"}  # type: ignore[index]
-    follow = _follow_ups(len(entities), n_q, caps, rng)
-
+    plans = _plan_task(bank, knowledge, code, ledger, rng, shape)
     turns: list[_Turn] = []
-    for k, (e, order, f) in enumerate(zip(entities, plans, follow, strict=True)):
-        asked = order[:1 + f]
-        for r in asked:
-            ledger.take(f"task/rel/{e.id}", _relations(e, bank).index(r))
-            ledger.take("task/relation/" + r, 0)
-        values = {"entity": e.name[code]}
-        last_value = ""
-        for q, r in enumerate(asked):
+    last_value = ""
+    for k, plan in enumerate(plans):
+        e = plan.entity
+        values = {"entity": e.name[code], "pronoun": e.pronoun}
+        if not plan.follows:
+            last_value = ""
+        for q, r in enumerate(plan.asked):
             texts = bank.relations[r]
             values["noun"] = _noun(e, code, ledger, rng)
-            if q == 0:
+            if q == 0 and not plan.follows:
                 template = texts.ask_first[ledger.pick_said(f"task/{r}/ask_first", texts.ask_first,
                                                             lambda t, v=values: _fill(t, v), rng)]
                 lead = ""
@@ -542,7 +593,10 @@ def _task_turns(bank: LanguageBank, knowledge: Knowledge, lang: Language, ledger
                 lead = ""
                 # A reaction leads in now and then, and always when the question alone has been asked twice.
                 stale = ledger.counts["said", _said_key(_fill(template, values))] >= 2
-                if bank.reactions and (stale or rng.random() < shape.reaction_p):
+                echo = [t for t in bank.reactions if "{value}" in t] if stale and last_value else []
+                if echo:  # a stale question gets a reaction that echoes the answer: a sentence said once
+                    lead = _fill(ledger.choose("task/reaction/echo", echo, rng), {"value": last_value})
+                elif bank.reactions and (stale or rng.random() < shape.reaction_p):
                     lead = _fill(ledger.choose("task/reaction", bank.reactions, rng), {"value": last_value})
             turns.append(_Turn("user", _lead_pieces(lang, lead, template, values), topic=e.id,
                                topic_start=q == 0, fact=r, bare=(template, dict(values))))
@@ -554,12 +608,13 @@ def _task_turns(bank: LanguageBank, knowledge: Knowledge, lang: Language, ledger
             filled = {**values, "value": last_value}
             answer = texts.answer[ledger.pick_said(f"task/{r}/answer", texts.answer, lambda t, v=filled: _fill(t, v),
                                                    rng, prefer=lambda j, lo=runs_on, w=want_long: (j in lo) == w)]
-            text = _compose(lang, "", answer, filled)
+            text = _DOUBLE_STOP.sub(".", _compose(lang, "", answer, filled))  # "... Washington, D.C.."
             at = text.lower().find(last_value.lower())
             turns.append(_Turn("system", [text], topic=e.id, fact=r, gold=knowledge.gold(e, r, code),
-                               context_dependent=q > 0, value_end=at + len(last_value) if at >= 0 else 0))
-    spare = {e.id: order[1 + f:] for e, order, f in zip(entities, plans, follow, strict=True)}
-    _task_asides(turns, entities, spare, bank, lang, ledger, rng, shape)
+                               context_dependent=q > 0 or plan.follows, follows_answer=q == 0 and plan.follows,
+                               value_end=at + len(last_value) if at >= 0 else 0))
+    entities = [p.entity for p in plans]
+    _task_asides(turns, entities, {p.entity.id: list(p.spare) for p in plans}, bank, lang, ledger, rng, shape)
     return turns, [e.id for e in entities]
 
 
@@ -592,15 +647,20 @@ def _task_asides(turns: list[_Turn], entities: list[Entity], spare: dict[str, li
             n_barge -= 1
             turn.barge_host, turn.cut_after_chars = True, turn.value_end
             continue
-        if not spare[e.id] or not (can_barge or n_bc):
+        # After a number (a year, a height) the volunteered fact is not a number: a reply that states two numbers
+        # is not a clear answer (metrics/answer_match.py rejects it).
+        numeric = e.facts[turn.fact].kind != "text"
+        other = [r for r in spare[e.id] if not numeric or e.facts[r].kind == "text"]
+        if not other or not (can_barge or n_bc):
             continue
-        r = spare[e.id].pop(0)
+        r = other[0]
+        spare[e.id].remove(r)
         answers = bank.relations[r].answer
         standalone = [j for j, t in enumerate(answers) if not (code == "en" and _DEICTIC.match(t))]
         template = answers[ledger.pick(f"task/{r}/answer", len(answers), rng, lambda j, ok=standalone: j in ok)]
         lead = ledger.choose("task/also", bank.also, rng) if bank.also else ""
         aside = _compose(lang, lead, template, {"entity": e.name[code], "noun": _noun(e, code, ledger, rng),
-                                                "value": said(e.facts[r], code)})
+                                                "pronoun": e.pronoun, "value": said(e.facts[r], code)})
         first = turn.pieces[0]
         turn.pieces = [lang.join(first, aside)]
         if can_barge:
@@ -618,7 +678,8 @@ def _task_asides(turns: list[_Turn], entities: list[Entity], spare: dict[str, li
             if i == len(turns) - 1 or not runs_on:
                 continue
             value = said(e.facts[turn.fact], code)
-            filled = {"entity": e.name[code], "noun": _noun(e, code, ledger, rng), "value": value}
+            filled = {"entity": e.name[code], "noun": _noun(e, code, ledger, rng), "pronoun": e.pronoun,
+                      "value": value}
             j = ledger.pick_said(f"task/{turn.fact}/answer", answers, lambda t, v=filled: _fill(t, v), rng,
                                  ok=lambda j, lo=runs_on: j in lo)
             text = _compose(lang, "", answers[j], filled)
@@ -636,7 +697,9 @@ def _tail_ok(lang: Language, turn: _Turn) -> bool:
     return turn.value_end > 0 and lang.size(text[turn.value_end:]) >= lang.tail_min
 
 
-_DEICTIC = re.compile(r"^(?:that|that's|that'd|that one's|that would)\b", re.IGNORECASE)  # needs the question
+_DOUBLE_STOP = re.compile(r"(?<=\.)\.(?=\s|$)")  # a value ending in "." before the sentence's own
+_DEICTIC = re.compile(r"^(?:that|that's|that'd|that one's|that would|the next one|right after it|born in|next on)\b",
+                      re.IGNORECASE)  # needs the question
 
 
 # --- realisation: pauses, barge-ins, backchannels ----------------------------------------------------------------
@@ -713,7 +776,8 @@ def _realise(turns: list[_Turn], bank: LanguageBank, lang: Language, domain: str
             utt_id=f"{did}-u{len(out):02d}", speaker=speaker, kind=kind, text=text, relation=relation,
             topic=turn.topic if turn else "", fact=turn.fact if turn else "",
             gold_answer=gold[0] if gold else "", gold_aliases=tuple(gold[1]) if gold else (),
-            context_dependent=bool(gold) and turn is not None and turn.context_dependent, cut_after_chars=cut))
+            context_dependent=bool(gold) and turn is not None and turn.context_dependent,
+            follows_answer=bool(gold) and turn is not None and turn.follows_answer, cut_after_chars=cut))
 
     for k, (t, text, relation, cut) in enumerate(ipus):
         add(t.speaker, "turn", text, relation, t, cut)

@@ -15,17 +15,22 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 
 from dataset_builder.m3.bankio import TEXTS_DIR, Problems, check_keys, read_yaml, where
+from dataset_builder.m3.fact_tables import FACTS_DIR, RELATIONS_FILE, as_fact_data, relation_kinds, table_rows
 from dataset_builder.mpe.answers import quantity, unsafe_aliases
 from dataset_builder.mpe.numbers import number_words
 
 KNOWLEDGE_FILE = TEXTS_DIR / "knowledge.yaml"
-FACT_KINDS = ("year", "number", "ordinal", "text")
+FACT_KINDS = ("year", "number", "ordinal", "count", "text")
 LANGS = ("en", "ja")
-MIN_FACTS = 2  # one question naming the entity and at least one follow-up
+MIN_FACTS = 2  # knowledge.yaml: one question naming the entity and at least one follow-up
+# Gold answers of a config: the most dialogues one gold answer may answer a question in (the full preset's 200),
+# so that no single answer ("the United States") stands for a large part of the QA score.
+MAX_DIALOGUES_PER_GOLD = 8
 YEAR_RANGE = (1000, 2100)
 
 # Units a number fact may carry: English plural (as dataset_builder/mpe/answers.UNITS names it), singular, and the
@@ -63,16 +68,42 @@ class Entity:
     noun: dict[str, tuple[str, ...]]  # what a follow-up may call it ("the tower"), per language
     facts: dict[str, Fact]
     where: str = ""
+    aka: dict[str, tuple[str, ...]] = field(default_factory=dict)  # other names, per language
+    pronoun: str = "it"  # English: how a follow-up about this entity refers to it ("when was she born?")
 
 
 @dataclass(frozen=True)
 class Knowledge:
     entities: tuple[Entity, ...]
 
-    def entity(self, entity_id: str) -> Entity:
-        return next(e for e in self.entities if e.id == entity_id)
+    @cached_property
+    def _by_id(self) -> dict[str, Entity]:
+        return {e.id: e for e in self.entities}
 
-    @property
+    @cached_property
+    def _by_name(self) -> dict[str, Entity]:
+        return {_name_key(e.name["en"]): e for e in self.entities}
+
+    def entity(self, entity_id: str) -> Entity:
+        return self._by_id[entity_id]
+
+    def link(self, fact: Fact) -> Entity | None:
+        """The entity a text fact's value names ("Jane Austen" -> the entity jane_austen), or None: a follow-up
+        may then ask about the answer itself."""
+        if fact.kind != "text":
+            return None
+        return self._by_name.get(_name_key(fact.text("en")))
+
+    @cached_property
+    def _text_facts(self) -> dict[str, list[Fact]]:
+        out: dict[str, list[Fact]] = {}
+        for e in self.entities:
+            for r, f in e.facts.items():
+                if f.kind == "text":
+                    out.setdefault(r, []).append(f)
+        return out
+
+    @cached_property
     def relations(self) -> set[str]:
         return {r for e in self.entities for r in e.facts}
 
@@ -80,10 +111,7 @@ class Knowledge:
         """Every other text value (and its other names) of `relation`: the wrong answers for a text fact."""
         own = {fact.text(lang).lower(), *(a.lower() for a in fact.aka.get(lang, ()))}
         out: list[str] = []
-        for e in self.entities:
-            f = e.facts.get(relation)
-            if f is None or f.kind != "text":
-                continue
+        for f in self._text_facts.get(relation, ()):
             out += [t for t in (f.text(lang), *f.aka.get(lang, ())) if t.lower() not in own]
         return out
 
@@ -104,6 +132,8 @@ def said(fact: Fact, lang: str) -> str:
         return str(v) if lang == "en" else f"{v}年"
     if fact.kind == "ordinal":
         return _ORDINALS[v] if lang == "en" else f"{v}番目"
+    if fact.kind == "count":
+        return str(v)
     singular, ja = UNITS[fact.unit]
     if lang == "en":
         unit = (singular if v == 1 else fact.unit).replace("tre", "ter")  # spoken by US voices: "meters"
@@ -177,11 +207,22 @@ def gold(fact: Fact, lang: str, other_values: Sequence[str] = ()) -> Answer:
             wrong = [f for n in misses for f in (_ORDINALS[n], f"{n}th", str(n))]
             return str(v), _safe(str(v), [_ORDINALS[v], f"{v}{_suffix(v)}"], wrong, lang)
         return str(v), _safe(str(v), [f"{v}番目", f"第{v}"], [f for n in misses for f in (f"{n}番目", f"第{n}")], lang)
+    if fact.kind == "count":
+        if lang == "ja":
+            return str(v), []
+        misses = sorted({v + d for d in (-10, -2, -1, 1, 2, 10)} | {v * 10} - {v})
+        return str(v), _safe(str(v), [number_words(v)], [f for m in misses if m > 0 for f in (str(m), number_words(m))],
+                             lang)
     if lang == "en":
         return quantity(v, fact.unit)
     ja_units = UNITS[fact.unit][1]
     misses = sorted({v + d for d in (-10, -2, -1, 1, 2, 10)} | {v * 10})
     return str(v), _safe(str(v), [f"{v}{u}" for u in ja_units], [f"{m}{u}" for m in misses for u in ja_units], lang)
+
+
+def _name_key(name: str) -> str:
+    n = name.lower().strip()
+    return n[4:] if n.startswith("the ") else n
 
 
 def _suffix(n: int) -> str:
@@ -252,7 +293,8 @@ def _fact(relation: str, data: object, path: Path, entry: str, problems: Problem
     return Fact(str(relation), kind, value, unit=str(unit))
 
 
-def load_knowledge(problems: Problems, path: Path = KNOWLEDGE_FILE) -> Knowledge:
+def load_knowledge(problems: Problems, path: Path = KNOWLEDGE_FILE, tables: Path | None = FACTS_DIR) -> Knowledge:
+    """knowledge.yaml and the fact tables (`fact_tables.py`; `tables=None`: knowledge.yaml alone)."""
     data = read_yaml(path, problems)
     if data is None:
         return Knowledge(())
@@ -302,9 +344,109 @@ def load_knowledge(problems: Problems, path: Path = KNOWLEDGE_FILE) -> Knowledge
         if len(facts) < MIN_FACTS:
             problems.fail(at, f"an entity needs at least {MIN_FACTS} facts (a question and a follow-up)", ent_id)
         entities.append(Entity(ent_id, str(item.get("group", "")), name, noun, facts, at))
+    if tables is not None:
+        entities = derive(entities + _load_tables(tables, seen_ids, seen_names, problems))
     kb = Knowledge(tuple(entities))
     _check_kinds_agree(kb, path, problems)
     return kb
+
+
+def _load_tables(folder: Path, seen_ids: dict[str, str], seen_names: dict[tuple[str, str], str],
+                 problems: Problems) -> list[Entity]:
+    """The entities of the fact tables (`fact_tables.py`), their "@id" values resolved to the named entity's name
+    and other names, checked like knowledge.yaml's (ids and names unique across both)."""
+    kinds = relation_kinds(problems, folder)
+    rows = table_rows(problems, folder)
+    names = {row["id"]: row for _, row in rows}
+    out: list[Entity] = []
+    for at, row in rows:
+        ent_id = row["id"]
+        if ent_id in seen_ids:
+            problems.fail(at, f"duplicate entity id (first at {seen_ids[ent_id]})", ent_id)
+            continue
+        seen_ids[ent_id] = at
+        name = _lang_map(row["name"], Path(at), ent_id, problems, "name")
+        if name is None:
+            continue
+        for lang in LANGS:
+            key = (lang, name[lang].lower())
+            if key in seen_names:
+                problems.fail(at, f"duplicate {lang} name (also {seen_names[key]})", name[lang])
+            seen_names.setdefault(key, ent_id)
+        facts: dict[str, Fact] = {}
+        for relation, value in row["facts"].items():
+            if relation not in kinds:
+                problems.fail(at, f"relation {relation!r} has no kind in {RELATIONS_FILE}", relation)
+                continue
+            data = as_fact_data(value, kinds[relation])
+            if isinstance(data, str):  # "@id": the named entity's names
+                target = names.get(data[1:])
+                if target is None:
+                    problems.fail(at, f"{relation}: no entity {data[1:]!r} in the fact tables", data)
+                    continue
+                data = {"kind": "text", "value": {**target["name"], "aka": target.get("aka", {})}}
+            if kinds[relation] == "text" and isinstance(data, dict) and not isinstance(data.get("value"), dict):
+                problems.fail(at, f"fact kind wrong: {relation} is text ({{en, ja}} or \"@id\")", str(value))
+                continue
+            fact = _fact(relation, data, Path(at), f"{ent_id} facts.{relation}", problems)
+            if fact is not None:
+                facts[relation] = fact
+        aka = _aka(row.get("aka"), Path(at), ent_id, problems)
+        noun = _aka(row.get("noun"), Path(at), ent_id, problems)
+        out.append(Entity(ent_id, str(row["group"]), name, noun, facts, at, aka=aka,
+                          pronoun=str(row.get("pronoun", "it"))))
+    return out
+
+
+def derive(entities: list[Entity]) -> list[Entity]:
+    """The facts computed from others (never written twice): each chemical element's successor
+    (`next_element`, by atomic number), and for each capital (of a country, a US state, a Japanese prefecture) a
+    city entity (or the existing entity of that name) that knows what it is the capital of (`capital_of`,
+    `state_of`, `prefecture_of`) and the country's continent."""
+    by_z = {e.facts["atomic_number"].value: e for e in entities if "atomic_number" in e.facts}
+    out: list[Entity] = []
+    for e in entities:
+        nxt = by_z.get(e.facts["atomic_number"].value + 1) if "atomic_number" in e.facts else None  # type: ignore
+        if nxt is not None:
+            e = replace(e, facts={**e.facts, "next_element": Fact("next_element", "text", dict(nxt.name),
+                                                                  aka=dict(nxt.aka))})
+        out.append(e)
+    by_name = {_name_key(e.name["en"]): i for i, e in enumerate(out)}
+    ja_names = {e.name["ja"].lower() for e in out}
+    for forward, (reverse, group, nouns) in _CAPITALS.items():
+        for place in list(out):
+            cap = place.facts.get(forward)
+            if cap is None:
+                continue
+            facts = {reverse: Fact(reverse, "text", dict(place.name), aka=dict(place.aka))}
+            if "on_continent" in place.facts:
+                facts["on_continent"] = place.facts["on_continent"]
+            i = by_name.get(_name_key(cap.text("en")))
+            if i is not None:  # a city knowledge.yaml already has (Paris): it learns the capital's facts
+                out[i] = replace(out[i], facts={**out[i].facts, **facts})
+                continue
+            if cap.text("ja").lower() in ja_names:  # another thing of that name in Japanese (Columbia, コロンビア)
+                continue
+            city_id = "capital_" + re.sub(r"[^a-z0-9]+", "_", _fold(cap.text("en")).lower()).strip("_")
+            if any(e.id == city_id for e in out):
+                city_id += "_" + group
+            out.append(Entity(city_id, group, dict(cap.value), nouns, facts,  # type: ignore[arg-type]
+                              f"{place.where} {forward}", aka=dict(cap.aka)))
+            by_name[_name_key(cap.text("en"))] = len(out) - 1
+            ja_names.add(cap.text("ja").lower())
+    return out
+
+
+# forward relation -> (the reverse relation a capital city gets, its group, its nouns)
+_CAPITALS: dict[str, tuple[str, str, dict[str, tuple[str, ...]]]] = {
+    "capital": ("capital_of", "capital", {"en": ("city", "capital"), "ja": ("都市", "首都")}),
+    "state_capital": ("state_of", "state_capital", {"en": ("city",), "ja": ("都市",)}),
+    "prefecture_seat": ("prefecture_of", "prefecture_seat", {"en": ("city",), "ja": ("市",)}),
+}
+
+
+def _fold(text: str) -> str:
+    return unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
 
 
 def _check_kinds_agree(kb: Knowledge, path: Path, problems: Problems) -> None:

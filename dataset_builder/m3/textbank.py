@@ -29,7 +29,8 @@ RELATION_EXTRAS = ("openers", "reactions", "also")
 # Optional backchannel lists for one domain (a user acknowledging an answer says "mm-hm", not "no way").
 BC_EXTRAS = ("user_task", "system_task", "user_chat", "system_chat")
 # Placeholders each kind of text may hold (besides chat slots).
-ALLOWED = {"ask_first": {"entity", "noun"}, "ask_follow": {"noun"}, "answer": {"value", "entity", "noun"},
+ALLOWED = {"ask_first": {"entity", "noun"}, "ask_follow": {"noun", "pronoun"},
+           "answer": {"value", "entity", "noun", "pronoun"},
            "reactions": {"value"}, "openers": set(), "also": set(), "transitions": set(), "barge_in": set()}
 FILLER = {"en": "Sam", "ja": "あれ"}  # what a placeholder counts as when a length is checked
 
@@ -511,7 +512,7 @@ def missing_files(code: str, root: Path = TEXTS_DIR) -> list[str]:
 
 def load_bank_unchecked(languages: list[str] | None = None, root: Path = TEXTS_DIR) -> tuple[TextBank, Problems]:
     problems = Problems()
-    knowledge = load_knowledge(problems, root / "knowledge.yaml")
+    knowledge = load_knowledge(problems, root / "knowledge.yaml", root / "facts" if (root / "facts").is_dir() else None)
     codes = bank_languages(root) if languages is None else languages
     langs = {code: load_language(code, knowledge, problems, root) for code in codes}
     return TextBank(knowledge, langs), problems

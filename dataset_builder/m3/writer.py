@@ -1,0 +1,392 @@
+"""Who writes the words of an M3 dialogue: the composer as it is (`template`), or an LLM (`openai`), as the paper
+does ("Written dialogues are converted into spoken-style dialogues using a large language model", M3-DuplexBench
+§III-B1) and as Duplex-MPE's writer does (`dataset_builder/mpe/writer.py`).
+
+The composer (`dialogues.py`) decides everything about a dialogue: its utterances in order, who says each, which
+are backchannels, held pauses and barge-ins, the task's facts and gold answers. A writer may change only the
+texts of the TURN utterances. `openai` asks any OpenAI-compatible chat endpoint (`openai_compat.ChatClient`,
+cached on disk) to reword a composed dialogue in spoken style, with the composed text as its draft, and accepts
+an answer only when the rewrite passes every check a composed dialogue passes (`Dialogue.validate`) plus its own
+(`check_rewrite`): same utterances, backchannels unchanged, each TURN still TURN-long, no doubled word, no number
+the draft did not say, every task answer still says its gold answer (and, where a barge-in cuts it, says it with
+enough after it to be cut there), a question naming its entity where the draft did and not where it asks about
+the previous answer, no question giving its answer away. A rejected answer is asked for again with the broken
+rule named; after the last attempt the build stops with one line naming the dialogue and the rule, or, with
+`on_failure=template`, keeps the composed text for it and counts it. The writer is never required: `template`
+is the default and needs nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dataset_builder.errors import UsageError
+from dataset_builder.m3.dialogues import Dialogue, DialogueUtterance
+from dataset_builder.m3.knowledge import Knowledge, normalise_ja
+from dataset_builder.m3.language import LANGUAGES
+from dataset_builder.openai_compat import ChatClient, EndpointError
+from dataset_builder.registry import LazyRegistry
+from dataset_builder.schema import SchemaError
+
+if TYPE_CHECKING:
+    from dataset_builder.build import BuildOptions
+
+log = logging.getLogger("duplex_eval.build")
+
+WRITER_PROMPT_VERSION = "m3-writer-1"  # bump when the prompt or the checks change: cached answers then differ
+ON_FAILURE = ("fail", "template")
+MAX_GROWTH = 2.0  # a rewritten TURN is at most this many times its draft's size (plus a few words)
+
+_DIGITS = re.compile(r"\d+")
+_DOUBLED = re.compile(r"\b(\w+)\s+\1\b", re.IGNORECASE)
+
+
+class WriterError(RuntimeError):
+    """A dialogue no attempt could write within the rules, or an endpoint that failed; one line."""
+
+
+class Rejected(ValueError):
+    """A rewrite broke `rule`; `detail` says where and how (it goes back to the model in the next request)."""
+
+    def __init__(self, rule: str, detail: str) -> None:
+        super().__init__(f"{rule}: {detail}")
+        self.rule, self.detail = rule, detail
+
+
+class TemplateWriter:
+    """The composer's text as it is."""
+
+    name = "template"
+
+    def write(self, dialogue: Dialogue) -> Dialogue:
+        return dialogue
+
+    def summary(self) -> dict[str, Any]:
+        return {"name": self.name}
+
+
+# --- what a rewrite must keep -----------------------------------------------------------------------------------
+
+def _norm(text: str, lang: str) -> str:
+    return normalise_ja(text) if lang == "ja" else " ".join(re.findall(r"[\w'.-]+", text.lower()))
+
+
+def says(text: str, phrase: str, lang: str) -> int:
+    """Where `phrase` ends in `text` (characters; -1 when it is not said): as whole words in English, as
+    characters (width-folded) in Japanese."""
+    if lang == "ja":
+        t = unicodedata.normalize("NFKC", text)
+        at = t.find(unicodedata.normalize("NFKC", phrase))
+        return at + len(phrase) if at >= 0 else -1
+    m = re.search(rf"(?<!\w){re.escape(phrase)}(?!\w)", text, re.IGNORECASE)
+    return m.end() if m else -1
+
+
+def _value_end(u: DialogueUtterance, text: str, lang: str) -> int:
+    """Where the first of the answer's gold forms ends in `text`, or -1."""
+    ends = [e for form in (u.gold_answer, *u.gold_aliases) if (e := says(text, form, lang)) >= 0]
+    return min(ends) if ends else -1
+
+
+def check_rewrite(draft: Dialogue, new: Dialogue, knowledge: Knowledge | None = None) -> None:
+    """`new` keeps what `draft` fixed and passes what a composed dialogue passes; raises Rejected."""
+    lang = LANGUAGES[draft.language]
+    code = draft.language
+    for old, u in zip(draft.utterances, new.utterances, strict=True):
+        where, text = f"{u.utt_id} ({u.speaker} {u.kind})", u.text
+        if u.kind == "bc":
+            if text != old.text:
+                raise Rejected("backchannel", f"{where} is a backchannel and stays {old.text!r}")
+            continue
+        if re.match(r"\s*(user|system|u|s|ユーザー|システム)\s*[:：]", text, re.IGNORECASE) or any(
+                c in text for c in "{}|\n*#\""):
+            raise Rejected("format", f"{where} is not plain speech: {text!r}")
+        size, before = lang.size(text), lang.size(old.text)
+        if size < lang.half_min:
+            raise Rejected("length", f"{where} is too short to be a turn ({size} < {lang.half_min} "
+                                     f"{'words' if code == 'en' else 'morae'})")
+        if size > MAX_GROWTH * before + 6:
+            raise Rejected("length", f"{where} grew from {before} to {size}; keep it about as long as the draft")
+        if code == "en" and (m := _DOUBLED.search(text)):
+            raise Rejected("doubled", f"{where} says {m.group(0)!r}")
+        if u.gold_answer:
+            end = _value_end(u, text, code)
+            if end < 0:
+                raise Rejected("gold", f"{where} must say the answer {u.gold_answer!r}")
+            if old.cut_after_chars and lang.size(text[end:]) < lang.tail_min:
+                raise Rejected("barge-in", f"{where} is cut by a barge-in after its answer: it must go on for "
+                                           f"at least {lang.tail_min} {'words' if code == 'en' else 'morae'} "
+                                           f"after {u.gold_answer!r}")
+        if Counter(_DIGITS.findall(text)) != Counter(_DIGITS.findall(old.text)):
+            raise Rejected("numbers", f"{where} says the numbers {sorted(_DIGITS.findall(text))}; it must say "
+                                      f"exactly {sorted(_DIGITS.findall(old.text)) or 'none'}")
+    _check_questions(draft, new, knowledge)
+    try:
+        new.validate()
+    except SchemaError as err:
+        raise Rejected("structure", str(err)) from None
+
+
+def _check_questions(draft: Dialogue, new: Dialogue, knowledge: Knowledge | None) -> None:
+    """A task question names its entity where the draft did and not where it asks about the previous answer (a
+    reaction may still echo that answer), and never says its own answer."""
+    if draft.domain != "task" or knowledge is None:
+        return
+    code = draft.language
+    start = 0
+    for j, u in enumerate(new.utterances):
+        if not u.gold_answer:
+            continue
+        asked = [k for k in range(start, j) if new.utterances[k].speaker == "user" and new.utterances[k].kind == "turn"]
+        start = j + 1
+        question = " ".join(new.utterances[k].text for k in asked)
+        drafted = " ".join(draft.utterances[k].text for k in asked)
+        name = _norm(knowledge.entity(u.topic).name[code], code)
+        where = new.utterances[asked[-1]].utt_id if asked else u.utt_id
+        if u.follows_answer and _norm(question, code).count(name) > _norm(drafted, code).count(name):
+            # The draft names it only where a reaction echoes the previous answer ("Oh, Jane Austen, okay, ...").
+            raise Rejected("follow-up", f"{where} asks about the previous answer and must not name it again "
+                                        f"({knowledge.entity(u.topic).name[code]!r}): say it as the draft does")
+        elif name in _norm(drafted, code) and name not in _norm(question, code):
+            raise Rejected("entity", f"{where} must name {knowledge.entity(u.topic).name[code]!r} as the draft does")
+        if says(question, u.gold_answer, code) >= 0 and says(drafted, u.gold_answer, code) < 0:
+            raise Rejected("gold", f"{where} gives its own answer {u.gold_answer!r} away")
+
+
+def _json_object(content: str) -> Any:
+    text = re.sub(r"^\s*```(?:json)?|```\s*$", "", content.strip())
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end < start:
+        raise Rejected("json", "the answer holds no JSON object")
+    try:
+        return json.loads(text[start:end + 1])
+    except json.JSONDecodeError as err:
+        raise Rejected("json", f"the answer is not valid JSON ({err.msg} at character {err.pos})") from None
+
+
+def parse_rewrite(content: str, draft: Dialogue) -> Dialogue:
+    """The dialogue an answer describes (checked by `check_rewrite`, not here); raises Rejected."""
+    data = _json_object(content)
+    items = data.get("utterances") if isinstance(data, dict) else None
+    if not isinstance(items, list) or not all(isinstance(x, dict) for x in items):
+        raise Rejected("json", 'expected {"utterances": [{"id": "u00", "text": "..."}, ...]}')
+    want = [u.utt_id.rsplit("-", 1)[1] for u in draft.utterances]
+    got = [str(x.get("id")) for x in items]
+    if got != want:
+        raise Rejected("utterances", f"expected {len(want)} utterances with the draft's ids ({want[0]} to "
+                                     f"{want[-1]}) in order, got {len(got)}")
+    out = []
+    for item, u in zip(items, draft.utterances, strict=True):
+        text = item.get("text")
+        if not isinstance(text, str) or not text.strip():
+            raise Rejected("json", f"{u.utt_id} needs a non-empty string 'text'")
+        text = text.strip() if draft.language == "ja" else " ".join(text.split())
+        cut = u.cut_after_chars
+        if cut and u.gold_answer:  # a barge-in comes right after the answer, wherever the rewrite says it
+            cut = max(0, _value_end(u, text, draft.language))
+        elif cut:
+            cut = min(len(text) - 1, round(cut * len(text) / max(1, len(u.text))))
+        out.append(dataclasses.replace(u, text=text, cut_after_chars=cut))
+    return dataclasses.replace(draft, utterances=tuple(out))
+
+
+# --- the request ------------------------------------------------------------------------------------------------
+
+_PROMPT = {"en": """\
+Rewrite one spoken dialogue so that it sounds like two real people talking: contractions, fillers where people \
+use them, natural lead-ins, each line answering the one before it. It is read aloud by text-to-speech in a \
+benchmark of turn-taking ({domain}). A program composed the draft below; your job is the wording, and everything \
+else stays.
+
+## The utterances
+Each: id, speaker, what it is ([turn], [bc] a backchannel, [pause] the same speaker going on after a long pause, \
+[barge-in] the user cutting in), notes, then its draft.
+{lines}
+
+## Rules
+1. Keep every utterance, in this order, by the same speaker. Backchannels ([bc]) stay exactly as drafted.
+2. An utterance marked "answer:" says that answer in those words; "cut after the answer" means the speaker goes on \
+for a few words after it. No utterance says a number the draft does not say.
+3. A question marked "names: X" says X; one marked "about the previous answer" does not name it again (use he, \
+she, it, there).
+4. A [pause] utterance continues the sentence before it; a [barge-in] starts as an interruption.
+5. Keep each utterance about as long as its draft. Plain speech: no speaker names, no quotation marks, no stage \
+directions, no word said twice in a row.
+
+Answer with one JSON object and nothing else: {{"utterances": [{{"id": "u00", "text": "..."}}, ...]}}""",
+                 "ja": """\
+次の対話を、実際に二人が話しているような自然な話し言葉に書き直してください。音声合成で読み上げ、ターンテイキングの\
+ベンチマーク（{domain}）に使います。下書きはプログラムが作ったもので、変えてよいのは言い回しだけです。
+
+## 発話
+各行：id、話者、種類（[turn] 発話、[bc] あいづち、[pause] 長い間の後に同じ話者が続ける、\
+[barge-in] ユーザーの割り込み）、注記、下書き。
+{lines}
+
+## 規則
+1. すべての発話を同じ順序・同じ話者で残す。あいづち（[bc]）は下書きのまま。
+2. 「answer:」のある発話はその答えをその表記で言う。「cut after the answer」は答えの後にも少し話が続く。\
+下書きにない数字は言わない。
+3. 「names: X」の質問は X を言う。「about the previous answer」の質問はそれを言い直さない（「その人」「そこ」など）。
+4. [pause] は前の文の続き、[barge-in] は割り込みとして始める。
+5. 各発話は下書きと同じくらいの長さ。話者名、かぎかっこ、ト書きは書かない。\
+話者ごとの丁寧さ（です・ます／くだけた話し方）は下書きのとおり。
+
+JSON オブジェクト一つだけで答える：{{"utterances": [{{"id": "u00", "text": "..."}}, ...]}}"""}
+
+_RETRY = {"en": """
+
+## Your previous answer was rejected
+Rule broken: {rule}: {detail}
+Write the whole dialogue again from the draft and keep to every rule (attempt {attempt} of {attempts}).""",
+          "ja": """
+
+## 前の答えは不採用でした
+破った規則：{rule}: {detail}
+下書きからもう一度すべて書き直し、すべての規則を守ってください（{attempts} 回中 {attempt} 回目）。"""}
+
+_KINDS = {"pause": "pause", "barge_in": "barge-in", "bc": "bc"}
+
+
+def _lines(d: Dialogue, knowledge: Knowledge | None) -> str:
+    out = []
+    answers = [i for i, u in enumerate(d.utterances) if u.gold_answer]
+    for i, u in enumerate(d.utterances):
+        notes = []
+        if u.gold_answer:
+            notes.append(f"answer: {u.gold_answer}" + ("; cut after the answer" if u.cut_after_chars else ""))
+        elif u.speaker == "user" and u.kind == "turn" and u.topic and knowledge is not None and d.domain == "task":
+            answer = next((d.utterances[j] for j in answers if j > i), None)
+            if answer is not None and (answer.topic, answer.fact) == (u.topic, u.fact):
+                name = knowledge.entity(u.topic).name[d.language]
+                if answer.follows_answer:
+                    notes.append("about the previous answer")
+                elif _norm(name, d.language) in _norm(u.text, d.language):
+                    notes.append(f"names: {name}")
+        kind = _KINDS.get(u.relation, "turn")
+        note = f"  ({'; '.join(notes)})" if notes else ""
+        out.append(f"{u.utt_id.rsplit('-', 1)[1]}  {u.speaker}  [{kind}]{note}\n    draft: {u.text}")
+    return "\n".join(out)
+
+
+def prompt(draft: Dialogue, knowledge: Knowledge | None = None, attempt: int = 1, attempts: int = 1,
+           rejected: Rejected | None = None) -> str:
+    """The request for `draft`; from the second attempt on it names the rule the previous answer broke."""
+    domain = {"chat": "casual chat", "task": "question answering"}[draft.domain]
+    text = _PROMPT[draft.language].format(domain=domain, lines=_lines(draft, knowledge))
+    if rejected is not None:
+        text += _RETRY[draft.language].format(rule=rejected.rule, detail=rejected.detail, attempt=attempt,
+                                              attempts=attempts)
+    return text
+
+
+# --- the LLM writer ---------------------------------------------------------------------------------------------
+
+def _one_line(text: object, limit: int = 300) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[:limit - 3] + "..."
+
+
+class OpenAIWriter:
+    """Rewrites each dialogue through an OpenAI-compatible chat endpoint; see the module docstring."""
+
+    def __init__(self, base_url: str | None = None, model: str | None = None, api_key_env: str = "OPENAI_API_KEY",
+                 cache_dir: Path | str | None = None, timeout_s: float = 120.0, attempts: int = 3,
+                 temperature: float = 0.7, max_tokens: int | None = None, on_failure: str = "fail",
+                 json_mode: bool = False, http_attempts: int = 3, knowledge: Knowledge | None = None) -> None:
+        if int(attempts) < 1:
+            raise UsageError(f"--writer-arg attempts must be >= 1, got {attempts}")
+        if on_failure not in ON_FAILURE:
+            raise UsageError(f"--writer-arg on_failure must be one of {ON_FAILURE}, got {on_failure!r}")
+        self.client = ChatClient(str(base_url or ""), str(model or ""), api_key_env=api_key_env,
+                                 cache_dir=Path(cache_dir) if cache_dir else None, timeout_s=float(timeout_s),
+                                 http_attempts=int(http_attempts), option="--writer openai",
+                                 arg_option="--writer-arg")
+        self.name = f"openai:{self.client.model}"
+        self.attempts, self.temperature = int(attempts), float(temperature)
+        self.max_tokens = int(max_tokens) if max_tokens else None
+        self.on_failure, self.json_mode = on_failure, str(json_mode).lower() in ("1", "true", "yes")
+        self.knowledge = knowledge
+        self.rewritten = 0
+        self.fallback: list[str] = []
+        self.rejections: Counter[str] = Counter()
+
+    def _knowledge(self) -> Knowledge:
+        if self.knowledge is None:
+            from dataset_builder.m3.textbank import load_bank
+
+            self.knowledge = load_bank().knowledge
+        return self.knowledge
+
+    def ask(self, draft: Dialogue, attempt: int, rejected: Rejected | None) -> str:
+        return self.client.complete(
+            [{"role": "user", "content": prompt(draft, self._knowledge(), attempt, self.attempts, rejected)}],
+            temperature=self.temperature, max_tokens=self.max_tokens,
+            # A different seed per attempt as well as the named rule: a retry is a new request, not a cache hit.
+            seed=(draft.seed + attempt) % 2**31,
+            response_format={"type": "json_object"} if self.json_mode else None)
+
+    def write(self, dialogue: Dialogue) -> Dialogue:
+        rejected: Rejected | None = None
+        for attempt in range(1, self.attempts + 1):
+            try:
+                content = self.ask(dialogue, attempt, rejected)
+            except EndpointError as err:
+                raise WriterError(f"writer {self.name}: dialogue {dialogue.dialogue_id}: {_one_line(err)}") from None
+            try:
+                new = parse_rewrite(content, dialogue)
+                check_rewrite(dialogue, new, self._knowledge())
+            except Rejected as err:
+                rejected = err
+                self.rejections[err.rule] += 1
+                log.info("writer %s: %s attempt %d/%d rejected: %s", self.name, dialogue.dialogue_id, attempt,
+                         self.attempts, _one_line(err, 200))
+                continue
+            self.rewritten += 1
+            return new
+        assert rejected is not None
+        what = f"dialogue {dialogue.dialogue_id}: rule {rejected.rule}: {_one_line(rejected.detail)}"
+        if self.on_failure == "template":
+            log.warning("writer %s: %s after %d attempts; keeping the composed text", self.name, what, self.attempts)
+            self.fallback.append(dialogue.dialogue_id)
+            return dialogue
+        raise WriterError(f"writer {self.name}: {what} (after {self.attempts} attempts; pass --writer-arg "
+                          "on_failure=template to keep the composed text for such dialogues)")
+
+    def summary(self) -> dict[str, Any]:
+        return {"name": self.name, "prompt": WRITER_PROMPT_VERSION, "rewritten": self.rewritten,
+                "template_fallback": len(self.fallback), "fallback_dialogues": sorted(self.fallback),
+                "rejected_attempts": dict(sorted(self.rejections.items())),
+                "requests": self.client.requests_made, "cache_hits": self.client.cache_hits}
+
+
+# --- registry and the build's entry point -----------------------------------------------------------------------
+
+_REGISTRY = LazyRegistry("writer", {
+    "template": "dataset_builder.m3.writer:TemplateWriter",
+    "openai": "dataset_builder.m3.writer:OpenAIWriter",
+}, option="--writer", arg_option="--writer-arg")
+
+
+def writer_for_build(options: BuildOptions) -> TemplateWriter | OpenAIWriter:
+    """The writer `--writer`/`--writer-arg` chose. The openai writer caches its answers next to the TTS clips
+    unless told where (`cache_dir`), and not at all with `--no-cache` (as Duplex-MPE's)."""
+    from dataset_builder.mpe.writer import default_cache_dir
+
+    args = dict(options.writer_args)
+    if options.writer == "openai" and "cache_dir" not in args and options.cache_dir is not None:
+        args["cache_dir"] = default_cache_dir()
+    return _REGISTRY.load(options.writer, **args)
+
+
+def write_dialogues(writer: TemplateWriter | OpenAIWriter, dialogues: Sequence[Dialogue]) -> list[Dialogue]:
+    """`dialogues` with their texts written by `writer`, in order."""
+    return [writer.write(d) for d in dialogues]
