@@ -8,8 +8,8 @@ targets, each printed PASS/FAIL like the other benchmarks' diagnostics:
 - user audio per case (turn 1 + turn 2, pauses included), per level, within 25 % of the paper's 27.2 s
   (App. C.3). Measured on the clips of an audio build; estimated from the text of a `--scripts-only` build with
   a speech rate fitted on piper's `en_US-joe-medium` (`estimate_speech_s`);
-- pauses vary: every kind of silence (mid-turn pause, chunk gap, the pause after a check) takes several lengths,
-  none below its floor (`grid.PAUSE_FLOOR_S`).
+- pauses vary: every kind of silence (mid-turn pause, chunk gap, the pause after a check) takes several lengths
+  (at least three, standard deviation at least 0.1 s), none below its floor (`grid.PAUSE_FLOOR_S`).
 
 Printed and written to `<folder>/diagnostics.json` (no paths, no timings: two builds' files compare with `diff`).
 """
@@ -42,7 +42,10 @@ AUDIO_TOLERANCE = 0.25  # the issue's target: within 25 % of the paper, at every
 # A speech segment's length from its text: 0.17 s + one second per 19.7 characters, the least-squares fit over the
 # 176 speech clips of the mini build with piper en_US-joe-medium (mean absolute error 0.22 s per clip, r = 0.98).
 SPEECH_BASE_S, SPEECH_CHARS_PER_S = 0.17, 19.7
-MIN_PAUSE_LENGTHS = 5  # distinct lengths per kind of silence: "varied", not one fixed value per probe
+# "Varied, not one fixed value per probe": per kind of silence, at least three distinct lengths and a standard
+# deviation of at least 0.1 s (one fixed length gives 0), on the mini set as on the full one.
+MIN_PAUSE_LENGTHS = 3
+MIN_PAUSE_SD_S = 0.1
 CASE_COLUMNS = ["case_id", "level", "expected_action", "base_action", "label_rule", "rationale",
                 "safety_relevant_audio", "turns"]
 
@@ -120,6 +123,7 @@ def data_checks(cases: Sequence[dict[str, Any]], measured: bool) -> dict[str, An
         *(_check(f"{lv} mean user audio per case, s, at most", per_level[lv], "<=", hi)
           for lv in LEVELS if lv in per_level),
         *(_check(f"distinct {mark} lengths", s["distinct"], ">=", MIN_PAUSE_LENGTHS) for mark, s in spread.items()),
+        *(_check(f"{mark} length sd, s", s["sd"], ">=", MIN_PAUSE_SD_S) for mark, s in spread.items()),
         *(_check(f"shortest {mark}, s (floor)", s["min"], ">=", PAUSE_FLOOR_S[mark] - 0.01)
           for mark, s in spread.items()),
     ]
