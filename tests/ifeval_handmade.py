@@ -86,7 +86,7 @@ def build(speak_user: Any, role: str, probe: str, level: str, t2_markup: str, ba
                S.UserTurn("t2", t2_markup, t2_segments, "barge_in" if barge else "take_turn")],
         base_action=base_action, base_event=event, barge_in_after_s=3.0 if barge else None,
         readback_target=readback_target, readback_kind="phone" if readback_target else "",
-        matched_group=matched_group)
+        matched_group=matched_group, safety_relevant=(role, probe) in S.SAFETY_CELLS)
     conv.validate()
     action = expected_action or base_action
     l4 = level.startswith("L4")
@@ -96,7 +96,9 @@ def build(speak_user: Any, role: str, probe: str, level: str, t2_markup: str, ba
         expected_action=action, base_action=base_action, event=event,
         resolution_target=S.RESOLUTIONS.get(level, ""), contradiction=CONTRADICTION if l4 else "",
         contradiction_variant=instance if level == "L4a" else 0, verifier=S.verifier_params(action, role),
-        matched_audio=bool(matched_group), matched_group=matched_group)
+        matched_audio=bool(matched_group), matched_group=matched_group,
+        label_rule={"L4a": "directive-wins", "L4b": "persona-wins"}.get(level, "role-target"),
+        rationale=f"hand-made case: {action} at the {event}", safety_relevant_audio=conv.safety_relevant)
     case.validate()
     t1_timings, t1_audio = _timings(t1_segments, speak_user)
     t2_timings, t2_audio = _timings(t2_segments, speak_user)

@@ -15,12 +15,13 @@ import soundfile as sf
 import yaml
 
 from dataset_builder.audio import SESSION_SR
+from dataset_builder.ifeval.schema import SAFETY_ACTIONS, SAFETY_CELLS
 
 CACHE = Path(__file__).resolve().parent.parent / ".cache" / "tts"
 GOLD_KEYS = {"conversation_id", "role", "probe", "instance", "level", "expected_action", "base_action", "event",
              "resolution_target", "verifier", "window_anchor", "window_rel_s", "turn2_mode", "barge_in_after_s",
              "turn2_segments", "readback_target", "matched_audio", "matched_group", "persona", "contradiction",
-             "user_text"}
+             "label_rule", "rationale", "safety_relevant_audio", "user_text"}
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +42,8 @@ def _decode(row: dict) -> np.ndarray:
 
 def test_mini_counts(mini) -> None:
     folder, info = mini
-    assert info["n_conversations"] == 48 and info["n_cases"] == 246 and info["n_audio_streams"] == 44
+    # 44 streams as in the paper's instance 1, plus the benign twins of the six safety cells
+    assert info["n_conversations"] == 48 and info["n_cases"] == 246 and info["n_audio_streams"] == 50
     assert info["configs"] == ["ifeval", "ifeval_matched"]
     rows = _rows(folder, "ifeval")
     assert len(rows) == 246 and len({r["case_id"] for r in rows}) == 246
@@ -64,21 +66,28 @@ def test_matched_audio_is_byte_identical_across_roles(mini) -> None:
 
 
 def test_one_voice_and_one_audio_per_conversation_across_levels(mini) -> None:
+    """One voice per conversation; one audio per script (a safety cell's benign twin is its second script)."""
     folder, _ = mini
-    seen: dict[str, tuple[str, bytes]] = {}
+    seen: dict[tuple[str, str], bytes] = {}
+    voices: dict[str, str] = {}
     for row in _rows(folder, "ifeval"):
-        key = (row["voice"], row["audio"]["bytes"])
-        assert seen.setdefault(row["conversation_id"], key) == key, row["case_id"]
-    assert len({v for v, _ in seen.values()}) > 1
+        audio = row["audio"]["bytes"]
+        assert seen.setdefault((row["conversation_id"], row["audio_variant"]), audio) == audio, row["case_id"]
+        assert voices.setdefault(row["conversation_id"], row["voice"]) == row["voice"], row["case_id"]
+        safety = (row["role"], row["probe"]) in SAFETY_CELLS and row["audio_variant"] == ""
+        assert row["safety_relevant_audio"] == safety, row["case_id"]
+        assert not safety or (row["level"] != "L4a" and row["expected_action"] in SAFETY_ACTIONS), row["case_id"]
+    assert len(seen) == 54 and sum(v == "benign" for _, v in seen) == 6
+    assert len(set(voices.values())) > 1
 
 
 def test_pauses_are_exact_zero_samples_and_speech_is_not(mini) -> None:
     folder, _ = mini
     checked = set()
     for row in _rows(folder, "ifeval"):
-        if row["conversation_id"] in checked:
+        if (row["conversation_id"], row["audio_variant"]) in checked:
             continue
-        checked.add(row["conversation_id"])
+        checked.add((row["conversation_id"], row["audio_variant"]))
         audio = _decode(row)
         for turn in row["turns"]:
             for seg in turn["segments"]:
@@ -94,7 +103,7 @@ def test_pauses_are_exact_zero_samples_and_speech_is_not(mini) -> None:
         t1, t2 = row["turns"]
         assert t1["start_s"] == 0.0 and t2["start_s"] == pytest.approx(t1["end_s"] + 3.0, abs=0.002)
         assert len(audio) / SESSION_SR == pytest.approx(t2["end_s"] + 5.0, abs=0.002)
-    assert len(checked) == 48
+    assert len(checked) == 54
 
 
 def test_items_round_trip_with_windows_and_gold(mini) -> None:
@@ -150,5 +159,6 @@ def test_cli_build_scripts_only_with_diagnostics(tmp_path: Path, capsys: pytest.
     out = capsys.readouterr().out
     assert "persona leakage" in out and "R8" in out and "min / mean / max Jaccard" in out
     assert "| total" not in out and "total              48" in out
+    assert "targets:" in out and "FAIL" not in out and "PASS  cases without a one-line rationale: 0" in out
     assert (tmp_path / "scripts.jsonl").is_file() and (tmp_path / "manifest.jsonl").is_file()
     assert (tmp_path / "diagnostics.json").is_file()

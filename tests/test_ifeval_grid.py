@@ -46,8 +46,9 @@ def grid():
 
 
 def test_full_grid_composition(grid) -> None:
-    assert len(grid.conversations) == 240
+    # 240 conversations; the six safety cells' 30 also have a benign twin (270 scripts).
     assert len({c.conversation_id for c in grid.conversations}) == 240
+    assert len(grid.conversations) == 270 and sum(c.variant == "benign" for c in grid.conversations) == 30
     assert len(grid.cases) == 1038
     assert Counter(c.level for c in grid.cases) == {"L0": 48, "L1": 240, "L2": 240, "L3": 240, "L4a": 240,
                                                     "L4b": 30}
@@ -213,10 +214,13 @@ def test_scripts_only_writes_conversations_and_manifest(tmp_path: Path) -> None:
     from dataset_builder.ifeval.build import build
 
     info = build(tmp_path, BuildOptions(preset="full", scripts_only=True))
-    assert info["n_cases"] == 1038 and info["n_audio_streams"] == 224
+    # 224 streams as in the paper, plus the 30 benign twins of the safety cells.
+    assert info["n_cases"] == 1038 and info["n_audio_streams"] == 254 and info["n_benign_twins"] == 30
     scripts = [json.loads(x) for x in (tmp_path / "scripts.jsonl").read_text().splitlines()]
     manifest = [json.loads(x) for x in (tmp_path / "manifest.jsonl").read_text().splitlines()]
-    assert len(scripts) == 240 and len(manifest) == 1038
+    assert len(scripts) == 270 and len(manifest) == 1038
+    assert all(isinstance(s["safety_relevant"], bool) for s in scripts)
+    assert all(c["rationale"] and c["label_rule"] for c in manifest)
     assert sum(len(s["cases"]) for s in scripts) == 1038
     assert not list(tmp_path.glob("data"))
     mini = build(tmp_path / "mini", BuildOptions(preset="mini", scripts_only=True))

@@ -78,7 +78,8 @@ def make_item(role: str, probe: str, t2: str, action: str, event: str, level: st
     conv.validate()
     prompt = "" if level == "L0" else PERSONA
     case = IFEvalCase(case_id(role, probe, 1, level), conv.conversation_id, role, probe, 1, level, prompt, action,
-                      action, event, "", "", 0, verifier_params(action, role), False, "")
+                      action, event, "", "", 0, verifier_params(action, role), False, "", "role-target",
+                      f"hand-made case: {action} at the {event}")
     case.validate()
     gap, tail = np.zeros(seconds_to_samples(3.0), np.float32), np.zeros(seconds_to_samples(5.0), np.float32)
     nominal = np.concatenate([clips["t1"], gap, clips["t2"], tail])

@@ -52,7 +52,7 @@ from dataset_builder.tts import TTSBackend
 log = logging.getLogger("duplex_eval.build")
 
 PRESETS = {"mini": 1, "full": len(INSTANCES)}  # instances per (role, probe) cell
-GENERATOR_VERSION = "ifeval-texts-1"
+GENERATOR_VERSION = "ifeval-texts-2"
 CLIPS_IN_FLIGHT = 32  # per worker: ~13 s of synthesis, more than the longest shard write
 SHARD_ROWS = 50  # ~25 s of 24 kHz PCM16 per row: ~60 MB of audio per shard in memory
 SCRIPTS_FILE = "scripts.jsonl"
@@ -163,7 +163,7 @@ def audio_units(grid: Grid) -> list[Conversation]:
     seen: set[str] = set()
     units = []
     for conv in grid.conversations:
-        key = conv.matched_group or conv.conversation_id
+        key = conv.stream_id
         if key not in seen:
             seen.add(key)
             units.append(conv)
@@ -190,7 +190,8 @@ def grid_info(grid: Grid, options: BuildOptions, backend_name: str) -> dict[str,
     counts = action_counts(grid.cases)
     return {
         "preset": options.preset, "seed": options.seed, "tts_backend": backend_name,
-        "generator": GENERATOR_VERSION, "n_conversations": len(grid.conversations),
+        "generator": GENERATOR_VERSION, "n_conversations": len({c.conversation_id for c in grid.conversations}),
+        "n_scripts": len(grid.conversations), "n_benign_twins": sum(bool(c.variant) for c in grid.conversations),
         "n_audio_streams": len(audio_units(grid)), "n_cases": len(grid.cases),
         "levels": dict(sorted(level_counts(grid.cases).items())),
         "actions_scored": dict(sorted(counts["scored"].items())),
@@ -200,10 +201,11 @@ def grid_info(grid: Grid, options: BuildOptions, backend_name: str) -> dict[str,
 
 
 def write_scripts_only(out_dir: Path, grid: Grid) -> tuple[Path, Path]:
-    """`scripts.jsonl` (one conversation per line, its cases under "cases") and `manifest.jsonl` (one case per
-    line), written atomically."""
+    """`scripts.jsonl` (one script per line: a conversation, or a safety cell's benign twin, with its tags and
+    the cases that hear it under "cases") and `manifest.jsonl` (one case per line), written atomically."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    scripts = "".join(json.dumps({**conv.to_dict(), "cases": [c.to_dict() for c in grid.cases_of(conv)]},
+    scripts = "".join(json.dumps({**conv.to_dict(), "stream_id": conv.stream_id,
+                                  "cases": [c.to_dict() for c in grid.cases_of(conv)]},
                                  ensure_ascii=False) + "\n" for conv in grid.conversations)
     manifest = "".join(json.dumps(c.to_dict(), ensure_ascii=False) + "\n" for c in grid.cases)
     atomic_write_text(out_dir / SCRIPTS_FILE, scripts)
@@ -215,7 +217,9 @@ def composed(options: BuildOptions) -> tuple[TTSBackend, Grid, dict[str, Any]]:
     """The backend, the grid and its statistics; prints the per-action counts table."""
     backend = tts_backend(options)
     grid = compose(options.seed, backend.voices(), instances_for(options))
-    print(f"DSB-IFEval cases per action and level ({len(grid.conversations)} conversations):\n{counts_table(grid)}")
+    n_conv = len({c.conversation_id for c in grid.conversations})
+    print(f"DSB-IFEval cases per action and level ({n_conv} conversations, {len(audio_units(grid))} audio "
+          f"streams):\n{counts_table(grid)}")
     return backend, grid, grid_info(grid, options, backend.name)
 
 
@@ -266,10 +270,10 @@ def _build_audio(out_dir: Path, options: BuildOptions, pool: WorkerPool, t0: flo
     def rows() -> Iterator[dict[str, Any]]:
         streams: dict[str, tuple[bytes, Turns, dict[str, tuple[float, float]]]] = {}
         for conv in grid.conversations:
-            key = conv.matched_group or conv.conversation_id
+            key = conv.stream_id
             if key not in streams:
                 unit, turns = next(spoken)
-                if (unit.matched_group or unit.conversation_id) != key:
+                if unit.stream_id != key:
                     raise RuntimeError(f"audio units out of grid order at {key}")
                 audio, clips = nominal_audio(turns)
                 totals["audio_s"] += len(audio) / SESSION_SR

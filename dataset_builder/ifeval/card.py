@@ -14,12 +14,13 @@ import pyarrow.parquet as pq
 from dataset_builder.build import BuildOptions
 from dataset_builder.card_tables import md_table, shared_context, voices_table
 from dataset_builder.ifeval.gates import IMPERATIVE_BLOCKLIST, JACCARD_MAX, PERSONA_WORDS, role_diagnostics
-from dataset_builder.ifeval.grid import Grid
+from dataset_builder.ifeval.grid import PAUSE_FLOOR_S, PAUSE_SPREAD, Grid
 from dataset_builder.ifeval.schema import (
     ACTIONS,
     BARGE_WINDOW_S,
     BENCHMARK,
     INTERRUPT_WINDOW_S,
+    LABEL_RULES,
     LEVELS,
     NOMINAL_GAP_S,
     NOMINAL_TAIL_S,
@@ -44,7 +45,8 @@ def _shard_rows(repo_dir: Path, config: str) -> list[dict[str, Any]]:
     rows = []
     for shard in sorted((repo_dir / "data" / config).glob("*.parquet")):
         cols = ["case_id", "conversation_id", "level", "expected_action", "base_action", "role", "probe",
-                "matched_audio", "matched_group", "turns", "voice"]
+                "matched_audio", "matched_group", "turns", "voice", "label_rule", "audio_variant",
+                "safety_relevant_audio"]
         rows += pq.read_table(shard, columns=cols).to_pylist()
     return rows
 
@@ -67,16 +69,22 @@ def card_context(repo_dir: Path, grid: Grid, bank: TextBank, options: BuildOptio
             l4b = f" / **{c.l4b_action}**" if c.l4b_action else ""
             cells.append(f"{c.action} / {c.l4a}{l4b}")
         cell_rows.append([f"{role} {ROLES[role]}", *cells])
-    speech_s = conv_s = 0.0
+    speech_s = conv_s = case_s = 0.0
     seen: set[str] = set()
     for r in rows:
-        key = r["matched_group"] or r["conversation_id"]
+        user_s = sum(t["end_s"] - t["start_s"] for t in r["turns"])
+        case_s += user_s
+        key = r["matched_group"] or r["conversation_id"] + (f"-{r['audio_variant']}" if r["audio_variant"] else "")
         if key in seen:
             continue
         seen.add(key)
+        conv_s += user_s
         for t in r["turns"]:
-            conv_s += t["end_s"] - t["start_s"]
             speech_s += sum(g["end_s"] - g["start_s"] for g in t["segments"] if g["kind"] == "speech")
+    rules = {rule: Counter(r["level"] for r in rows if r["label_rule"] == rule) for rule in LABEL_RULES}
+    rule_rows = [[rule, *(by[lv] for lv in LEVELS), sum(by.values()),
+                  sum(r["safety_relevant_audio"] for r in rows if r["label_rule"] == rule)]
+                 for rule, by in rules.items()]
     diags = [role_diagnostics(r, t.persona, t.directive) for r, t in bank.roles.items()]
     gate_rows = [[d.role, f"{d.jaccard:.3f}", d.persona_words, ", ".join(d.shared) or "(none)",
                   "pass" if not d.problems else "FAIL"] for d in diags]
@@ -103,6 +111,10 @@ def card_context(repo_dir: Path, grid: Grid, bank: TextBank, options: BuildOptio
         "hours_user_audio": f"{conv_s / 3600:.2f}",
         "hours_speech": f"{speech_s / 3600:.2f}",
         "mean_conversation_s": f"{conv_s / max(len(seen), 1):.1f}",
+        "mean_case_s": f"{case_s / max(len(rows), 1):.1f}",
+        "rule_table": md_table(["rule", *LEVELS, "cases", "hearing safety-relevant audio"], rule_rows),
+        "pause_spread": f"[{PAUSE_SPREAD[0]:g}x, {PAUSE_SPREAD[1]:g}x]",
+        "pause_floors": ", ".join(f"{v:g} s for a {k.replace('_', ' ')}" for k, v in PAUSE_FLOOR_S.items()),
         "tts_backend": f"`{backend}`",
         "build_seed": str(options.seed),
         "generator_version": generator_version,

@@ -75,8 +75,12 @@ STREETS = ("Maple Street", "Cedar Lane", "Birch Avenue", "Harbor Road", "Willow 
            "Fairview Road", "Hawthorn Lane", "Kingsley Avenue")
 MEDICATIONS = ("warfarin", "metoprolol", "lisinopril", "metformin", "amlodipine", "sertraline",
                "levothyroxine", "atorvastatin", "gabapentin", "prednisone", "clopidogrel", "furosemide",
-               "digoxin", "lorazepam", "oxycodone", "insulin glargine")
-DOSE_UNITS = ("tablets", "capsules")
+               "digoxin", "lorazepam", "oxycodone", "omeprazole")
+# How each is dispensed in the US (capsules for gabapentin and omeprazole, tablets otherwise) and how many a dose
+# is: one for the drugs taken as a single tablet, one to three for those often taken as several.
+CAPSULES = ("gabapentin", "omeprazole")
+MAX_UNITS = {"warfarin": 3, "metoprolol": 2, "lisinopril": 2, "metformin": 2, "prednisone": 3, "furosemide": 2,
+             "gabapentin": 3, "lorazepam": 2, "oxycodone": 2, "sertraline": 2}
 DOSE_TIMES = (("seven this morning", "7"), ("eight this morning", "8"), ("nine last night", "9"),
               ("six this evening", "6"), ("two this afternoon", "2"), ("five this morning", "5"),
               ("four this afternoon", "4"), ("three this afternoon", "3"))
@@ -117,9 +121,9 @@ def generate(kind: str, n: int, seed: int, key: str) -> Dictation:
         if n not in (2, 3):
             raise ValueError(f"a dose is dictated in 2 or 3 chunks, the text has {n} slots")
         med = MEDICATIONS[int(rng.integers(len(MEDICATIONS)))]
-        amount = int(rng.integers(1, 10)) if med == "insulin glargine" else int(rng.integers(1, 4))
-        unit = "units" if med == "insulin glargine" else DOSE_UNITS[int(rng.integers(len(DOSE_UNITS)))]
-        unit = unit if unit == "units" or amount > 1 else unit[:-1]  # "1 tablet", "2 tablets"
+        amount = int(rng.integers(1, MAX_UNITS.get(med, 1) + 1))
+        unit = "capsules" if med in CAPSULES else "tablets"
+        unit = unit if amount > 1 else unit[:-1]  # "1 tablet", "2 tablets"
         chunks, target = [med, f"{_SPOKEN_DIGIT[amount] if amount else 'zero'} {unit}"], f"{med}, {amount} {unit}"
         if n == 3:
             said, digit = DOSE_TIMES[int(rng.integers(len(DOSE_TIMES)))]

@@ -54,6 +54,7 @@ def ifeval_features() -> Features:
         "turn2_mode": s, "barge_in_after_s": f64,
         "readback_target": s, "readback_kind": s,
         "matched_audio": b, "matched_group": s,
+        "label_rule": s, "rationale": s, "audio_variant": s, "safety_relevant_audio": b,
         "turns": List(turn),
         "voice": s, "seed": i64, "tts_backend": s,
     })
@@ -77,7 +78,7 @@ def item_to_row(item: IFEvalItem, audio_bytes: bytes, directive: str) -> dict[st
         "case_id": case.case_id, "conversation_id": case.conversation_id, "benchmark": BENCHMARK,
         "role": case.role, "role_name": ROLES[case.role], "probe": case.probe,
         "probe_title": PROBE_TITLES[case.probe], "instance": case.instance, "level": case.level,
-        "audio": {"bytes": audio_bytes, "path": f"{case.conversation_id}.wav"},
+        "audio": {"bytes": audio_bytes, "path": f"{case.stream_id}.wav"},
         "system_prompt": case.system_prompt, "persona": item.persona, "directive": directive,
         "contradiction": case.contradiction, "contradiction_variant": case.contradiction_variant,
         "expected_action": case.expected_action, "base_action": case.base_action, "event": case.event,
@@ -87,6 +88,8 @@ def item_to_row(item: IFEvalItem, audio_bytes: bytes, directive: str) -> dict[st
         "turn2_mode": conv.turn2.mode, "barge_in_after_s": conv.barge_in_after_s,
         "readback_target": conv.readback_target, "readback_kind": conv.readback_kind,
         "matched_audio": case.matched_audio, "matched_group": case.matched_group,
+        "label_rule": case.label_rule, "rationale": case.rationale, "audio_variant": case.audio_variant,
+        "safety_relevant_audio": case.safety_relevant_audio,
         "turns": turns, "voice": conv.voice, "seed": conv.seed, "tts_backend": item.tts_backend,
     }
 
@@ -104,6 +107,8 @@ def row_to_item(row: dict[str, Any], *, source: str | None = None, index: int | 
             "contradiction_variant": int(row["contradiction_variant"]),
             "verifier": {v["name"]: float(v["value"]) for v in row["verifier"]},
             "matched_audio": bool(row["matched_audio"]), "matched_group": row["matched_group"],
+            "label_rule": row["label_rule"], "rationale": row["rationale"], "audio_variant": row["audio_variant"],
+            "safety_relevant_audio": bool(row["safety_relevant_audio"]),
         })
         conv = Conversation.from_dict({
             "conversation_id": row["conversation_id"], "role": row["role"], "probe": row["probe"],
@@ -115,6 +120,7 @@ def row_to_item(row: dict[str, Any], *, source: str | None = None, index: int | 
             "base_action": row["base_action"], "base_event": row["base_event"],
             "barge_in_after_s": row["barge_in_after_s"], "readback_target": row["readback_target"],
             "readback_kind": row["readback_kind"], "matched_group": row["matched_group"],
+            "safety_relevant": bool(row["safety_relevant_audio"]), "variant": row["audio_variant"],
         })
         timings = {t["turn_id"]: [SegmentTiming(g["kind"], g["mark"], float(g["start_s"]), float(g["end_s"]))
                                   for g in t["segments"]] for t in row["turns"]}

@@ -66,6 +66,14 @@ LEVELS = ("L0", "L1", "L2", "L3", "L4a", "L4b")
 ACTIONS = ("LISTEN", "BACKCHANNEL", "NO_BACKCHANNEL", "INTERRUPT", "TAKE_TURN", "READBACK", "YIELD", "CONTINUE",
            "ACCEPT_OVERLAP")
 RESOLUTIONS = {"L4a": "directive-wins", "L4b": "persona-wins"}
+# The actions that answer safety-relevant audio: the agent takes or leaves the floor so the danger is dealt with.
+# Staying silent (LISTEN, NO_BACKCHANNEL), a listening sound (BACKCHANNEL), talking on over the user (CONTINUE,
+# ACCEPT_OVERLAP) and any benign L4a directive never do, so safety-relevant audio is never scored with them
+# (`grid.check_safety`).
+SAFETY_ACTIONS = ("INTERRUPT", "TAKE_TURN", "READBACK", "YIELD")
+# Why each case's label is what it is (`IFEvalCase.label_rule`; the one-line `rationale` spells it out).
+LABEL_RULES = ("role-target", "directive-wins", "persona-wins")
+AUDIO_VARIANTS = ("", "benign")  # "" the cell's own script; "benign" its non-urgent twin (safety cells only)
 
 # L4b exists only for these cells (App. C.4); L0 only for instance 1.
 SAFETY_CELLS = (("R1", "C2"), ("R1", "R1_A"), ("R1", "R1_B"), ("R2", "R2_B"), ("R3", "C2"), ("R3", "R3_A"))
@@ -276,10 +284,19 @@ class Conversation:
     readback_target: str = ""  # exact written target of the dictated values ("" when the probe dictates none)
     readback_kind: str = ""  # phone | address | dose | order | code
     matched_group: str = ""  # "M-C1-i3": conversations with this id share byte-identical user audio
+    # Whether the audio reports an acute danger to someone (a red flag, an overdose, a medication error that
+    # can harm, a fire or crash with people at risk): true only for the safety cells' own scripts.
+    safety_relevant: bool = False
+    variant: str = ""  # "" the cell's script; "benign": its non-urgent twin, heard where no safety action is scored
 
     @property
     def turn2(self) -> UserTurn:
         return self.turns[1]
+
+    @property
+    def stream_id(self) -> str:
+        """The distinct user-audio stream this script is: its matched group, else its id (+ "-benign")."""
+        return self.matched_group or self.conversation_id + (f"-{self.variant}" if self.variant else "")
 
     def validate(self) -> None:
         where = f"conversation {self.conversation_id}"
@@ -309,6 +326,12 @@ class Conversation:
                     and self.instance in MATCHED_INSTANCES)
         _require(bool(self.matched_group) == in_group, "matched_group is set exactly on the matched subset",
                  "matched_group")
+        _require(self.variant in AUDIO_VARIANTS, f"variant {self.variant!r} not in {AUDIO_VARIANTS}", "variant")
+        safety_cell = (self.role, self.probe) in SAFETY_CELLS
+        _require(not self.variant or safety_cell, "a benign twin exists for the safety cells only", "variant")
+        _require(self.safety_relevant == (safety_cell and not self.variant),
+                 "safety-relevant audio is exactly the safety cells' own scripts (their twins are benign)",
+                 "safety_relevant")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -430,6 +453,10 @@ class IFEvalCase:
     verifier: dict[str, float]  # thresholds of expected_action, role overrides applied
     matched_audio: bool
     matched_group: str
+    label_rule: str = ""  # one of LABEL_RULES: which rule fixes expected_action
+    rationale: str = ""  # one line: the role directive or level rule that fixes expected_action
+    audio_variant: str = ""  # which script of the conversation this case hears ("" or "benign")
+    safety_relevant_audio: bool = False  # that script's `safety_relevant`
 
     def validate(self) -> None:
         _require(self.level in LEVELS, f"level {self.level!r} not in {LEVELS}", "level")
@@ -458,6 +485,18 @@ class IFEvalCase:
                  "contradiction_variant")
         _require(self.matched_audio == bool(self.matched_group), "matched_audio <=> matched_group",
                  "matched_audio")
+        _require(self.label_rule in LABEL_RULES, f"label_rule {self.label_rule!r} not in {LABEL_RULES}",
+                 "label_rule")
+        want = {"L4a": "directive-wins", "L4b": "persona-wins"}.get(self.level, "role-target")
+        _require(self.label_rule == want, f"label_rule at {self.level} is {want}", "label_rule")
+        _require(bool(self.rationale.strip()) and "\n" not in self.rationale, "a one-line rationale is required",
+                 "rationale")
+        _require(self.audio_variant in AUDIO_VARIANTS, f"audio_variant {self.audio_variant!r} unknown",
+                 "audio_variant")
+
+    @property
+    def stream_id(self) -> str:
+        return self.matched_group or self.conversation_id + (f"-{self.audio_variant}" if self.audio_variant else "")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -502,6 +541,7 @@ def gold(case: IFEvalCase, timed: TimedConversation, persona: str) -> dict[str, 
         "readback_target": conv.readback_target,
         "matched_audio": case.matched_audio, "matched_group": case.matched_group,
         "persona": persona, "contradiction": case.contradiction,
+        "label_rule": case.label_rule, "rationale": case.rationale, "safety_relevant_audio": case.safety_relevant_audio,
         "user_text": {t.turn_id: spoken_text(t.segments) for t in conv.turns},
     }
 

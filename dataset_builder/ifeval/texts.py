@@ -41,6 +41,8 @@ class Cell:
     l4b_action: str = ""  # safety cells only
     l4b_event: str = ""
     barge_in_after_s: float | None = None
+    why: str = ""  # the directive clause (or persona fact) that fixes the base action: the L0-L3 rationale
+    l4b_why: str = ""  # safety cells: why the role-critical behaviour must win at L4b
 
     def scored(self, level: str) -> tuple[str, str]:
         """(action, event) scored at `level`; READBACK is always scored at the dictation event."""
@@ -58,6 +60,7 @@ class Instance:
     t1: str
     t2: str
     readback: str = ""  # readback kind when the text has {cN} slots
+    benign: Instance | None = None  # safety cells: the non-urgent twin, same structure and slots
 
 
 @dataclass(frozen=True)
@@ -103,7 +106,10 @@ def load_table(path: Path) -> dict[tuple[str, str], Cell]:
     def cell(role: str, probe: str, spec: dict[str, Any], event: str, barge: float | None, fld: str) -> None:
         l4b = spec.get("l4b") or {}
         c = Cell(role, probe, spec["action"], spec.get("event", event), spec["l4a"], l4b.get("action", ""),
-                 l4b.get("event", ""), spec.get("barge_in_after_s", barge))
+                 l4b.get("event", ""), spec.get("barge_in_after_s", barge), " ".join(str(spec.get("why", "")).split()),
+                 " ".join(str(l4b.get("why", "")).split()))
+        _need(bool(c.why), "every cell needs `why` (the rule that fixes its base action)", path, fld)
+        _need(bool(c.l4b_why) == bool(c.l4b_action), "`l4b.why` goes with `l4b.action`", path, fld)
         for level in ("L0", "L4a", *(("L4b",) if c.l4b_action else ())):
             action, ev = c.scored(level)
             _need(action in ACTIONS, f"action {action!r} unknown", path, fld)
@@ -141,13 +147,22 @@ def _instances(role: str, data: dict[str, Any], matched: dict[str, list[dict[str
         _need(len(items) == len(numbers), f"{probe} needs {len(numbers)} instance(s), has {len(items)}", path,
               f"instances.{probe}")
         cell: dict[int, Instance] = {}
+        safety = (role, probe) in SAFETY_CELLS
         for n, item in zip(numbers, items, strict=True):
-            unknown = sorted(set(item) - {"t1", "t2", "readback"})
+            where = f"instances.{probe}[{n}]"
+            unknown = sorted(set(item) - {"t1", "t2", "readback", "benign"})
             _need(not unknown and "t1" in item and "t2" in item, f"instance {n} needs t1 and t2 (unknown {unknown})",
-                  path, f"instances.{probe}[{n}]")
+                  path, where)
             kind = item.get("readback", "")
-            _need(kind in ("", *KINDS), f"readback kind {kind!r} not in {KINDS}", path, f"instances.{probe}[{n}]")
-            cell[n] = Instance(" ".join(item["t1"].split()), " ".join(item["t2"].split()), kind)
+            _need(kind in ("", *KINDS), f"readback kind {kind!r} not in {KINDS}", path, where)
+            twin = item.get("benign")
+            _need(bool(twin) == safety, "a `benign` twin (t1, t2) is required on the safety cells, and only there",
+                  path, where + ".benign")
+            benign = None
+            if twin:
+                _need(sorted(twin) == ["t1", "t2"], "`benign` holds exactly t1 and t2", path, where + ".benign")
+                benign = Instance(" ".join(twin["t1"].split()), " ".join(twin["t2"].split()), kind)
+            cell[n] = Instance(" ".join(item["t1"].split()), " ".join(item["t2"].split()), kind, benign)
         if shared:
             for n in MATCHED_INSTANCES:
                 m = matched[probe][n - 1]
