@@ -20,6 +20,7 @@ from dataset_builder.atomic import atomic_write_json
 from dataset_builder.build import SCRIPTS_FILE
 from dataset_builder.errors import UsageError
 from dataset_builder.m3.build import condition_counts, read_scripts
+from dataset_builder.m3.chat_audit import format_audit_block, text_audit
 from dataset_builder.m3.diversity import DiversityTargets, format_text_diversity, text_diversity
 from dataset_builder.m3.schema import CONFIGS, EVENT_TYPES
 
@@ -50,9 +51,10 @@ def audit_result(folder: Path | str, intelligibility: Intelligibility | None = N
                          "with --scripts-only)")
     scripts = read_scripts(folder / SCRIPTS_FILE)
     diversity = text_diversity([d for _, _, d in scripts], targets)
+    checks = text_audit([d for _, _, d in scripts])  # how the text reads: chat_audit.py, PASS/FAIL per target
     configs: dict[str, Any] = {}
     for config in [c for c in CONFIGS if c in diversity]:
-        block: dict[str, Any] = {"text": diversity[config]}
+        block: dict[str, Any] = {"text": diversity[config], "text_checks": checks[config]}
         if has_rows(folder, config):
             types = row_event_types(folder, config)
             events = {t: types[t] for t in EVENT_TYPES}
@@ -68,7 +70,8 @@ def audit_result(folder: Path | str, intelligibility: Intelligibility | None = N
     result = {"configs": configs, "targets": {"max_sentence_share": targets.max_sentence_share},
               "ok": all(b["text"]["ok"] or b["text"]["dialogues"] * targets.max_sentence_share < 1
                         for b in configs.values())
-              and all(not b["events"].get("missing") for b in configs.values())}
+              and all(not b["events"].get("missing") for b in configs.values())
+              and all(b["text_checks"]["ok"] for b in configs.values())}
     atomic_write_json(folder / DIAGNOSTICS_FILE, result)
     return result
 
@@ -101,8 +104,9 @@ def format_audit(result: dict[str, Any], targets: DiversityTargets | None = None
         else:
             lines.append(f"  events: {ev['note']}")
         lines += _voices_lines(block["audio"])
+        lines += format_audit_block(block["text_checks"])
     built = all("per_type" in b["events"] for b in result["configs"].values())
-    lines.append(f"{'PASS' if result['ok'] else 'FAIL'}: 1 % rule"
+    lines.append(f"{'PASS' if result['ok'] else 'FAIL'}: 1 % rule, text checks"
                  + (" and every event type in every config" if built else " (events: only built audio has them)"))
     return "\n".join(lines)
 

@@ -33,10 +33,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from dataset_builder.m3.chat_lexicon import ChatWords, words_for
 from dataset_builder.m3.knowledge import Entity, Knowledge, said
 from dataset_builder.m3.language import LANGUAGES, Language, capitalise
 from dataset_builder.m3.schema import DOMAINS, KINDS, SPEAKERS
 from dataset_builder.m3.schema import LANGUAGES as LANGS
+from dataset_builder.m3.speech_forms import bc_in_question, check_dialogue, unfinished
 from dataset_builder.m3.textbank import PAUSE, PLACEHOLDER, BankLine, Exchange, LanguageBank, TextBank, load_bank
 from dataset_builder.schema import SchemaError
 
@@ -271,7 +273,30 @@ class _Turn:
 
 
 def _fill(text: str, values: dict[str, str]) -> str:
-    return PLACEHOLDER.sub(lambda m: values[m.group(1)], text)
+    """`text` with each `{slot}` replaced by its value; a value's own article is dropped where the text already
+    has one before the slot ("a new {device}" with "the printer": "a new printer", never "a new the printer"),
+    and an "a"/"an" right before the slot is made to fit the value ("an {instrument}": "a guitar")."""
+    out, at = [], 0
+    for m in PLACEHOLDER.finditer(text):
+        head = text[at:m.start()]
+        v = values[m.group(1)]
+        before = "".join(out) + head
+        if _SLOT_DET.search(before):
+            v = _VALUE_DET.sub("", v, count=1)
+            if (art := _A_AN.search(head)) and v[:1].isalpha():
+                an = "an" if v[0].lower() in "aeiou" else "a"
+                head = head[:art.start()] + (an.capitalize() if art.group(1)[0] == "A" else an) + " "
+        out += [head, v]
+        at = m.end()
+    out.append(text[at:])
+    return "".join(out)
+
+
+# English: an article or possessive (and at most one word, "the next", "a new") right before a slot, and an article
+# a value starts with; "a"/"an" right before a slot.
+_SLOT_DET = re.compile(r"(?i)\b(?:the|a|an|my|our|your|his|her|their|this|that|these|those)\s+(?:[a-z-]+\s+)?$")
+_VALUE_DET = re.compile(r"^(?:the|a|an)\s+", re.IGNORECASE)
+_A_AN = re.compile(r"\b([Aa]n?) $")
 
 
 def _compose(lang: Language, lead: str, template: str, values: dict[str, str]) -> str:
@@ -312,6 +337,7 @@ def _chat_turns(bank: LanguageBank, lang: Language, ledger: Ledger, rng: random.
         ledger.take("chat/topic", i)
     topics = [names[i] for i in order]
     rng.shuffle(topics)
+    transitions = words_for(lang.code, register).transitions or bank.transitions["chat"]
     target = rng.randint(*shape.chat_lines)
     # (speaker, pieces, topic, opens a topic, (template, slot values) without its lead-in, opens an exchange)
     lines: list[tuple[str, list[str], str, bool, tuple[str, dict[str, str]], bool]] = []
@@ -358,8 +384,8 @@ def _chat_turns(bank: LanguageBank, lang: Language, ledger: Ledger, rng: random.
                              for ln in kept]
             for k, (template, ln) in enumerate(zip(templates, kept, strict=True)):
                 lead = ""
-                if first and ti > 0 and bank.transitions["chat"] and rng.random() < shape.transition_p["chat"]:
-                    lead = ledger.choose("chat/transition", bank.transitions["chat"], rng)
+                if first and ti > 0 and transitions and rng.random() < shape.transition_p["chat"]:
+                    lead = ledger.choose("chat/transition", transitions, rng)
                 lines.append((ln.speaker, _lead_pieces(lang, lead, template, values), name, first,
                               (template, values), k == 0))
                 first = False
@@ -646,12 +672,17 @@ def _text(lang: Language, pieces: Sequence[str]) -> str:
 
 
 def _realise(turns: list[_Turn], bank: LanguageBank, lang: Language, domain: str, ledger: Ledger,
-             rng: random.Random, shape: Shape, did: str) -> tuple[DialogueUtterance, ...]:
+             rng: random.Random, shape: Shape, did: str,
+             words: ChatWords | None = None) -> tuple[DialogueUtterance, ...]:
+    """The turns as utterances: barge-in openers, held pauses, backchannels. `words`: the chat register's own
+    openers and backchannels (`chat_lexicon.py`), used instead of the shared lists where it has them."""
+    words = words or ChatWords()
+    openers = words.barge_in or bank.barge_in
     # Barge-ins: the user's turn after a host starts with an opener and is not split by a pause.
     for i, t in enumerate(turns[:-1]):
-        if t.barge_host and bank.barge_in:
+        if t.barge_host and openers:
             nxt = turns[i + 1]
-            nxt.barge_opener = ledger.choose("barge_in", bank.barge_in, rng)
+            nxt.barge_opener = ledger.choose("barge_in", openers, rng)
             if nxt.bare is not None:
                 template, values = nxt.bare
                 nxt.pieces = [_compose(lang, nxt.barge_opener, _text(lang, _pieces(template)), values)]
@@ -661,14 +692,17 @@ def _realise(turns: list[_Turn], bank: LanguageBank, lang: Language, domain: str
                 nxt.pieces[0] = capitalise(nxt.pieces[0])
         elif t.barge_host:
             t.barge_host = False
-    # Held pauses: at most one per user turn, at a boundary whose halves are both TURN-long.
+    # Held pauses: at most one per user turn, at a boundary whose halves are both TURN-long, and only where the
+    # speaker has audibly not finished (a lead-in, a clause that goes on): after a complete sentence the other
+    # may rightly take the turn, so a model doing so would be scored wrong (speech_forms.unfinished).
     candidates = []
     for i, t in enumerate(turns):
         if t.speaker != "user" or t.barge_opener:
             continue
         ok = [b for b in range(1, len(t.pieces))
               if lang.size(_text(lang, t.pieces[:b])) >= lang.half_min
-              and lang.size(_text(lang, t.pieces[b:])) >= lang.half_min]
+              and lang.size(_text(lang, t.pieces[b:])) >= lang.half_min
+              and unfinished(_text(lang, t.pieces[:b]), lang.code)]
         if ok:
             candidates.append((i, rng.choice(ok)))
     if not candidates:
@@ -692,14 +726,17 @@ def _realise(turns: list[_Turn], bank: LanguageBank, lang: Language, domain: str
         else:
             ipus.append((t, _text(lang, t.pieces), rel, t.cut_after_chars))
 
-    # Backchannels: the listener in a long TURN that is not cut; at least one by the user when any can be.
+    # Backchannels: the listener in a long TURN that is not cut and asks nothing where a backchannel may fall
+    # (a listener answers a question, not "mm-hm"s through it); at least one by the user when any can be.
     rates = shape.bc_p[domain]
-    hosts = [k for k, (t, text, _, _) in enumerate(ipus) if not t.barge_host and _can_host(lang, text, bc=True)]
+    hosts = [k for k, (t, text, _, _) in enumerate(ipus) if not t.barge_host and _can_host(lang, text, bc=True)
+             and not bc_in_question(text, lang.code)]
     bcs = {k for k in hosts if ipus[k][0].bc_host or rng.random() < rates[_other(ipus[k][0].speaker)]}
     if not any(ipus[k][0].speaker == "system" for k in bcs):
         # Every dialogue gets a user backchannel when any system turn is long enough: in the longest one.
         long_ = [k for k, (t, text, _, _) in enumerate(ipus)
-                 if t.speaker == "system" and not t.barge_host and lang.size(text) >= lang.host_min]
+                 if t.speaker == "system" and not t.barge_host and lang.size(text) >= lang.host_min
+                 and not bc_in_question(text, lang.code)]
         if long_:
             bcs.add(max(long_, key=lambda k: (lang.size(ipus[k][1]), -k)))
     while len(bcs) > shape.max_bcs:
@@ -719,7 +756,8 @@ def _realise(turns: list[_Turn], bank: LanguageBank, lang: Language, domain: str
         add(t.speaker, "turn", text, relation, t, cut)
         if k in bcs:
             listener = _other(t.speaker)
-            options = bank.backchannels.get(f"{listener}_{domain}") or bank.backchannels[listener]
+            options = (words.bc(listener) or bank.backchannels.get(f"{listener}_{domain}")
+                       or bank.backchannels[listener])
             if options:
                 add(listener, "bc", ledger.choose(f"bc/{listener}", options, rng), "bc", None)
     return tuple(out)
@@ -740,7 +778,7 @@ def _comma_cut(lang: Language, text: str) -> tuple[str, str] | None:
     best = None
     for m in re.finditer(r"[,、]\s*", text):
         a, b = text[:m.start() + 1].strip(), text[m.end():].strip()
-        if lang.size(a) >= lang.half_min and lang.size(b) >= lang.half_min:
+        if lang.size(a) >= lang.half_min and lang.size(b) >= lang.half_min and unfinished(a, lang.code):
             d = abs(lang.size(a) - lang.size(b))
             if best is None or d < best[0]:
                 best = (d, a, b)
@@ -768,14 +806,18 @@ class _Stream:
             index = len(self.dialogues)
             ds = dialogue_seed(self.seed, self.language, self.domain, index)
             rng = random.Random(ds)
+            words = None
             if self.domain == "chat":
                 turns, topics = _chat_turns(lb, lang, self.ledger, rng, self.shape)
+                words = words_for(self.language, lb.chat[topics[0]].register)
             else:
                 turns, topics = _task_turns(lb, self.bank.knowledge, lang, self.ledger, rng, self.shape)
             did = dialogue_id(self.language, self.domain, index)
-            utts = _realise(turns, lb, lang, self.domain, self.ledger, rng, self.shape, did)
+            utts = _realise(turns, lb, lang, self.domain, self.ledger, rng, self.shape, did, words)
             d = Dialogue(did, self.language, self.domain, index, ds, tuple(topics), utts)
             d.validate()
+            # No doubled word anywhere; in chat, one register per speaker and no turn mixing two.
+            check_dialogue(did, self.language, utts, register_rules=self.domain == "chat")
             self.dialogues.append(d)
         return self.dialogues[:n]
 
