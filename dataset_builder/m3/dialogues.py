@@ -38,7 +38,7 @@ from dataset_builder.m3.knowledge import Entity, Knowledge, said
 from dataset_builder.m3.language import LANGUAGES, Language, capitalise
 from dataset_builder.m3.schema import DOMAINS, KINDS, SPEAKERS
 from dataset_builder.m3.schema import LANGUAGES as LANGS
-from dataset_builder.m3.speech_forms import bc_in_question, check_dialogue, unfinished
+from dataset_builder.m3.speech_forms import bc_in_question, check_dialogue, question_spans, unfinished
 from dataset_builder.m3.textbank import PAUSE, PLACEHOLDER, BankLine, Exchange, LanguageBank, TextBank, load_bank
 from dataset_builder.schema import SchemaError
 
@@ -90,6 +90,9 @@ class DialogueUtterance:
     gold_aliases: tuple[str, ...] = ()
     context_dependent: bool = False  # task system answers: the question needed the history
     cut_after_chars: int = 0  # a system turn a barge-in cuts: cut no earlier than this many characters in
+    # A backchannel in a turn that goes on to ask something: it ends within the host turn's first this many
+    # characters (its telling, before the question); 0: anywhere in the host.
+    bc_before_chars: int = 0
 
     def validate(self, where: str) -> None:
         _require(self.speaker in SPEAKERS, f"speaker {self.speaker!r} not in {SPEAKERS}", where, "speaker")
@@ -105,6 +108,8 @@ class DialogueUtterance:
                  "aliases and context_dependent need a gold answer", where, "gold_aliases")
         _require(0 <= self.cut_after_chars < len(self.text), "cut_after_chars out of the text", where,
                  "cut_after_chars")
+        _require(self.bc_before_chars >= 0 and (self.kind == "bc" or not self.bc_before_chars),
+                 "bc_before_chars is a backchannel's, and not negative", where, "bc_before_chars")
 
 
 @dataclass(frozen=True)
@@ -264,6 +269,7 @@ class _Turn:
     barge_host: bool = False  # a system turn the user's next turn cuts into
     bc_host: bool = False  # a system turn the user backchannels in, whatever the draw
     barge_opener: str = ""  # the user's turn: the lead-in it cuts in with
+    barged: bool = False  # the user's turn cuts into the system turn before it (with or without an opener)
     # The turn's template and slot values without its own lead-in: a barge-in opener replaces the lead-in and
     # is composed with the template, so a name keeps its capital after the opener (None: a joined turn).
     bare: tuple[str, dict[str, str]] | None = None
@@ -294,7 +300,8 @@ def _fill(text: str, values: dict[str, str]) -> str:
 
 # English: an article or possessive (and at most one word, "the next", "a new") right before a slot, and an article
 # a value starts with; "a"/"an" right before a slot.
-_SLOT_DET = re.compile(r"(?i)\b(?:the|a|an|my|our|your|his|her|their|this|that|these|those)\s+(?:[a-z-]+\s+)?$")
+_SLOT_DET = re.compile(r"(?i)\b(?:the|a|an|my|our|your|his|her|their)\s+(?:(?:next|last|first|other|same|whole|old|new|"
+                       r"little|big|local|usual|only|proper|secondhand|favorite|real|good|cheap)\s+)?$")
 _VALUE_DET = re.compile(r"^(?:the|a|an)\s+", re.IGNORECASE)
 _A_AN = re.compile(r"\b([Aa]n?) $")
 
@@ -304,6 +311,17 @@ def _compose(lang: Language, lead: str, template: str, values: dict[str, str]) -
     capitals after a lead-in) and the line's first letter capitalised."""
     text = _fill(lang.join(lead, template) if lead else template, values)
     return capitalise(text) if lang.code == "en" else text
+
+
+# Discourse markers a chat line may start with: said after a lead-in or a barge-in opener that already says the
+# same ("Oh, that reminds me, oh, by the way, ..."; "あ、その話で思い出した、そういえば、..."), they are dropped.
+_MARKER = {"en": re.compile(r"^(?:(?:oh|so|anyway|by the way|actually),\s*)+", re.IGNORECASE),
+           "ja": re.compile(r"^(?:(?:あ|あっ|そういえば|そうそう|ところで|ねえ|ねえねえ)、)+")}
+
+
+def _unmarked(lang: Language, text: str) -> str:
+    rest = _MARKER[lang.code].sub("", text, count=1)
+    return rest if lang.size(rest.replace(PAUSE, " ")) >= lang.turn_min else text
 
 
 def _pieces(text: str) -> list[str]:
@@ -359,21 +377,29 @@ def _chat_turns(bank: LanguageBank, lang: Language, ledger: Ledger, rng: random.
         def used_lines(chosen: list[tuple[Exchange, list[BankLine]]] = chosen) -> int:
             return sum(len(kept) for _, kept in chosen)
 
-        take(topic.opening[_pick_exchange(ledger, f"{name}/opening", topic.opening, rng, last, short=short,
-                                          values=values, parallel=parallel)], budget / 3)
+        opening = _pick_exchange(ledger, f"{name}/opening", topic.opening, rng, last, short=short, values=values,
+                                 parallel=parallel)
+        take(topic.opening[opening], budget / 3)
+        # The opening sets the story (back from a trip, or planning one): only middles and closings that fit it
+        # follow, so nobody asks about the hotel of a trip not yet booked.
+        premise = topic.premise_of(opening)
+        misfit = {j for j in range(len(topic.middle)) if not topic.fits("middle", j, premise)}
         mean_middle = sum(len(m.lines) for m in topic.middle) / len(topic.middle)
-        used: set[int] = set()
-        while len(used) < min(4, len(topic.middle)):
+        used: set[int] = set(misfit)
+        while len(used) - len(misfit) < min(4, len(topic.middle) - len(misfit)):
             left = budget - used_lines()
-            if len(used) >= 2 and left < mean_middle:
+            if len(used) - len(misfit) >= 2 and left < mean_middle:
                 break
             i = _pick_exchange(ledger, f"{name}/middle", topic.middle, rng, chosen[-1][1][-1].speaker, used,
                                short=short, values=values, parallel=parallel)
             used.add(i)
-            take(topic.middle[i], left / max(1, 2 - len(used) + 1) if len(used) <= 2 else left)
-        if topic.closing and used_lines() + 2 <= budget and rng.random() < shape.closing_p:
+            n_used = len(used) - len(misfit)
+            take(topic.middle[i], left / max(1, 2 - n_used + 1) if n_used <= 2 else left)
+        closings = {j for j in range(len(topic.closing)) if topic.fits("closing", j, premise)}
+        if closings and used_lines() + 2 <= budget and rng.random() < shape.closing_p:
             take(topic.closing[_pick_exchange(ledger, f"{name}/closing", topic.closing, rng,
-                                              chosen[-1][1][-1].speaker, values=values, parallel=parallel)],
+                                              chosen[-1][1][-1].speaker, set(range(len(topic.closing))) - closings,
+                                              values=values, parallel=parallel)],
                  budget - used_lines())
         first = True
         for ex, kept in chosen:
@@ -386,6 +412,7 @@ def _chat_turns(bank: LanguageBank, lang: Language, ledger: Ledger, rng: random.
                 lead = ""
                 if first and ti > 0 and transitions and rng.random() < shape.transition_p["chat"]:
                     lead = ledger.choose("chat/transition", transitions, rng)
+                template = _unmarked(lang, template) if lead else template
                 lines.append((ln.speaker, _lead_pieces(lang, lead, template, values), name, first,
                               (template, values), k == 0))
                 first = False
@@ -459,14 +486,15 @@ def _pick_exchange(ledger: Ledger, key: str, exchanges: Sequence[Exchange], rng:
 
 def _pick_chat_barge_ins(turns: list[_Turn], lang: Language, rng: random.Random, shape: Shape) -> None:
     """1-3 system turns long enough to be cut, each followed by a user turn: preferably one that brings up
-    something new or asks, inside the topic."""
+    something new inside the topic, which the user cuts in with because what the system said reminded them of it
+    (the chat lexicon's openers say so: "Oh, that reminds me, ..."); else a reply, which cuts in as it is, its
+    reaction being the reason ("Oh no, did you ...?", or answering a question before it is finished)."""
     follows = [i for i in range(len(turns) - 1) if turns[i].speaker == "system" and turns[i + 1].speaker == "user"]
     hosts = [i for i in follows if _can_host(lang, _text(lang, turns[i].pieces))]
     if not hosts:  # every dialogue gets one: then the longest system turn the user speaks after
         long_ = [i for i in follows if lang.size(_text(lang, turns[i].pieces)) >= lang.turn_min]
         hosts = [max(long_, key=lambda i: lang.size(_text(lang, turns[i].pieces)))] if long_ else []
-    # Best: the user cuts in to bring up something new or to ask, inside the topic; a reply cut in with
-    # "sorry, can I jump in" reads oddly.
+
     def fit(i: int) -> int:
         nxt = turns[i + 1]
         new = nxt.opens or _text(lang, nxt.pieces).rstrip().endswith(("?", "？"))
@@ -474,6 +502,13 @@ def _pick_chat_barge_ins(turns: list[_Turn], lang: Language, rng: random.Random,
 
     want = _weighted(shape.barge_ins, rng)
     rng.shuffle(hosts)
+    # Keep one system turn for the user's backchannel when the barge-ins would take every turn that has room for
+    # one (English chat's system turns are short, and often ask).
+    bc_ok = [i for i, t in enumerate(turns) if t.speaker == "system"
+             and _bc_room(lang, _text(lang, t.pieces), lang.turn_min + BC_MIN_LEAD) is not None]
+    if bc_ok and len(hosts) > 1 and set(bc_ok) <= set(sorted(hosts, key=fit)[:want]):
+        keep = max(bc_ok, key=lambda i: lang.size(_text(lang, turns[i].pieces)))
+        hosts = [i for i in hosts if i != keep]
     for i in sorted(hosts, key=fit)[:want]:
         turns[i].barge_host = True
 
@@ -682,12 +717,16 @@ def _realise(turns: list[_Turn], bank: LanguageBank, lang: Language, domain: str
     for i, t in enumerate(turns[:-1]):
         if t.barge_host and openers:
             nxt = turns[i + 1]
+            nxt.barged = True
+            if words.barge_in and not nxt.opens:
+                continue  # chat: a reply cuts in as it is, its reaction is the reason ("Oh no, did you ...?")
             nxt.barge_opener = ledger.choose("barge_in", openers, rng)
+            strip = _unmarked if words.barge_in else (lambda _lang, text: text)
             if nxt.bare is not None:
                 template, values = nxt.bare
-                nxt.pieces = [_compose(lang, nxt.barge_opener, _text(lang, _pieces(template)), values)]
+                nxt.pieces = [_compose(lang, nxt.barge_opener, _text(lang, _pieces(strip(lang, template))), values)]
             else:
-                nxt.pieces = [lang.join(nxt.barge_opener, _text(lang, nxt.pieces))]
+                nxt.pieces = [lang.join(nxt.barge_opener, strip(lang, _text(lang, nxt.pieces)))]
             if lang.code == "en":
                 nxt.pieces[0] = capitalise(nxt.pieces[0])
         elif t.barge_host:
@@ -697,7 +736,7 @@ def _realise(turns: list[_Turn], bank: LanguageBank, lang: Language, domain: str
     # may rightly take the turn, so a model doing so would be scored wrong (speech_forms.unfinished).
     candidates = []
     for i, t in enumerate(turns):
-        if t.speaker != "user" or t.barge_opener:
+        if t.speaker != "user" or t.barged:
             continue
         ok = [b for b in range(1, len(t.pieces))
               if lang.size(_text(lang, t.pieces[:b])) >= lang.half_min
@@ -709,8 +748,8 @@ def _realise(turns: list[_Turn], bank: LanguageBank, lang: Language, domain: str
         # No marked pause in this dialogue: hold the floor at a comma of the longest user turn that has one.
         for i in sorted(range(len(turns)), key=lambda i: -lang.size(_text(lang, turns[i].pieces))):
             t = turns[i]
-            cut = _comma_cut(lang, t.pieces[0]) if t.speaker == "user" and len(t.pieces) == 1 else None
-            if cut and not t.barge_opener:
+            cut = _comma_cut(lang, _text(lang, t.pieces)) if t.speaker == "user" else None
+            if cut and not t.barged:
                 t.pieces = list(cut)
                 candidates.append((i, 1))
                 break
@@ -718,7 +757,7 @@ def _realise(turns: list[_Turn], bank: LanguageBank, lang: Language, domain: str
 
     ipus: list[tuple[_Turn, str, str, int]] = []  # (turn, text, relation, cut_after_chars)
     for i, t in enumerate(turns):
-        rel = "first" if i == 0 else ("barge_in" if t.barge_opener else "shift")
+        rel = "first" if i == 0 else ("barge_in" if t.barged else "shift")
         if i in chosen:
             b = chosen[i]
             ipus.append((t, _text(lang, t.pieces[:b]), rel, 0))
@@ -726,31 +765,37 @@ def _realise(turns: list[_Turn], bank: LanguageBank, lang: Language, domain: str
         else:
             ipus.append((t, _text(lang, t.pieces), rel, t.cut_after_chars))
 
-    # Backchannels: the listener in a long TURN that is not cut and asks nothing where a backchannel may fall
-    # (a listener answers a question, not "mm-hm"s through it); at least one by the user when any can be.
+    # Backchannels: the listener in a long TURN that is not cut, during its telling: never through a question (a
+    # listener answers a question rather than "mm-hm"s through it), so in a turn that goes on to ask, the
+    # backchannel ends before the question (`bc_before_chars`); at least one by the user when any can be.
     rates = shape.bc_p[domain]
-    hosts = [k for k, (t, text, _, _) in enumerate(ipus) if not t.barge_host and _can_host(lang, text, bc=True)
-             and not bc_in_question(text, lang.code)]
+    room = {k: _bc_room(lang, text) for k, (t, text, _, _) in enumerate(ipus) if not t.barge_host}
+    hosts = [k for k, r in room.items() if r is not None]
     bcs = {k for k in hosts if ipus[k][0].bc_host or rng.random() < rates[_other(ipus[k][0].speaker)]}
     if not any(ipus[k][0].speaker == "system" for k in bcs):
-        # Every dialogue gets a user backchannel when any system turn is long enough: in the longest one.
-        long_ = [k for k, (t, text, _, _) in enumerate(ipus)
-                 if t.speaker == "system" and not t.barge_host and lang.size(text) >= lang.host_min
-                 and not bc_in_question(text, lang.code)]
+        # Every dialogue gets a user backchannel when any system turn can host one (a shorter telling will do
+        # here, BC_MIN_LEAD: a backchannel fits after its first clause): in the longest.
+        short = lang.turn_min + BC_MIN_LEAD
+        long_ = [k for k, (t, text, _, _) in enumerate(ipus) if t.speaker == "system" and not t.barge_host
+                 and _bc_room(lang, text, short) is not None]
         if long_:
-            bcs.add(max(long_, key=lambda k: (lang.size(ipus[k][1]), -k)))
+            k = max(long_, key=lambda k: (lang.size(ipus[k][1]), -k))
+            room[k] = _bc_room(lang, ipus[k][1], short)
+            bcs.add(k)
     while len(bcs) > shape.max_bcs:
         bcs.discard(rng.choice(sorted(k for k in bcs if ipus[k][0].speaker == "user") or sorted(bcs)))
 
     out: list[DialogueUtterance] = []
 
-    def add(speaker: str, kind: str, text: str, relation: str, turn: _Turn | None, cut: int = 0) -> None:
+    def add(speaker: str, kind: str, text: str, relation: str, turn: _Turn | None, cut: int = 0,
+            before: int = 0) -> None:
         gold = turn.gold if turn is not None and relation != "pause" else None
         out.append(DialogueUtterance(
             utt_id=f"{did}-u{len(out):02d}", speaker=speaker, kind=kind, text=text, relation=relation,
             topic=turn.topic if turn else "", fact=turn.fact if turn else "",
             gold_answer=gold[0] if gold else "", gold_aliases=tuple(gold[1]) if gold else (),
-            context_dependent=bool(gold) and turn is not None and turn.context_dependent, cut_after_chars=cut))
+            context_dependent=bool(gold) and turn is not None and turn.context_dependent, cut_after_chars=cut,
+            bc_before_chars=before))
 
     for k, (t, text, relation, cut) in enumerate(ipus):
         add(t.speaker, "turn", text, relation, t, cut)
@@ -759,8 +804,25 @@ def _realise(turns: list[_Turn], bank: LanguageBank, lang: Language, domain: str
             options = (words.bc(listener) or bank.backchannels.get(f"{listener}_{domain}")
                        or bank.backchannels[listener])
             if options:
-                add(listener, "bc", ledger.choose(f"bc/{listener}", options, rng), "bc", None)
+                add(listener, "bc", ledger.choose(f"bc/{listener}", options, rng), "bc", None,
+                    before=room[k] or 0)
     return tuple(out)
+
+
+BC_MIN_LEAD = 1  # words / morae over a TURN's minimum that a telling needs before a backchannel fits in it
+
+
+def _bc_room(lang: Language, text: str, min_size: int | None = None) -> int | None:
+    """Where a listener may backchannel in a turn: 0 anywhere (a turn of `min_size` or more, default
+    `Language.host_min`, that asks nothing where a backchannel falls), n within its first n characters (a telling
+    that long before a question), None nowhere."""
+    min_size = lang.host_min if min_size is None else min_size
+    if lang.size(text) < min_size:
+        return None
+    if not bc_in_question(text, lang.code):
+        return 0
+    start = question_spans(text, lang.code)[0][0]
+    return start if lang.size(text[:start]) >= min_size else None
 
 
 def _can_host(lang: Language, text: str, *, bc: bool = False) -> bool:

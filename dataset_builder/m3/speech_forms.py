@@ -38,10 +38,11 @@ _JA_REPEAT_OK = {"大丈夫", "五分", "時々", "少し", "一つ", "一人"} 
 def doubled_words(text: str, language: str) -> list[str]:
     """The doubled words or determiners in `text` (empty when none): "the the", "the next the ferry", "をを"."""
     if language == "en":
-        found = [m.group(0) for m in _EN_DOUBLE_DET.finditer(text)]
-        found += [m.group(0) for m in _EN_DOUBLE.finditer(text)
-                  if m.group(1).lower() not in _EN_DOUBLE_OK and len(m.group(1)) > 1]
-        return found
+        found = {m.start(): m.group(0) for m in _EN_DOUBLE_DET.finditer(text)}
+        for m in _EN_DOUBLE.finditer(text):  # one slip found by both rules counts once
+            if m.group(1).lower() not in _EN_DOUBLE_OK and len(m.group(1)) > 1:
+                found.setdefault(m.start(), m.group(0))
+        return [found[k] for k in sorted(found)]
     return [m.group(0) for m in _JA_DOUBLE_PARTICLE.finditer(text)] + [
         m.group(0) for m in _JA_REPEAT.finditer(text) if m.group(1) not in _JA_REPEAT_OK]
 
@@ -156,8 +157,9 @@ def question_spans(text: str, language: str) -> list[tuple[int, int]]:
     pat = r"[^.!?]+[.!?]*" if language == "en" else r"[^。！？!?]+[。！？!?]*"
     for m in re.finditer(pat, text):
         s = m.group(0).rstrip()
+        lead = len(s) - len(s.lstrip())
         if s.endswith(("?", "？")) or (language == "ja" and s.endswith("か。")):
-            out.append((m.start(), m.start() + len(s)))
+            out.append((m.start() + lead, m.start() + len(s)))
     return out
 
 
@@ -168,9 +170,12 @@ def bc_window(text: str, lo: float = 0.15, hi: float = 0.85) -> tuple[int, int]:
     return int(n * lo), int(n * hi) + 1
 
 
-def bc_in_question(host_text: str, language: str, lo: float = 0.15, hi: float = 0.85) -> bool:
-    """Whether a backchannel placed in `host_text` may fall inside one of its questions."""
+def bc_in_question(host_text: str, language: str, lo: float = 0.15, hi: float = 0.85, before_chars: int = 0) -> bool:
+    """Whether a backchannel placed in `host_text` may fall inside one of its questions (`before_chars`: it is
+    placed to end within the host's first this many characters)."""
     a, b = bc_window(host_text, lo, hi)
+    if before_chars:
+        a, b = min(a, before_chars), before_chars
     return any(s < b and e > a for s, e in question_spans(host_text, language))
 
 
