@@ -500,6 +500,8 @@ def _pick_chat_barge_ins(turns: list[_Turn], lang: Language, rng: random.Random,
         new = nxt.opens or _text(lang, nxt.pieces).rstrip().endswith(("?", "？"))
         return (0 if new else 2) + (1 if nxt.topic_start else 0)
 
+    # A new topic is cut in with only where nothing else can be.
+    hosts = [i for i in hosts if not turns[i + 1].topic_start] or hosts
     want = _weighted(shape.barge_ins, rng)
     rng.shuffle(hosts)
     # Keep one system turn for the user's backchannel when the barge-ins would take every turn that has room for
@@ -718,8 +720,10 @@ def _realise(turns: list[_Turn], bank: LanguageBank, lang: Language, domain: str
         if t.barge_host and openers:
             nxt = turns[i + 1]
             nxt.barged = True
-            if words.barge_in and not nxt.opens:
-                continue  # chat: a reply cuts in as it is, its reaction is the reason ("Oh no, did you ...?")
+            if words.barge_in and (not nxt.opens or nxt.topic_start):
+                # chat: a reply cuts in as it is, its reaction is the reason ("Oh no, did you ...?"); a new topic
+                # keeps its own lead-in ("Oh, totally different topic, ..."), nothing the system said reminded
+                continue
             nxt.barge_opener = ledger.choose("barge_in", openers, rng)
             strip = _unmarked if words.barge_in else (lambda _lang, text: text)
             if nxt.bare is not None:
