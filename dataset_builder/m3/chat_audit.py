@@ -51,6 +51,9 @@ class AuditTargets:
     max_bc_in_question: float = 0.05
     max_pause_after_sentence: float = 0.10
     max_shift_mean_diff_s: float = 0.1
+    # The SHIFT mean is judged over at least this many SHIFTs (the full preset has ~1,800 per config): the sampled
+    # gaps spread about 0.7 s, so the mean of 400 is within 0.1 s of its expectation 99 % of the time.
+    min_shifts: int = 400
 
 
 def _share(n: int, d: int) -> float:
@@ -123,6 +126,7 @@ def config_audit(dialogues: Sequence[Dialogue], targets: AuditTargets = AuditTar
     examples["doubled"] = doubled
     shift_mean = round(sum(shifts) / len(shifts), 3) if shifts else 0.0
     paper = PAPER_SHIFT_MEAN_S.get((lang, domain), 0.0)
+    judged = len(shifts) >= targets.min_shifts
     measures = {
         "distinct_turns": _share(len(set(lines)), len(lines)),
         "top_sentence_share": _share(top[1], len(dialogues)),
@@ -154,10 +158,11 @@ def config_audit(dialogues: Sequence[Dialogue], targets: AuditTargets = AuditTar
             measures["pause_after_sentence"] <= targets.max_pause_after_sentence,
             f"{100 * measures['pause_after_sentence']:.1f} % of {pauses} "
             f"(<= {100 * targets.max_pause_after_sentence:.0f} %)"),
-        "SHIFT mean vs the paper": (abs(shift_mean - paper) <= targets.max_shift_mean_diff_s and bool(shifts),
+        "SHIFT mean vs the paper": (abs(shift_mean - paper) <= targets.max_shift_mean_diff_s or not judged,
                                     f"{shift_mean:.3f} s over {len(shifts)} SHIFTs vs {paper:.2f} s "
                                     f"(within {targets.max_shift_mean_diff_s} s; estimated clip lengths"
-                                    f"{f', {unplaced} dialogues not placed' if unplaced else ''})"),
+                                    f"{f', {unplaced} dialogues not placed' if unplaced else ''}"
+                                    f"{'' if judged else f'; not judged under {targets.min_shifts} SHIFTs'})"),
     }
     if lang == "ja":
         checks["mixed-register turns"] = (mixed == 0, f"{mixed} (0)")
