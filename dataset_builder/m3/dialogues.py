@@ -377,8 +377,13 @@ def _chat_turns(bank: LanguageBank, lang: Language, ledger: Ledger, rng: random.
         def used_lines(chosen: list[tuple[Exchange, list[BankLine]]] = chosen) -> int:
             return sum(len(kept) for _, kept in chosen)
 
-        opening = _pick_exchange(ledger, f"{name}/opening", topic.opening, rng, last, short=short, values=values,
-                                 parallel=parallel)
+        # A greeting ("お疲れさまです", "Hi,") opens a conversation, not its second topic.
+        greets = {i for i, ex in enumerate(topic.opening) if ti > 0
+                  and any(_GREETING.search(t) for t in ex.lines[0].texts)}
+        if len(greets) == len(topic.opening):
+            greets = set()
+        opening = _pick_exchange(ledger, f"{name}/opening", topic.opening, rng, last, greets, short=short,
+                                 values=values, parallel=parallel)
         take(topic.opening[opening], budget / 3)
         # The opening sets the story (back from a trip, or planning one): only middles and closings that fit it
         # follow, so nobody asks about the hotel of a trip not yet booked.
@@ -429,6 +434,9 @@ def _chat_turns(bank: LanguageBank, lang: Language, ledger: Ledger, rng: random.
     return turns, topics
 
 
+_GREETING = re.compile(r"^(?:お疲れさま|こんにちは|こんばんは|おはよう|(?:Hi|Hey|Hello|Good morning)\b)")
+
+
 def _version(ex: Exchange, kept: Sequence[BankLine], values: dict[str, str], ledger: Ledger,
              rng: random.Random) -> list[str]:
     """One version of an exchange: phrasing i of every line (i modulo a line's count), so that alternatives
@@ -447,8 +455,14 @@ def _version(ex: Exchange, kept: Sequence[BankLine], values: dict[str, str], led
 
 def _cut(lines: list[BankLine], allowance: float) -> list[BankLine]:
     """An exchange's lines cut to about `allowance`: it may stop early after a line that asks nothing (all its
-    phrasings end without a '?'), keeping at least two lines, so no question goes unanswered."""
-    ok = [n for n in range(2, len(lines)) if not any(t.rstrip().endswith(("?", "？")) for t in lines[n - 1].texts)]
+    phrasings end without a '?') and answers nothing, keeping at least two lines, so no question goes unanswered
+    and no answer goes without its reaction."""
+    def asks(line: BankLine) -> bool:
+        return any(t.rstrip().endswith(("?", "？")) for t in line.texts)
+
+    # Never right after an answer either: the asker reacts to it before anyone moves on (else the next exchange,
+    # begun by the asker, reads as if they had not heard the answer).
+    ok = [n for n in range(2, len(lines)) if not asks(lines[n - 1]) and not asks(lines[n - 2])]
     fitting = [n for n in ok if n <= allowance]
     if len(lines) <= allowance or not ok:
         return lines
