@@ -393,7 +393,7 @@ def _chat_turns(bank: LanguageBank, lang: Language, ledger: Ledger, rng: random.
         used: set[int] = set(misfit)
         while len(used) - len(misfit) < min(4, len(topic.middle) - len(misfit)):
             left = budget - used_lines()
-            if len(used) - len(misfit) >= 2 and left < mean_middle:
+            if len(used) - len(misfit) >= (1 if short else 2) and left < mean_middle:  # a short topic: one will do
                 break
             i = _pick_exchange(ledger, f"{name}/middle", topic.middle, rng, chosen[-1][1][-1].speaker, used,
                                short=short, values=values, parallel=parallel)
@@ -764,12 +764,17 @@ def _realise(turns: list[_Turn], bank: LanguageBank, lang: Language, domain: str
             candidates.append((i, rng.choice(ok)))
     if not candidates:
         # No marked pause in this dialogue: hold the floor at a comma of the longest user turn that has one.
-        for i in sorted(range(len(turns)), key=lambda i: -lang.size(_text(lang, turns[i].pieces))):
-            t = turns[i]
-            cut = _comma_cut(lang, _text(lang, t.pieces)) if t.speaker == "user" else None
-            if cut and not t.barged:
-                t.pieces = list(cut)
-                candidates.append((i, 1))
+        # Failing that (English: no comma far enough in), mid-clause, as speakers hesitate ("I have to tell you |
+        # what Mochi did yesterday").
+        for cutter in (_comma_cut, _word_cut):
+            for i in sorted(range(len(turns)), key=lambda i: -lang.size(_text(lang, turns[i].pieces))):
+                t = turns[i]
+                cut = cutter(lang, _text(lang, t.pieces)) if t.speaker == "user" else None
+                if cut and not t.barged:
+                    t.pieces = list(cut)
+                    candidates.append((i, 1))
+                    break
+            if candidates:
                 break
     chosen = dict(rng.sample(candidates, min(_weighted(shape.pauses, rng), len(candidates))))
 
@@ -862,6 +867,24 @@ def _comma_cut(lang: Language, text: str) -> tuple[str, str] | None:
             d = abs(lang.size(a) - lang.size(b))
             if best is None or d < best[0]:
                 best = (d, a, b)
+    return (best[1], best[2]) if best else None
+
+
+def _word_cut(lang: Language, text: str) -> tuple[str, str] | None:
+    """English: the text split between two words of its first sentence near its middle, both halves TURN-long and
+    the first unfinished; None for Japanese (no spaces) or when no such split exists."""
+    if lang.code != "en":
+        return None
+    first = lang.sentences(text)[0]
+    words_ = first.split()
+    best = None
+    for k in range(1, len(words_)):
+        a, b = " ".join(words_[:k]), " ".join(words_[k:]) + text[len(first):]
+        if (a[-1].isalpha() and lang.size(a) >= lang.half_min and lang.size(b) >= lang.half_min
+                and unfinished(a, lang.code)):
+            d = abs(lang.size(a) - lang.size(b))
+            if best is None or d < best[0]:
+                best = (d, a, b.strip())
     return (best[1], best[2]) if best else None
 
 
