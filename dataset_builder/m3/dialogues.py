@@ -514,8 +514,10 @@ def _pick_chat_barge_ins(turns: list[_Turn], lang: Language, rng: random.Random,
         new = nxt.opens or _text(lang, nxt.pieces).rstrip().endswith(("?", "？"))
         return (0 if new else 2) + (1 if nxt.topic_start else 0)
 
-    # A new topic is cut in with only where nothing else can be.
+    # A new topic is cut in with only where nothing else can be; a long system turn is preferred, since the cut
+    # needs the user to hear some of it, overlap it by more than 0.4 s and leave some of it unsaid (timeline.py).
     hosts = [i for i in hosts if not turns[i + 1].topic_start] or hosts
+    hosts = [i for i in hosts if lang.size(_text(lang, turns[i].pieces)) >= lang.host_min + lang.turn_min] or hosts
     want = _weighted(shape.barge_ins, rng)
     rng.shuffle(hosts)
     # Keep one system turn for the user's backchannel when the barge-ins would take every turn that has room for
