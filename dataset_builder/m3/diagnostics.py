@@ -20,6 +20,7 @@ from dataset_builder.atomic import atomic_write_json
 from dataset_builder.build import SCRIPTS_FILE
 from dataset_builder.errors import UsageError
 from dataset_builder.m3.build import condition_counts, read_scripts
+from dataset_builder.m3.chat_audit import format_audit_block, text_audit
 from dataset_builder.m3.diversity import DiversityTargets, format_text_diversity, text_diversity
 from dataset_builder.m3.schema import CONFIGS, EVENT_TYPES
 from dataset_builder.m3.task_audit import format_task_audit, task_audit
@@ -51,9 +52,10 @@ def audit_result(folder: Path | str, intelligibility: Intelligibility | None = N
                          "with --scripts-only)")
     scripts = read_scripts(folder / SCRIPTS_FILE)
     diversity = text_diversity([d for _, _, d in scripts], targets)
+    checks = text_audit([d for _, _, d in scripts])  # how the text reads: chat_audit.py, PASS/FAIL per target
     configs: dict[str, Any] = {}
     for config in [c for c in CONFIGS if c in diversity]:
-        block: dict[str, Any] = {"text": diversity[config]}
+        block: dict[str, Any] = {"text": diversity[config], "text_checks": checks[config]}
         if has_rows(folder, config):
             types = row_event_types(folder, config)
             events = {t: types[t] for t in EVENT_TYPES}
@@ -73,6 +75,7 @@ def audit_result(folder: Path | str, intelligibility: Intelligibility | None = N
               "ok": all(b["text"]["ok"] or b["text"]["dialogues"] * targets.max_sentence_share < 1
                         for b in configs.values())
               and all(not b["events"].get("missing") for b in configs.values())
+              and all(b["text_checks"]["ok"] for b in configs.values())
               and all(b["task"]["ok"] for b in configs.values() if "task" in b)}
     atomic_write_json(folder / DIAGNOSTICS_FILE, result)
     return result
@@ -106,10 +109,11 @@ def format_audit(result: dict[str, Any], targets: DiversityTargets | None = None
         else:
             lines.append(f"  events: {ev['note']}")
         lines += _voices_lines(block["audio"])
+        lines += format_audit_block(block["text_checks"])
         if "task" in block:
             lines += format_task_audit(block["task"])
     built = all("per_type" in b["events"] for b in result["configs"].values())
-    lines.append(f"{'PASS' if result['ok'] else 'FAIL'}: 1 % rule"
+    lines.append(f"{'PASS' if result['ok'] else 'FAIL'}: 1 % rule, text checks"
                  + (" and every event type in every config" if built else " (events: only built audio has them)")
                  + ("; task QA targets" if any("task" in b for b in result["configs"].values()) else ""))
     return "\n".join(lines)

@@ -33,10 +33,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from dataset_builder.m3.chat_lexicon import ChatWords, words_for
 from dataset_builder.m3.knowledge import MAX_DIALOGUES_PER_GOLD, Entity, Knowledge, said
 from dataset_builder.m3.language import LANGUAGES, Language, capitalise
 from dataset_builder.m3.schema import DOMAINS, KINDS, SPEAKERS
 from dataset_builder.m3.schema import LANGUAGES as LANGS
+from dataset_builder.m3.speech_forms import bc_in_question, check_dialogue, question_spans, unfinished
 from dataset_builder.m3.textbank import PAUSE, PLACEHOLDER, BankLine, Exchange, LanguageBank, TextBank, load_bank
 from dataset_builder.schema import SchemaError
 
@@ -90,6 +92,9 @@ class DialogueUtterance:
     context_dependent: bool = False  # task system answers: the question needed the history
     follows_answer: bool = False  # task system answers: the question was about the previous answer itself
     cut_after_chars: int = 0  # a system turn a barge-in cuts: cut no earlier than this many characters in
+    # A backchannel in a turn that goes on to ask something: it ends within the host turn's first this many
+    # characters (its telling, before the question); 0: anywhere in the host.
+    bc_before_chars: int = 0
 
     def validate(self, where: str) -> None:
         _require(self.speaker in SPEAKERS, f"speaker {self.speaker!r} not in {SPEAKERS}", where, "speaker")
@@ -107,6 +112,8 @@ class DialogueUtterance:
                  "a question about the previous answer is context-dependent", where, "follows_answer")
         _require(0 <= self.cut_after_chars < len(self.text), "cut_after_chars out of the text", where,
                  "cut_after_chars")
+        _require(self.bc_before_chars >= 0 and (self.kind == "bc" or not self.bc_before_chars),
+                 "bc_before_chars is a backchannel's, and not negative", where, "bc_before_chars")
 
 
 @dataclass(frozen=True)
@@ -268,6 +275,7 @@ class _Turn:
     barge_host: bool = False  # a system turn the user's next turn cuts into
     bc_host: bool = False  # a system turn the user backchannels in, whatever the draw
     barge_opener: str = ""  # the user's turn: the lead-in it cuts in with
+    barged: bool = False  # the user's turn cuts into the system turn before it (with or without an opener)
     # The turn's template and slot values without its own lead-in: a barge-in opener replaces the lead-in and
     # is composed with the template, so a name keeps its capital after the opener (None: a joined turn).
     bare: tuple[str, dict[str, str]] | None = None
@@ -277,7 +285,31 @@ class _Turn:
 
 
 def _fill(text: str, values: dict[str, str]) -> str:
-    return PLACEHOLDER.sub(lambda m: values[m.group(1)], text)
+    """`text` with each `{slot}` replaced by its value; a value's own article is dropped where the text already
+    has one before the slot ("a new {device}" with "the printer": "a new printer", never "a new the printer"),
+    and an "a"/"an" right before the slot is made to fit the value ("an {instrument}": "a guitar")."""
+    out, at = [], 0
+    for m in PLACEHOLDER.finditer(text):
+        head = text[at:m.start()]
+        v = values[m.group(1)]
+        before = "".join(out) + head
+        if _SLOT_DET.search(before):
+            v = _VALUE_DET.sub("", v, count=1)
+            if (art := _A_AN.search(head)) and v[:1].isalpha():
+                an = "an" if v[0].lower() in "aeiou" else "a"
+                head = head[:art.start()] + (an.capitalize() if art.group(1)[0] == "A" else an) + " "
+        out += [head, v]
+        at = m.end()
+    out.append(text[at:])
+    return "".join(out)
+
+
+# English: an article or possessive (and at most one word, "the next", "a new") right before a slot, and an article
+# a value starts with; "a"/"an" right before a slot.
+_SLOT_DET = re.compile(r"(?i)\b(?:the|a|an|my|our|your|his|her|their)\s+(?:(?:next|last|first|other|same|whole|old|new|"
+                       r"little|big|local|usual|only|proper|secondhand|favorite|real|good|cheap)\s+)?$")
+_VALUE_DET = re.compile(r"^(?:the|a|an)\s+", re.IGNORECASE)
+_A_AN = re.compile(r"\b([Aa]n?) $")
 
 
 def _compose(lang: Language, lead: str, template: str, values: dict[str, str]) -> str:
@@ -285,6 +317,17 @@ def _compose(lang: Language, lead: str, template: str, values: dict[str, str]) -
     capitals after a lead-in) and the line's first letter capitalised."""
     text = _fill(lang.join(lead, template) if lead else template, values)
     return capitalise(text) if lang.code == "en" else text
+
+
+# Discourse markers a chat line may start with: said after a lead-in or a barge-in opener that already says the
+# same ("Oh, that reminds me, oh, by the way, ..."; "あ、その話で思い出した、そういえば、..."), they are dropped.
+_MARKER = {"en": re.compile(r"^(?:(?:oh|so|anyway|by the way|actually),\s*)+", re.IGNORECASE),
+           "ja": re.compile(r"^(?:(?:あ|あっ|そういえば|そうそう|ところで|ねえ|ねえねえ)、)+")}
+
+
+def _unmarked(lang: Language, text: str) -> str:
+    rest = _MARKER[lang.code].sub("", text, count=1)
+    return rest if lang.size(rest.replace(PAUSE, " ")) >= lang.turn_min else text
 
 
 def _pieces(text: str) -> list[str]:
@@ -318,6 +361,7 @@ def _chat_turns(bank: LanguageBank, lang: Language, ledger: Ledger, rng: random.
         ledger.take("chat/topic", i)
     topics = [names[i] for i in order]
     rng.shuffle(topics)
+    transitions = words_for(lang.code, register).transitions or bank.transitions["chat"]
     target = rng.randint(*shape.chat_lines)
     # (speaker, pieces, topic, opens a topic, (template, slot values) without its lead-in, opens an exchange)
     lines: list[tuple[str, list[str], str, bool, tuple[str, dict[str, str]], bool]] = []
@@ -339,21 +383,34 @@ def _chat_turns(bank: LanguageBank, lang: Language, ledger: Ledger, rng: random.
         def used_lines(chosen: list[tuple[Exchange, list[BankLine]]] = chosen) -> int:
             return sum(len(kept) for _, kept in chosen)
 
-        take(topic.opening[_pick_exchange(ledger, f"{name}/opening", topic.opening, rng, last, short=short,
-                                          values=values, parallel=parallel)], budget / 3)
+        # A greeting ("お疲れさまです", "Hi,") opens a conversation, not its second topic.
+        greets = {i for i, ex in enumerate(topic.opening) if ti > 0
+                  and any(_GREETING.search(t) for t in ex.lines[0].texts)}
+        if len(greets) == len(topic.opening):
+            greets = set()
+        opening = _pick_exchange(ledger, f"{name}/opening", topic.opening, rng, last, greets, short=short,
+                                 values=values, parallel=parallel)
+        take(topic.opening[opening], budget / 3)
+        # The opening sets the story (back from a trip, or planning one): only middles and closings that fit it
+        # follow, so nobody asks about the hotel of a trip not yet booked.
+        premise = topic.premise_of(opening)
+        misfit = {j for j in range(len(topic.middle)) if not topic.fits("middle", j, premise)}
         mean_middle = sum(len(m.lines) for m in topic.middle) / len(topic.middle)
-        used: set[int] = set()
-        while len(used) < min(4, len(topic.middle)):
+        used: set[int] = set(misfit)
+        while len(used) - len(misfit) < min(4, len(topic.middle) - len(misfit)):
             left = budget - used_lines()
-            if len(used) >= 2 and left < mean_middle:
+            if len(used) - len(misfit) >= (1 if short else 2) and left < mean_middle:  # a short topic: one will do
                 break
             i = _pick_exchange(ledger, f"{name}/middle", topic.middle, rng, chosen[-1][1][-1].speaker, used,
                                short=short, values=values, parallel=parallel)
             used.add(i)
-            take(topic.middle[i], left / max(1, 2 - len(used) + 1) if len(used) <= 2 else left)
-        if topic.closing and used_lines() + 2 <= budget and rng.random() < shape.closing_p:
+            n_used = len(used) - len(misfit)
+            take(topic.middle[i], left / max(1, 2 - n_used + 1) if n_used <= 2 else left)
+        closings = {j for j in range(len(topic.closing)) if topic.fits("closing", j, premise)}
+        if closings and used_lines() + 2 <= budget and rng.random() < shape.closing_p:
             take(topic.closing[_pick_exchange(ledger, f"{name}/closing", topic.closing, rng,
-                                              chosen[-1][1][-1].speaker, values=values, parallel=parallel)],
+                                              chosen[-1][1][-1].speaker, set(range(len(topic.closing))) - closings,
+                                              values=values, parallel=parallel)],
                  budget - used_lines())
         first = True
         for ex, kept in chosen:
@@ -364,8 +421,9 @@ def _chat_turns(bank: LanguageBank, lang: Language, ledger: Ledger, rng: random.
                              for ln in kept]
             for k, (template, ln) in enumerate(zip(templates, kept, strict=True)):
                 lead = ""
-                if first and ti > 0 and bank.transitions["chat"] and rng.random() < shape.transition_p["chat"]:
-                    lead = ledger.choose("chat/transition", bank.transitions["chat"], rng)
+                if first and ti > 0 and transitions and rng.random() < shape.transition_p["chat"]:
+                    lead = ledger.choose("chat/transition", transitions, rng)
+                template = _unmarked(lang, template) if lead else template
                 lines.append((ln.speaker, _lead_pieces(lang, lead, template, values), name, first,
                               (template, values), k == 0))
                 first = False
@@ -380,6 +438,9 @@ def _chat_turns(bank: LanguageBank, lang: Language, ledger: Ledger, rng: random.
                                opens=opens))
     _pick_chat_barge_ins(turns, lang, rng, shape)
     return turns, topics
+
+
+_GREETING = re.compile(r"^(?:お疲れさま|こんにちは|こんばんは|おはよう|(?:Hi|Hey|Hello|Good morning)\b)")
 
 
 def _version(ex: Exchange, kept: Sequence[BankLine], values: dict[str, str], ledger: Ledger,
@@ -400,8 +461,14 @@ def _version(ex: Exchange, kept: Sequence[BankLine], values: dict[str, str], led
 
 def _cut(lines: list[BankLine], allowance: float) -> list[BankLine]:
     """An exchange's lines cut to about `allowance`: it may stop early after a line that asks nothing (all its
-    phrasings end without a '?'), keeping at least two lines, so no question goes unanswered."""
-    ok = [n for n in range(2, len(lines)) if not any(t.rstrip().endswith(("?", "？")) for t in lines[n - 1].texts)]
+    phrasings end without a '?') and answers nothing, keeping at least two lines, so no question goes unanswered
+    and no answer goes without its reaction."""
+    def asks(line: BankLine) -> bool:
+        return any(t.rstrip().endswith(("?", "？")) for t in line.texts)
+
+    # Never right after an answer either: the asker reacts to it before anyone moves on (else the next exchange,
+    # begun by the asker, reads as if they had not heard the answer).
+    ok = [n for n in range(2, len(lines)) if not asks(lines[n - 1]) and not asks(lines[n - 2])]
     fitting = [n for n in ok if n <= allowance]
     if len(lines) <= allowance or not ok:
         return lines
@@ -439,21 +506,33 @@ def _pick_exchange(ledger: Ledger, key: str, exchanges: Sequence[Exchange], rng:
 
 def _pick_chat_barge_ins(turns: list[_Turn], lang: Language, rng: random.Random, shape: Shape) -> None:
     """1-3 system turns long enough to be cut, each followed by a user turn: preferably one that brings up
-    something new or asks, inside the topic."""
+    something new inside the topic, which the user cuts in with because what the system said reminded them of it
+    (the chat lexicon's openers say so: "Oh, that reminds me, ..."); else a reply, which cuts in as it is, its
+    reaction being the reason ("Oh no, did you ...?", or answering a question before it is finished)."""
     follows = [i for i in range(len(turns) - 1) if turns[i].speaker == "system" and turns[i + 1].speaker == "user"]
     hosts = [i for i in follows if _can_host(lang, _text(lang, turns[i].pieces))]
     if not hosts:  # every dialogue gets one: then the longest system turn the user speaks after
         long_ = [i for i in follows if lang.size(_text(lang, turns[i].pieces)) >= lang.turn_min]
         hosts = [max(long_, key=lambda i: lang.size(_text(lang, turns[i].pieces)))] if long_ else []
-    # Best: the user cuts in to bring up something new or to ask, inside the topic; a reply cut in with
-    # "sorry, can I jump in" reads oddly.
+
     def fit(i: int) -> int:
         nxt = turns[i + 1]
         new = nxt.opens or _text(lang, nxt.pieces).rstrip().endswith(("?", "？"))
         return (0 if new else 2) + (1 if nxt.topic_start else 0)
 
+    # A new topic is cut in with only where nothing else can be; a long system turn is preferred, since the cut
+    # needs the user to hear some of it, overlap it by more than 0.4 s and leave some of it unsaid (timeline.py).
+    hosts = [i for i in hosts if not turns[i + 1].topic_start] or hosts
+    hosts = [i for i in hosts if lang.size(_text(lang, turns[i].pieces)) >= lang.host_min + lang.turn_min] or hosts
     want = _weighted(shape.barge_ins, rng)
     rng.shuffle(hosts)
+    # Keep one system turn for the user's backchannel when the barge-ins would take every turn that has room for
+    # one (English chat's system turns are short, and often ask).
+    bc_ok = [i for i, t in enumerate(turns) if t.speaker == "system"
+             and _bc_room(lang, _text(lang, t.pieces), lang.turn_min + BC_MIN_LEAD) is not None]
+    if bc_ok and len(hosts) > 1 and set(bc_ok) <= set(sorted(hosts, key=fit)[:want]):
+        keep = max(bc_ok, key=lambda i: lang.size(_text(lang, turns[i].pieces)))
+        hosts = [i for i in hosts if i != keep]
     for i in sorted(hosts, key=fit)[:want]:
         turns[i].barge_host = True
 
@@ -709,45 +788,64 @@ def _text(lang: Language, pieces: Sequence[str]) -> str:
 
 
 def _realise(turns: list[_Turn], bank: LanguageBank, lang: Language, domain: str, ledger: Ledger,
-             rng: random.Random, shape: Shape, did: str) -> tuple[DialogueUtterance, ...]:
+             rng: random.Random, shape: Shape, did: str,
+             words: ChatWords | None = None) -> tuple[DialogueUtterance, ...]:
+    """The turns as utterances: barge-in openers, held pauses, backchannels. `words`: the chat register's own
+    openers and backchannels (`chat_lexicon.py`), used instead of the shared lists where it has them."""
+    words = words or ChatWords()
+    openers = words.barge_in or bank.barge_in
     # Barge-ins: the user's turn after a host starts with an opener and is not split by a pause.
     for i, t in enumerate(turns[:-1]):
-        if t.barge_host and bank.barge_in:
+        if t.barge_host and openers:
             nxt = turns[i + 1]
-            nxt.barge_opener = ledger.choose("barge_in", bank.barge_in, rng)
+            nxt.barged = True
+            if words.barge_in and (not nxt.opens or nxt.topic_start):
+                # chat: a reply cuts in as it is, its reaction is the reason ("Oh no, did you ...?"); a new topic
+                # keeps its own lead-in ("Oh, totally different topic, ..."), nothing the system said reminded
+                continue
+            nxt.barge_opener = ledger.choose("barge_in", openers, rng)
+            strip = _unmarked if words.barge_in else (lambda _lang, text: text)
             if nxt.bare is not None:
                 template, values = nxt.bare
-                nxt.pieces = [_compose(lang, nxt.barge_opener, _text(lang, _pieces(template)), values)]
+                nxt.pieces = [_compose(lang, nxt.barge_opener, _text(lang, _pieces(strip(lang, template))), values)]
             else:
-                nxt.pieces = [lang.join(nxt.barge_opener, _text(lang, nxt.pieces))]
+                nxt.pieces = [lang.join(nxt.barge_opener, strip(lang, _text(lang, nxt.pieces)))]
             if lang.code == "en":
                 nxt.pieces[0] = capitalise(nxt.pieces[0])
         elif t.barge_host:
             t.barge_host = False
-    # Held pauses: at most one per user turn, at a boundary whose halves are both TURN-long.
+    # Held pauses: at most one per user turn, at a boundary whose halves are both TURN-long, and only where the
+    # speaker has audibly not finished (a lead-in, a clause that goes on): after a complete sentence the other
+    # may rightly take the turn, so a model doing so would be scored wrong (speech_forms.unfinished).
     candidates = []
     for i, t in enumerate(turns):
-        if t.speaker != "user" or t.barge_opener:
+        if t.speaker != "user" or t.barged:
             continue
         ok = [b for b in range(1, len(t.pieces))
               if lang.size(_text(lang, t.pieces[:b])) >= lang.half_min
-              and lang.size(_text(lang, t.pieces[b:])) >= lang.half_min]
+              and lang.size(_text(lang, t.pieces[b:])) >= lang.half_min
+              and unfinished(_text(lang, t.pieces[:b]), lang.code)]
         if ok:
             candidates.append((i, rng.choice(ok)))
     if not candidates:
         # No marked pause in this dialogue: hold the floor at a comma of the longest user turn that has one.
-        for i in sorted(range(len(turns)), key=lambda i: -lang.size(_text(lang, turns[i].pieces))):
-            t = turns[i]
-            cut = _comma_cut(lang, t.pieces[0]) if t.speaker == "user" and len(t.pieces) == 1 else None
-            if cut and not t.barge_opener:
-                t.pieces = list(cut)
-                candidates.append((i, 1))
+        # Failing that (English: no comma far enough in), mid-clause, as speakers hesitate ("I have to tell you |
+        # what Mochi did yesterday").
+        for cutter in (_comma_cut, _word_cut):
+            for i in sorted(range(len(turns)), key=lambda i: -lang.size(_text(lang, turns[i].pieces))):
+                t = turns[i]
+                cut = cutter(lang, _text(lang, t.pieces)) if t.speaker == "user" else None
+                if cut and not t.barged:
+                    t.pieces = list(cut)
+                    candidates.append((i, 1))
+                    break
+            if candidates:
                 break
     chosen = dict(rng.sample(candidates, min(_weighted(shape.pauses, rng), len(candidates))))
 
     ipus: list[tuple[_Turn, str, str, int]] = []  # (turn, text, relation, cut_after_chars)
     for i, t in enumerate(turns):
-        rel = "first" if i == 0 else ("barge_in" if t.barge_opener else "shift")
+        rel = "first" if i == 0 else ("barge_in" if t.barged else "shift")
         if i in chosen:
             b = chosen[i]
             ipus.append((t, _text(lang, t.pieces[:b]), rel, 0))
@@ -755,38 +853,65 @@ def _realise(turns: list[_Turn], bank: LanguageBank, lang: Language, domain: str
         else:
             ipus.append((t, _text(lang, t.pieces), rel, t.cut_after_chars))
 
-    # Backchannels: the listener in a long TURN that is not cut; at least one by the user when any can be.
+    # Backchannels: the listener in a long TURN that is not cut, during its telling: never through a question (a
+    # listener answers a question rather than "mm-hm"s through it), so in a turn that goes on to ask, the
+    # backchannel ends before the question (`bc_before_chars`); at least one by the user when any can be.
     rates = shape.bc_p[domain]
-    hosts = [k for k, (t, text, _, _) in enumerate(ipus) if not t.barge_host and _can_host(lang, text, bc=True)]
+    room = {k: _bc_room(lang, text) for k, (t, text, _, _) in enumerate(ipus) if not t.barge_host}
+    hosts = [k for k, r in room.items() if r is not None]
     bcs = {k for k in hosts if ipus[k][0].bc_host or rng.random() < rates[_other(ipus[k][0].speaker)]}
     if not any(ipus[k][0].speaker == "system" for k in bcs):
-        # Every dialogue gets a user backchannel when any system turn is long enough: in the longest one.
-        long_ = [k for k, (t, text, _, _) in enumerate(ipus)
-                 if t.speaker == "system" and not t.barge_host and lang.size(text) >= lang.host_min]
+        # Every dialogue gets a user backchannel when any system turn can host one (a shorter telling will do
+        # here, BC_MIN_LEAD: a backchannel fits after its first clause): in the longest.
+        short = lang.turn_min + BC_MIN_LEAD
+        long_ = [k for k, (t, text, _, _) in enumerate(ipus) if t.speaker == "system" and not t.barge_host
+                 and _bc_room(lang, text, short) is not None]
         if long_:
-            bcs.add(max(long_, key=lambda k: (lang.size(ipus[k][1]), -k)))
+            k = max(long_, key=lambda k: (lang.size(ipus[k][1]), -k))
+            room[k] = _bc_room(lang, ipus[k][1], short)
+            bcs.add(k)
     while len(bcs) > shape.max_bcs:
         bcs.discard(rng.choice(sorted(k for k in bcs if ipus[k][0].speaker == "user") or sorted(bcs)))
 
     out: list[DialogueUtterance] = []
 
-    def add(speaker: str, kind: str, text: str, relation: str, turn: _Turn | None, cut: int = 0) -> None:
+    def add(speaker: str, kind: str, text: str, relation: str, turn: _Turn | None, cut: int = 0,
+            before: int = 0) -> None:
         gold = turn.gold if turn is not None and relation != "pause" else None
         out.append(DialogueUtterance(
             utt_id=f"{did}-u{len(out):02d}", speaker=speaker, kind=kind, text=text, relation=relation,
             topic=turn.topic if turn else "", fact=turn.fact if turn else "",
             gold_answer=gold[0] if gold else "", gold_aliases=tuple(gold[1]) if gold else (),
             context_dependent=bool(gold) and turn is not None and turn.context_dependent,
-            follows_answer=bool(gold) and turn is not None and turn.follows_answer, cut_after_chars=cut))
+            follows_answer=bool(gold) and turn is not None and turn.follows_answer, cut_after_chars=cut,
+            bc_before_chars=before))
 
     for k, (t, text, relation, cut) in enumerate(ipus):
         add(t.speaker, "turn", text, relation, t, cut)
         if k in bcs:
             listener = _other(t.speaker)
-            options = bank.backchannels.get(f"{listener}_{domain}") or bank.backchannels[listener]
+            options = (words.bc(listener) or bank.backchannels.get(f"{listener}_{domain}")
+                       or bank.backchannels[listener])
             if options:
-                add(listener, "bc", ledger.choose(f"bc/{listener}", options, rng), "bc", None)
+                add(listener, "bc", ledger.choose(f"bc/{listener}", options, rng), "bc", None,
+                    before=room[k] or 0)
     return tuple(out)
+
+
+BC_MIN_LEAD = 1  # words / morae over a TURN's minimum that a telling needs before a backchannel fits in it
+
+
+def _bc_room(lang: Language, text: str, min_size: int | None = None) -> int | None:
+    """Where a listener may backchannel in a turn: 0 anywhere (a turn of `min_size` or more, default
+    `Language.host_min`, that asks nothing where a backchannel falls), n within its first n characters (a telling
+    that long before a question), None nowhere."""
+    min_size = lang.host_min if min_size is None else min_size
+    if lang.size(text) < min_size:
+        return None
+    if not bc_in_question(text, lang.code):
+        return 0
+    start = question_spans(text, lang.code)[0][0]
+    return start if lang.size(text[:start]) >= min_size else None
 
 
 def _can_host(lang: Language, text: str, *, bc: bool = False) -> bool:
@@ -804,10 +929,28 @@ def _comma_cut(lang: Language, text: str) -> tuple[str, str] | None:
     best = None
     for m in re.finditer(r"[,、]\s*", text):
         a, b = text[:m.start() + 1].strip(), text[m.end():].strip()
-        if lang.size(a) >= lang.half_min and lang.size(b) >= lang.half_min:
+        if lang.size(a) >= lang.half_min and lang.size(b) >= lang.half_min and unfinished(a, lang.code):
             d = abs(lang.size(a) - lang.size(b))
             if best is None or d < best[0]:
                 best = (d, a, b)
+    return (best[1], best[2]) if best else None
+
+
+def _word_cut(lang: Language, text: str) -> tuple[str, str] | None:
+    """English: the text split between two words of its first sentence near its middle, both halves TURN-long and
+    the first unfinished; None for Japanese (no spaces) or when no such split exists."""
+    if lang.code != "en":
+        return None
+    first = lang.sentences(text)[0]
+    words_ = first.split()
+    best = None
+    for k in range(1, len(words_)):
+        a, b = " ".join(words_[:k]), " ".join(words_[k:]) + text[len(first):]
+        if (a[-1].isalpha() and lang.size(a) >= lang.half_min and lang.size(b) >= lang.half_min
+                and unfinished(a, lang.code)):
+            d = abs(lang.size(a) - lang.size(b))
+            if best is None or d < best[0]:
+                best = (d, a, b.strip())
     return (best[1], best[2]) if best else None
 
 
@@ -832,14 +975,18 @@ class _Stream:
             index = len(self.dialogues)
             ds = dialogue_seed(self.seed, self.language, self.domain, index)
             rng = random.Random(ds)
+            words = None
             if self.domain == "chat":
                 turns, topics = _chat_turns(lb, lang, self.ledger, rng, self.shape)
+                words = words_for(self.language, lb.chat[topics[0]].register)
             else:
                 turns, topics = _task_turns(lb, self.bank.knowledge, lang, self.ledger, rng, self.shape)
             did = dialogue_id(self.language, self.domain, index)
-            utts = _realise(turns, lb, lang, self.domain, self.ledger, rng, self.shape, did)
+            utts = _realise(turns, lb, lang, self.domain, self.ledger, rng, self.shape, did, words)
             d = Dialogue(did, self.language, self.domain, index, ds, tuple(topics), utts)
             d.validate()
+            # No doubled word anywhere; in chat, one register per speaker and no turn mixing two.
+            check_dialogue(did, self.language, utts, register_rules=self.domain == "chat")
             self.dialogues.append(d)
         return self.dialogues[:n]
 

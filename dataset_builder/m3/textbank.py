@@ -74,6 +74,18 @@ class ChatTopic:
     # The speech style of the whole topic ("casual", "polite"; "" when a language's banks do not mark one): one
     # dialogue keeps to one register, as two people talking do.
     register: str = ""
+    # premise -> section -> exchange indices: the exchanges that only make sense in that story ("back from a
+    # trip" vs "planning one"). An opening gives its premise to the topic; then only middles and closings of that
+    # premise or of none follow it. Exchanges under no premise fit any.
+    premises: dict[str, dict[str, tuple[int, ...]]] = field(default_factory=dict)
+
+    def premise_of(self, opening: int) -> str:
+        return next((p for p, secs in self.premises.items() if opening in secs.get("opening", ())), "")
+
+    def fits(self, section: str, index: int, premise: str) -> bool:
+        """Whether exchange `index` of `section` may follow an opening of `premise` ("" = none)."""
+        tagged = [p for p, secs in self.premises.items() if index in secs.get(section, ())]
+        return not tagged or premise in tagged
 
 
 @dataclass(frozen=True)
@@ -256,7 +268,7 @@ def load_topic(path: Path, lang: Language, problems: Problems) -> ChatTopic | No
     if not isinstance(data, dict):
         problems.fail(rel(path), "expected a mapping at the top", type(data).__name__)
         return None
-    check_keys(data, path, "top", {"topic", "slots", *SECTIONS, "register", "notes", "alternatives"},
+    check_keys(data, path, "top", {"topic", "slots", *SECTIONS, "register", "notes", "alternatives", "premises"},
                {"topic", "opening", "middle"}, problems)
     alternatives = data.get("alternatives", ALTERNATIVES[0])
     if alternatives not in ALTERNATIVES:
@@ -308,8 +320,43 @@ def load_topic(path: Path, lang: Language, problems: Problems) -> ChatTopic | No
     if not isinstance(register, str):
         problems.fail(where(path, register, "register"), "register is a word (casual, polite)", register)
         register = ""
+    premises = _premises(data.get("premises"), path, sections, problems)
     return ChatTopic(str(topic), slots, sections["opening"], sections["middle"], sections["closing"],
-                     where(path, topic, "topic"), str(alternatives), register)
+                     where(path, topic, "topic"), str(alternatives), register, premises)
+
+
+def _premises(raw: object, path: Path, sections: dict[str, tuple[Exchange, ...]],
+              problems: Problems) -> dict[str, dict[str, tuple[int, ...]]]:
+    """`premises:` checked: known sections, indices in range, and every opening left with two middles to draw."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        problems.fail(where(path, None, "premises"), "premises is a mapping premise -> {section: [indices]}", raw)
+        return {}
+    out: dict[str, dict[str, tuple[int, ...]]] = {}
+    for name, secs in raw.items():
+        at = where(path, name, f"premises.{name}")
+        if not isinstance(secs, dict):
+            problems.fail(at, "expected a mapping section -> list of exchange indices", secs)
+            continue
+        out[str(name)] = {}
+        for section, idx in secs.items():
+            if section not in SECTIONS:
+                problems.fail(at, f"unknown section {section!r} (known: {', '.join(SECTIONS)})", section)
+                continue
+            n = len(sections[section])
+            if not isinstance(idx, list) or not all(isinstance(i, int) and 0 <= i < n for i in idx):
+                problems.fail(at, f"{section}: expected a list of indices 0..{n - 1}", idx)
+                continue
+            out[str(name)][str(section)] = tuple(idx)
+    topic = ChatTopic("", {}, sections["opening"], sections["middle"], sections["closing"], "", premises=out)
+    for i in range(len(sections["opening"])):
+        premise = topic.premise_of(i)
+        fit = sum(topic.fits("middle", j, premise) for j in range(len(sections["middle"])))
+        if fit < MIN_MIDDLES:
+            problems.fail(where(path, None, f"opening[{i}]"), f"only {fit} middle(s) fit its premise "
+                          f"{premise or '(none)'!r}; at least {MIN_MIDDLES}")
+    return out
 
 
 def _repeats(items: list[str], path: Path, problems: Problems, places: list[str] | None = None) -> None:

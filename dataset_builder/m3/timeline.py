@@ -19,6 +19,9 @@ VAD's edge error cannot change an event when the audio is extracted back):
 - BC: starts at a sampled fraction of the other party's TURN, clamped to lie wholly inside it
   (`BC_START_EDGE_MS`, `BC_END_EDGE_MS` from its edges) and `OWN_GAP_MS` from the listener's own speech; a BC
   that cannot fit, or whose clip is not `BC_MIN_MS`-`BC_MAX_MS` long, is dropped (counted in `Timeline.dropped`).
+  A BC with `bc_before_chars` ends before that much of its host's text has been said (estimated in proportion
+  to the characters): the host's telling, not the question after it, which a listener answers rather than
+  backchannels through.
 - BARGE_IN: the user starts a sampled offset into the system TURN, but not before `cut_after_chars` of its text
   have been said (estimated in proportion to the characters, plus `CUT_AFTER_PAD_MS`); the system clip is cut a
   sampled overlap (> 0.75 s) later, inside a voiced stretch, faded over `FADE_MS`, and at least
@@ -238,10 +241,11 @@ def _ms(seconds: float) -> int:
     return int(round(seconds * 1000))
 
 
-def _chars_ms(u: DialogueUtterance, clip_ms: int) -> int:
-    """How long `cut_after_chars` of the text take to say, in proportion to the characters."""
+def _chars_ms(u: DialogueUtterance, clip_ms: int, chars: int | None = None) -> int:
+    """How long `chars` (default `cut_after_chars`) of the text take to say, in proportion to the characters."""
     text = u.text.strip()
-    return int(round(clip_ms * u.cut_after_chars / max(len(text), 1)))
+    n = u.cut_after_chars if chars is None else chars
+    return int(round(clip_ms * n / max(len(text), 1)))
 
 
 Voiced = Sequence[tuple[int, int]]  # [start, end) ms of a clip's voiced stretches
@@ -275,6 +279,8 @@ def place(dialogue: Dialogue, clip_ms: Mapping[str, int], stats: TimingStats, rn
             draws["bc_offset_frac"].append(frac)
             lo = max(host.start_ms + BC_START_EDGE_MS, busy[ch] + OWN_GAP_MS)
             hi = host.end_ms - BC_END_EDGE_MS - d
+            if u.bc_before_chars:  # inside the host's telling, before its question
+                hi = min(hi, host.start_ms + _chars_ms(host.utt, host.clip_ms, u.bc_before_chars) - d)
             if lo > hi:
                 dropped.append(u.utt_id)
                 continue

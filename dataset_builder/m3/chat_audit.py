@@ -1,0 +1,194 @@
+"""How the M3 dialogue text reads, per config, with a PASS/FAIL per target: what `build m3 --diagnostics` prints
+beside the diversity numbers (`diagnostics.py`), and what `tests/test_m3_chat_audit.py` holds the full preset to.
+
+Measured on the scripts (the text and the utterance relations), so a `--scripts-only` build has them all:
+
+- **distinct turn texts**: distinct TURN lines / lines (a held pause's halves joined, `Dialogue.lines`).
+- **top sentence share**: the most repeated TURN sentence's share of dialogues (`diversity.py`, the 1 % rule).
+- **doubled words**: "the the", "the next the ferry", "のときのとき" (`speech_forms.doubled_words`); must be 0.
+- **BCs inside questions**: user backchannels whose host turn has a question where the backchannel may fall
+  (`speech_forms.bc_in_question`: the middle 15-85 % of the host, where the timeline places them).
+- **mixed-register turns** (Japanese): turns ending one clause polite and another casual, and turns where a
+  speaker leaves the register they started the dialogue in (`speech_forms.dialogue_problems`).
+- **PAUSEs after a complete sentence**: held pauses whose first half ends a sentence (`speech_forms.
+  complete_sentence`): there the listener may rightly take the turn, so the PAUSE would score a right move wrong.
+- **SHIFT mean**: the dialogues placed on a timeline with the config's default timing statistics and clip lengths
+  estimated from the text (`diversity.SPEECH_RATE`), the mean user->system SHIFT duration (t - s) against the
+  paper's Table II average SHIFT duration (0.88 s English chat, 0.72 s Japanese chat, 0.45 s English task,
+  0.35 s Japanese task); within 0.1 s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dataset_builder.m3.dialogues import Dialogue
+from dataset_builder.m3.diversity import SPEECH_RATE, sentence_counts
+from dataset_builder.m3.language import LANGUAGES
+from dataset_builder.m3.schema import config_name
+from dataset_builder.m3.speech_forms import (
+    bc_in_question,
+    complete_sentence,
+    dialogue_problems,
+    doubled_words,
+    turn_register,
+)
+from dataset_builder.m3.stats import default_stats
+from dataset_builder.m3.timeline import BC_MAX_MS, BC_MIN_MS, TURN_MIN_MS, TimelineError, place
+
+# M3-DuplexBench Table II: the average SHIFT duration of the evaluation data, per language and domain (s).
+PAPER_SHIFT_MEAN_S = {("en", "chat"): 0.88, ("ja", "chat"): 0.72, ("en", "task"): 0.45, ("ja", "task"): 0.35}
+
+
+@dataclass(frozen=True)
+class AuditTargets:
+    # distinct TURN lines / lines: the 1 % rule lets a sentence into 2 of 200 dialogues (a floor of 0.5); at
+    # 0.75 at most a quarter of the lines say again what another dialogue said.
+    min_distinct_turns: float = 0.75
+    max_sentence_share: float = 0.01  # the 1 % rule (diversity.py)
+    max_bc_in_question: float = 0.05
+    max_pause_after_sentence: float = 0.10
+    max_shift_mean_diff_s: float = 0.1
+    # The SHIFT mean is judged over at least this many SHIFTs (the full preset has ~1,800 per config): the sampled
+    # gaps spread about 0.7 s, so the mean of 400 is within 0.1 s of its expectation 99 % of the time.
+    min_shifts: int = 400
+
+
+def _share(n: int, d: int) -> float:
+    return round(n / d, 4) if d else 0.0
+
+
+def _clip_ms(lang: str, text: str, kind: str) -> int:
+    """An estimate of how long `text` takes to say, kept inside the timeline's limits for its kind."""
+    language = LANGUAGES[lang]
+    ms = int(1000 * language.size(text) / SPEECH_RATE[language.unit])
+    if kind == "bc":
+        return min(max(ms, BC_MIN_MS + 50), BC_MAX_MS - 50)
+    return max(ms, TURN_MIN_MS + 200)
+
+
+def shift_durations(dialogue: Dialogue) -> list[float] | None:
+    """The SHIFT durations (s) of `dialogue` placed with its config's default timing statistics and estimated
+    clip lengths; None when the estimate cannot be placed (a barge-in too tight for the guessed lengths)."""
+    stats = default_stats(dialogue.language, dialogue.domain)
+    clips = {u.utt_id: _clip_ms(dialogue.language, u.text, u.kind) for u in dialogue.utterances}
+    try:
+        timeline = place(dialogue, clips, stats)
+    except TimelineError:
+        return None
+    return [(i.t_ms - i.s_ms) / 1000 for i in timeline.intended if i.type == "SHIFT"]
+
+
+def config_audit(dialogues: Sequence[Dialogue], targets: AuditTargets = AuditTargets()) -> dict[str, Any]:
+    """The measures and verdicts of one config's dialogues (all of one language and domain)."""
+    if not dialogues:
+        raise ValueError("no dialogues to audit")
+    lang, domain = dialogues[0].language, dialogues[0].domain
+    lines = [text for d in dialogues for _, text in d.lines()]
+    counts = sentence_counts(dialogues)
+    top = counts.most_common(1)[0] if counts else ("", 0)
+    doubled: list[str] = []
+    bcs = bcs_in_q = pauses = pauses_done = mixed = switches = 0
+    examples: dict[str, list[str]] = {"doubled": [], "bc_in_question": [], "pause_after_sentence": [],
+                                      "register": []}
+    shifts: list[float] = []
+    unplaced = 0
+    for d in dialogues:
+        host = None
+        for u in d.utterances:
+            for w in doubled_words(u.text, lang):
+                doubled.append(f"{u.utt_id}: {w!r}")
+            if u.kind == "bc" and u.speaker == "user" and host is not None:
+                bcs += 1
+                if bc_in_question(host.text, lang, before_chars=u.bc_before_chars):
+                    bcs_in_q += 1
+                    examples["bc_in_question"].append(f"{u.utt_id} {u.text!r} in {host.text!r}")
+            if u.kind == "turn":
+                if u.relation == "pause" and host is not None:
+                    pauses += 1
+                    if complete_sentence(host.text, lang):
+                        pauses_done += 1
+                        examples["pause_after_sentence"].append(f"{u.utt_id}: {host.text!r} | {u.text!r}")
+                if lang == "ja" and turn_register(u.text) == "mixed":
+                    mixed += 1
+                host = u
+        if lang == "ja":
+            regs = [p for p in dialogue_problems(d.dialogue_id, lang, d.utterances) if " speaks " in p.rule]
+            switches += len(regs)
+            examples["register"] += [str(p) for p in regs]
+        got = shift_durations(d)
+        if got is None:
+            unplaced += 1
+        else:
+            shifts += got
+    examples["doubled"] = doubled
+    shift_mean = round(sum(shifts) / len(shifts), 3) if shifts else 0.0
+    paper = PAPER_SHIFT_MEAN_S.get((lang, domain), 0.0)
+    judged = len(shifts) >= targets.min_shifts
+    measures = {
+        "distinct_turns": _share(len(set(lines)), len(lines)),
+        "top_sentence_share": _share(top[1], len(dialogues)),
+        "top_sentence": top[0],
+        "doubled_words": len(doubled),
+        "user_bcs": bcs,
+        "bc_in_question": _share(bcs_in_q, bcs),
+        "pauses": pauses,
+        "pause_after_sentence": _share(pauses_done, pauses),
+        "mixed_register_turns": mixed if lang == "ja" else None,
+        "register_switches": switches if lang == "ja" else None,
+        "shift_mean_s": shift_mean,
+        "shift_paper_s": paper,
+        "shifts": len(shifts),
+        "unplaced_dialogues": unplaced,
+    }
+    checks = {
+        "distinct turn texts": (measures["distinct_turns"] >= targets.min_distinct_turns,
+                                f"{measures['distinct_turns']:.3f} (>= {targets.min_distinct_turns})"),
+        "top repeated sentence": (measures["top_sentence_share"] <= targets.max_sentence_share
+                                  or len(dialogues) * targets.max_sentence_share < 1,
+                                  f"{100 * measures['top_sentence_share']:.1f} % of dialogues "
+                                  f"(<= {100 * targets.max_sentence_share:.0f} %)"),
+        "doubled words": (not doubled, f"{len(doubled)} (0)"),
+        "BCs inside questions": (measures["bc_in_question"] <= targets.max_bc_in_question,
+                                 f"{100 * measures['bc_in_question']:.1f} % of {bcs} user BCs "
+                                 f"(<= {100 * targets.max_bc_in_question:.0f} %)"),
+        "PAUSEs after a complete sentence": (
+            measures["pause_after_sentence"] <= targets.max_pause_after_sentence,
+            f"{100 * measures['pause_after_sentence']:.1f} % of {pauses} "
+            f"(<= {100 * targets.max_pause_after_sentence:.0f} %)"),
+        "SHIFT mean vs the paper": (abs(shift_mean - paper) <= targets.max_shift_mean_diff_s or not judged,
+                                    f"{shift_mean:.3f} s over {len(shifts)} SHIFTs vs {paper:.2f} s "
+                                    f"(within {targets.max_shift_mean_diff_s} s; estimated clip lengths"
+                                    f"{f', {unplaced} dialogues not placed' if unplaced else ''}"
+                                    f"{'' if judged else f'; not judged under {targets.min_shifts} SHIFTs'})"),
+    }
+    if lang == "ja":
+        checks["mixed-register turns"] = (mixed == 0, f"{mixed} (0)")
+        if domain == "chat":  # one register per speaker per dialogue is a chat rule (task users may vary)
+            checks["register switches by a speaker"] = (switches == 0, f"{switches} (0)")
+    return {"config": config_name(lang, domain), "measures": measures,
+            "checks": {k: {"ok": ok, "value": v} for k, (ok, v) in checks.items()},
+            "ok": all(ok for ok, _ in checks.values()),
+            "examples": {k: v[:5] for k, v in examples.items()}}
+
+
+def text_audit(dialogues: Sequence[Dialogue], targets: AuditTargets = AuditTargets()) -> dict[str, dict[str, Any]]:
+    """config -> `config_audit`, for dialogues of any configs."""
+    by: dict[str, list[Dialogue]] = {}
+    for d in dialogues:
+        by.setdefault(config_name(d.language, d.domain), []).append(d)
+    return {c: config_audit(ds, targets) for c, ds in by.items()}
+
+
+def format_audit_block(block: dict[str, Any]) -> list[str]:
+    lines = [f"  text checks ({block['config']}):"]
+    for name, c in block["checks"].items():
+        lines.append(f"    [{'PASS' if c['ok'] else 'FAIL'}] {name}: {c['value']}")
+    for name, ex in block["examples"].items():
+        if ex and not block["checks"].get({"doubled": "doubled words", "bc_in_question": "BCs inside questions",
+                                           "pause_after_sentence": "PAUSEs after a complete sentence",
+                                           "register": "mixed-register turns"}[name], {"ok": True})["ok"]:
+            lines += [f"      e.g. {e}" for e in ex[:3]]
+    return lines

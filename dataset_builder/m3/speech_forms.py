@@ -1,0 +1,234 @@
+"""What a line of M3 dialogue text says about how it is spoken: whether it doubles a word, which register (Japanese
+polite です/ます or casual) its sentences end in, whether it ends a complete sentence, where its questions are.
+
+The generator (`dialogues.py`) places PAUSEs and backchannels with these, and refuses a dialogue that breaks them
+(`check_dialogue`); `chat_audit.py` measures them over a build for `build m3 --diagnostics`. Heuristics on the
+written text, no parser: each rule is small and has known-answer tests (`tests/test_m3_speech_forms.py`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from dataset_builder.schema import SchemaError
+
+# --- doubled words ---------------------------------------------------------------------------------------------
+
+# English determiners and possessives: two of them around at most one modifier ("the next the ferry") is a slot
+# fill gone wrong, never speech.
+_DETERMINERS = r"(?:the|a|an|my|our|your|his|her|their|its|this|these|those)"
+_MODIFIERS = r"(?:next|last|first|other|same|whole|old|new|little|big|local|usual|only)"
+_ARTICLES = r"(?:the|a|an|my|our|your|his|her|their|its)"  # never followed by another ("is this a" is fine)
+_EN_DOUBLE_DET = re.compile(rf"\b{_ARTICLES}\s+(?:{_MODIFIERS}\s+)?{_DETERMINERS}\b", re.IGNORECASE)
+_EN_DOUBLE = re.compile(r"\b([A-Za-z']+)\s+(\1)\b", re.IGNORECASE)  # only a space between ("Wait, wait" is meant)
+# Words people do say twice on purpose ("very very", "bye bye", "no no"); everything else doubled is a slip.
+# "go to to see", "that that", "had had" are grammatical; one-letter initials repeat in names ("J. R. R.").
+_EN_DOUBLE_OK = {"very", "no", "bye", "so", "really", "yeah", "ha", "that", "had", "to"}
+# Japanese: a particle doubled across a slot boundary ("をを"), or a piece said twice in a row ("のときのとき" from a
+# slot value and its template both saying "のとき", "横浜横浜"). Sound-symbolic words repeat on purpose (バタバタ,
+# ぎゅうぎゅう, はいはい, 行く行く), so only a repeat of two kanji or more, or of a particle and two kana or more,
+# counts; "家でできる" and "あはは" (one particle, then the same kana) are not doubles.
+_JA_DOUBLE_PARTICLE = re.compile(r"(?:をを|がが|へへ)")
+_JA_REPEAT = re.compile(r"([\u4e00-\u9fff]{2,}|[のがをにでとへも][\u3040-\u309f]{2,})\1")
+_JA_REPEAT_OK = {"大丈夫", "五分", "時々", "少し", "一つ", "一人"}  # said twice on purpose ("大丈夫大丈夫")
+
+
+def doubled_words(text: str, language: str) -> list[str]:
+    """The doubled words or determiners in `text` (empty when none): "the the", "the next the ferry", "をを"."""
+    if language == "en":
+        found = {m.start(): m.group(0) for m in _EN_DOUBLE_DET.finditer(text)}
+        for m in _EN_DOUBLE.finditer(text):  # one slip found by both rules counts once
+            if m.group(1).lower() not in _EN_DOUBLE_OK and len(m.group(1)) > 1:
+                found.setdefault(m.start(), m.group(0))
+        return [found[k] for k in sorted(found)]
+    return [m.group(0) for m in _JA_DOUBLE_PARTICLE.finditer(text)] + [
+        m.group(0) for m in _JA_REPEAT.finditer(text) if m.group(1) not in _JA_REPEAT_OK]
+
+
+# --- Japanese register -----------------------------------------------------------------------------------------
+
+POLITE, CASUAL = "polite", "casual"
+_JA_CLAUSE = re.compile(r"[^。！？!?、]+[。！？!?、]?")
+# A clause's predicate is read after taking off a trailing connective ("...んですけど、" -> "...んです").
+_CONNECTIVE = re.compile(r"(?:けれども|けれど|けど|ので|から|のに|が|し)$")
+_POLITE_END = re.compile(r"(?:です|ます|ました|でした|ません|ましょう|でしょう|ください|ございます|ませ)"
+                         r"(?:か|ね|よ|よね|な|わ)?$")
+_POLITE_MARK = re.compile(r"(?:です|ます|ました|でした|ません|ましょう|でしょう|ください|ございます)")
+# Casual anywhere: the copula だ and its forms, じゃん, and a plain predicate with a sentence particle ("いいね、").
+# "かな" is left out: polite speakers muse with it too ("真似してみようかな").
+_CASUAL_STRONG = re.compile(
+    r"(?:(?:ん|の)?だ(?:よ|ね|よね|な|もん)?|だった(?:よ|ね|な|の)?|じゃん|でしょ|だろ|っけ|"
+    r"(?:[るたいうくすつぬむぶぐ]|ない|てる|てた|ちゃう|ちゃった)(?:よ|ね|よね|な|さ|もん)|なんだ|もん)$")
+_COPULA = re.compile(r"(?:ん|の|な)?だ$")
+# Casual only at a sentence's end: a bare plain verb or adjective, or one with の ("忙しかった。", "どうしてる？",
+# "行くの？"); inside a line the same form is a subordinate clause or a noun ("決めるのに、", "勉強するの、いいですね"),
+# which polite speech uses too.
+_CASUAL_FINAL = re.compile(r"(?:[るたいう]|ない|てる|てた|ちゃう|ちゃった)の?$|なの$")
+
+
+def clause_register(clause: str) -> str:
+    """POLITE, CASUAL or "" (cannot tell: a noun phrase, a te-form, a lead-in) for one clause, by its end."""
+    raw = clause.strip()
+    final = raw.endswith(("。", "！", "？", "!", "?")) or not raw.endswith("、")
+    text = raw.rstrip("。！？!?、…ー〜 ")
+    joined = bool(_CONNECTIVE.search(text)) and len(text) > 3
+    if joined:  # "...んですけど、" reads as its predicate, "...決めるので、" as nothing (subordinate)
+        text = _CONNECTIVE.sub("", text)
+    if len(text) < 2:
+        return ""
+    if _POLITE_END.search(text) or _POLITE_MARK.search(text[-6:]):  # also "ですよねえ", "ますもんね"
+        return POLITE
+    # Before a connective only だけど shows casual speech ("...んだけど、"); "乗るのが", "だったので" are neutral.
+    if joined:
+        return CASUAL if _COPULA.search(text) and re.search(r"(?:けれど|けど|が)$", raw.rstrip("、 ")) else ""
+    if _CASUAL_STRONG.search(text):
+        return CASUAL
+    if final and not joined and len(text) >= 3 and _CASUAL_FINAL.search(text):
+        return CASUAL
+    return ""
+
+
+def registers(text: str) -> list[str]:
+    """The register of each clause of a Japanese line that shows one, in order."""
+    return [r for c in _JA_CLAUSE.findall(text) if (r := clause_register(c))]
+
+
+def turn_register(text: str) -> str:
+    """POLITE or CASUAL when every clause that shows a register shows that one; "mixed" when both appear; ""
+    when none does."""
+    found = set(registers(text))
+    return "mixed" if len(found) > 1 else (found.pop() if found else "")
+
+
+# Backchannels belong to a register too: うん and そっか are casual, はい and そうですね polite.
+JA_BC_REGISTER = {"うん": CASUAL, "うんうん": CASUAL, "そっか": CASUAL, "そうなんだ": CASUAL, "なるほどね": CASUAL,
+                  "わかる": CASUAL, "そうそう": CASUAL, "ほんとに": CASUAL,
+                  "はい": POLITE, "はいはい": POLITE, "ええ": POLITE, "ええ、ええ": POLITE, "そうですね": POLITE,
+                  "そうなんですね": POLITE}
+
+
+def bc_register(text: str) -> str:
+    return JA_BC_REGISTER.get(text.strip().rstrip("。、"), "")
+
+
+# --- complete sentences and questions ----------------------------------------------------------------------------
+
+_EN_UNFINISHED_END = re.compile(
+    r"(?:,|;|:|\u2014|-|\.\.\.|…|\b(?:and|but|or|so|because|like|um|uh|er|then|which|that|with|the|a|to|of|if|"
+    r"when|while|until|since|although|though|plus)\s*)$", re.IGNORECASE)
+
+
+def complete_sentence(text: str, language: str) -> bool:
+    """Whether `text` (the first half of a held pause) ends a complete sentence, so that the listener could take
+    the turn there: English by its final . ! ? ; Japanese by 。！？ or by a sentence-final form (です, ます, んだ,
+    よね, ...) before a trailing comma ("引っ越すんだ、" is finished; "準備でばたばたしてて、" is not)."""
+    t = text.strip()
+    if not t:
+        return False
+    if language == "en":
+        return t[-1] in ".!?" and not t.endswith("...")
+    if t[-1] in "。！？!?":
+        return True
+    if t.endswith(("…", "ー")):
+        return False
+    last = _JA_CLAUSE.findall(t)[-1] if _JA_CLAUSE.findall(t) else t
+    body = last.strip().rstrip("、 ")
+    if _CONNECTIVE.search(body) or body.endswith(("て", "で", "と", "ば", "たり", "ながら", "けど", "し")):
+        return False  # an unfinished clause: "...んですけど、", "...してて、"
+    return bool(clause_register(last))
+
+
+def unfinished(text: str, language: str) -> bool:
+    """Whether a held pause after `text` leaves the speaker audibly unfinished: a clause that goes on, a filler or
+    a list ("and, um", "...で、", "...けど、"). A lead-in ending in a comma counts ("Anyway, ...")."""
+    if complete_sentence(text, language):
+        return False
+    t = text.strip()
+    if language == "en":
+        return bool(_EN_UNFINISHED_END.search(t)) or t[-1].isalnum()
+    return True
+
+
+def question_spans(text: str, language: str) -> list[tuple[int, int]]:
+    """[start, end) character spans of the question sentences of `text` (ending in ? or ？, or Japanese か。)."""
+    out = []
+    pat = r"[^.!?]+[.!?]*" if language == "en" else r"[^。！？!?]+[。！？!?]*"
+    for m in re.finditer(pat, text):
+        s = m.group(0).rstrip()
+        lead = len(s) - len(s.lstrip())
+        if s.endswith(("?", "？")) or (language == "ja" and s.endswith("か。")):
+            out.append((m.start() + lead, m.start() + len(s)))
+    return out
+
+
+def bc_window(text: str, lo: float = 0.15, hi: float = 0.85) -> tuple[int, int]:
+    """The characters of a host TURN a listener's backchannel may fall in (the placement samples its start
+    between `lo` and `hi` of the host's length, `timing_stats_default.json` bc_offset_frac)."""
+    n = len(text)
+    return int(n * lo), int(n * hi) + 1
+
+
+def bc_in_question(host_text: str, language: str, lo: float = 0.15, hi: float = 0.85, before_chars: int = 0) -> bool:
+    """Whether a backchannel placed in `host_text` may fall inside one of its questions (`before_chars`: it is
+    placed to end within the host's first this many characters)."""
+    a, b = bc_window(host_text, lo, hi)
+    if before_chars:
+        a, b = min(a, before_chars), before_chars
+    return any(s < b and e > a for s, e in question_spans(host_text, language))
+
+
+# --- a dialogue's rules, at build time ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class FormProblem:
+    dialogue_id: str
+    utt_id: str
+    rule: str
+    text: str
+
+    def __str__(self) -> str:
+        return f"{self.dialogue_id} {self.utt_id}: {self.rule}: {self.text!r}"
+
+
+class _Utt:  # the fields of dialogues.DialogueUtterance these rules read (dialogues imports this module)
+    utt_id: str
+    speaker: str
+    kind: str
+    text: str
+    relation: str
+
+
+def dialogue_problems(dialogue_id: str, language: str, utterances: Sequence[_Utt], *,
+                      register_rules: bool = True) -> list[FormProblem]:
+    """Every doubled word, and (Japanese, `register_rules`) every turn mixing registers or a speaker leaving theirs."""
+    out: list[FormProblem] = []
+    for u in utterances:
+        for d in doubled_words(u.text, language):
+            out.append(FormProblem(dialogue_id, u.utt_id, f"doubled word {d!r}", u.text))
+    if language != "ja" or not register_rules:
+        return out
+    held: dict[str, tuple[str, str]] = {}  # speaker -> (register, the utt_id that set it)
+    for u in utterances:
+        reg = bc_register(u.text) if u.kind == "bc" else turn_register(u.text)
+        if reg == "mixed":
+            out.append(FormProblem(dialogue_id, u.utt_id, "turn mixes polite and casual sentence endings", u.text))
+            continue
+        if not reg:
+            continue
+        if u.speaker in held and held[u.speaker][0] != reg:
+            out.append(FormProblem(dialogue_id, u.utt_id, f"{u.speaker} speaks {reg} after {held[u.speaker][0]} "
+                                   f"({held[u.speaker][1]})", u.text))
+        held.setdefault(u.speaker, (reg, u.utt_id))
+    return out
+
+
+def check_dialogue(dialogue_id: str, language: str, utterances: Sequence[_Utt], *, register_rules: bool = True) -> None:
+    """Raise SchemaError naming the dialogue and turn of the first broken rule (`dialogue_problems`)."""
+    problems = dialogue_problems(dialogue_id, language, utterances, register_rules=register_rules)
+    if problems:
+        p = problems[0]
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise SchemaError(f"{p.rule}: {p.text!r}{more}", source=f"dialogue {p.dialogue_id}", field=p.utt_id)
+

@@ -1,0 +1,170 @@
+"""The M3 text rules (dataset_builder/m3/speech_forms.py) on known answers: doubled words, Japanese register by
+sentence-final forms, complete vs unfinished sentences before a held pause, questions where a backchannel would
+fall; the build-time check naming the dialogue and turn; and slot fills that never double an article."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from dataset_builder.m3.dialogues import Dialogue, DialogueUtterance, _bc_room, _fill
+from dataset_builder.m3.language import LANGUAGES
+from dataset_builder.m3.speech_forms import (
+    CASUAL,
+    POLITE,
+    bc_in_question,
+    check_dialogue,
+    clause_register,
+    complete_sentence,
+    dialogue_problems,
+    doubled_words,
+    question_spans,
+    turn_register,
+    unfinished,
+)
+from dataset_builder.m3.stats import default_stats
+from dataset_builder.m3.timeline import place
+from dataset_builder.schema import SchemaError
+
+
+@pytest.mark.parametrize("text, lang, found", [
+    ("Right, I need to catch the next the ferry.", "en", ["the next the"]),
+    ("Yes, the the neighbor's cat struck again.", "en", ["the the"]),
+    ("Is it a good idea to buy an the guitar online?", "en", ["an the"]),
+    ("I dug out my my old guitar.", "en", ["my my"]),
+    ("Is this a long-term place for you?", "en", []),  # a demonstrative before an article is fine
+    ("Which country would I have to go to to see Big Ben?", "en", []),  # grammatical
+    ("Wait, wait, who is it by?", "en", []),  # a comma between: meant
+    ("J. R. R. Tolkien wrote it.", "en", []),
+    ("I was so so tired.", "en", []),  # "so so" is said on purpose
+    ("We went to to the park.", "en", []),
+    ("I saw it it was great.", "en", ["it it"]),
+    ("学生のときのときも一か月くらいネットなしだったよ。", "ja", ["のときのとき"]),
+    ("横浜横浜に行った。", "ja", ["横浜横浜"]),
+    ("本をを読んだ。", "ja", ["をを"]),
+    ("家でできる運動を探してるんです。", "ja", []),  # で + できる
+    ("あはは、やるね。", "ja", []),
+    ("最後はバタバタしてしまいました。", "ja", []),  # a sound-symbolic word
+    ("行く行く、空いてる日送るね。", "ja", []),
+    ("大丈夫大丈夫、ただの爪切りなんだ。", "ja", []),
+])
+def test_doubled_words(text: str, lang: str, found: list[str]) -> None:
+    assert doubled_words(text, lang) == found
+
+
+@pytest.mark.parametrize("clause, register", [
+    ("関係ない話で申し訳ないんですけど、", POLITE),
+    ("普段ご飯ってどうしてる？", CASUAL),
+    ("今度の連休に引っ越すんだ。", CASUAL),
+    ("楽しかったです。", POLITE),
+    ("何泊されたんですか？", POLITE),
+    ("大したものじゃないんだけど、", CASUAL),
+    ("いいね、", CASUAL),
+    ("決めるのに、", ""),  # a subordinate clause: polite speech uses plain forms there too
+    ("勉強するの、", ""),
+    ("久しぶりだったので、", ""),
+    ("真似してみようかな。", ""),  # musing: both registers
+    ("お休みの間、", ""),
+    ("はい、", ""),
+])
+def test_clause_register(clause: str, register: str) -> None:
+    assert clause_register(clause) == register
+
+
+@pytest.mark.parametrize("text, register", [
+    ("関係ない話で申し訳ないんですけど、ねえ、普段ご飯ってどうしてる？", "mixed"),  # the issue's seam
+    ("すみません、ちょっといいですか、一人で来てるお客さんも多くて、気軽に入れる雰囲気だった。", "mixed"),
+    ("しそなんですけど、思ったより元気に育ってくれてます。何を植えるか決めるのに、本やネットで調べました。", POLITE),
+    ("あ、それで思い出したんだけど、週末に博物館行ってきたんだよ。", CASUAL),
+    ("会社の休憩室で勉強するの、いいですね。", POLITE),
+    ("三泊四日で、", ""),
+])
+def test_turn_register(text: str, register: str) -> None:
+    assert turn_register(text) == register
+
+
+@pytest.mark.parametrize("text, lang, complete", [
+    ("I love it.", "en", True),
+    ("Did you see it?", "en", True),
+    ("I love it,", "en", False),
+    ("and then, um...", "en", False),
+    ("今度の連休に引っ越すんだ。", "ja", True),
+    ("今度の連休に引っ越すんだ、", "ja", True),  # a sentence-final form before a comma still ends it
+    ("引っ越しの準備でばたばたしてて、", "ja", False),
+    ("申し訳ないんですけど、", "ja", False),
+    ("そういえば、", "ja", False),
+    ("あ、1930年なんですか、", "ja", True),
+])
+def test_complete_sentence_and_unfinished(text: str, lang: str, complete: bool) -> None:
+    assert complete_sentence(text, lang) is complete
+    assert unfinished(text, lang) is (not complete)
+
+
+def test_questions_and_where_a_backchannel_falls() -> None:
+    en = LANGUAGES["en"]
+    host = "That's the best way, people appreciate the effort. Did you try to learn any of the language before?"
+    assert question_spans(host, "en") == [(51, len(host))]
+    assert bc_in_question(host, "en")  # 15-85 % of the host reaches into the question
+    assert not bc_in_question(host, "en", before_chars=51)  # ending before it: a telling
+    assert _bc_room(en, host) == 51  # a backchannel may go in the first 51 characters
+    assert _bc_room(en, "Are you a night reader or a morning reader, or neither really?") is None
+    assert _bc_room(en, "That's lucky, usually it's the other way round, honestly.") == 0
+    assert _bc_room(en, "Ha, how big is it?") is None
+    assert question_spans("旅行はどうでしたか。楽しかったです。", "ja") == [(0, 10)]
+
+
+def _utts(did: str, rows: list[tuple[str, str, str, str]]) -> list[DialogueUtterance]:
+    return [DialogueUtterance(f"{did}-u{i:02d}", sp, kind, text, rel) for i, (sp, kind, text, rel) in enumerate(rows)]
+
+
+def test_dialogue_problems_and_the_build_time_check() -> None:
+    utts = _utts("ja-chat-d007", [
+        ("user", "turn", "週末は何をされてたんですか？", "first"),
+        ("system", "turn", "家でゆっくりしてました、そちらはどうでしたか？", "shift"),
+        ("user", "bc", "うん", "bc"),  # a casual backchannel from a polite speaker
+        ("user", "turn", "関係ない話で申し訳ないんですけど、ねえ、普段ご飯ってどうしてる？", "shift"),
+    ])
+    problems = dialogue_problems("ja-chat-d007", "ja", utts)
+    assert [(p.utt_id, p.rule) for p in problems] == [
+        ("ja-chat-d007-u02", "user speaks casual after polite (ja-chat-d007-u00)"),
+        ("ja-chat-d007-u03", "turn mixes polite and casual sentence endings")]
+    assert dialogue_problems("ja-chat-d007", "ja", utts, register_rules=False) == []
+    with pytest.raises(SchemaError) as err:
+        check_dialogue("ja-chat-d007", "ja", utts)
+    assert "ja-chat-d007" in str(err.value) and "u02" in str(err.value) and "(and 1 more)" in str(err.value)
+    en = _utts("en-chat-d069", [("user", "turn", "Right, I need to catch the next the ferry.", "first")])
+    with pytest.raises(SchemaError, match=r"dialogue en-chat-d069.*u00.*doubled word 'the next the'"):
+        check_dialogue("en-chat-d069", "en", en)
+
+
+@pytest.mark.parametrize("template, values, said", [
+    ("Right, I need to catch the next {t}.", {"t": "the ferry"}, "Right, I need to catch the next ferry."),
+    ("Is it a good idea to buy an {i} online?", {"i": "the guitar"}, "Is it a good idea to buy a guitar online?"),
+    ("So I caved and bought a new {d}.", {"d": "the printer"}, "So I caved and bought a new printer."),
+    ("Really well, except for the {p}.", {"p": "a very determined squirrel"},
+     "Really well, except for the very determined squirrel."),
+    ("It's quicker than {t}.", {"t": "the bus"}, "It's quicker than the bus."),  # no article before: kept
+    ("That was {value}.", {"value": "the Wright brothers"}, "That was the Wright brothers."),
+    ("A {x} at last.", {"x": "the apple"}, "An apple at last."),
+])
+def test_slot_fills_never_double_an_article(template: str, values: dict[str, str], said: str) -> None:
+    assert _fill(template, values) == said
+
+
+def test_a_backchannel_before_a_question_is_placed_in_the_telling() -> None:
+    host = "That's the best way, people appreciate the effort. Did you try to learn any of the language before?"
+    did = "en-chat-d000"
+    utts = [DialogueUtterance(f"{did}-u00", "user", "turn", "I learned a few phrases before the trip.", "first"),
+            DialogueUtterance(f"{did}-u01", "system", "turn", host, "shift"),
+            DialogueUtterance(f"{did}-u02", "user", "bc", "mm-hm", "bc", bc_before_chars=51),
+            DialogueUtterance(f"{did}-u03", "user", "turn", "Barely, I mostly pointed and smiled.", "shift")]
+    d = Dialogue(did, "en", "chat", 0, 0, ("trip",), tuple(utts))
+    d.validate()
+    clips = {"en-chat-d000-u00": 2000, "en-chat-d000-u01": 6000, "en-chat-d000-u02": 400, "en-chat-d000-u03": 1800}
+    for seed in range(20):
+        tl = place(d, clips, default_stats("en", "chat"), random.Random(seed))
+        by = tl.by_id()
+        host_at, bc = by["en-chat-d000-u01"], by["en-chat-d000-u02"]
+        # 51 of the host's 99 characters take 51/99 of its 6 s: the backchannel ends by then.
+        assert bc.end_ms <= host_at.start_ms + round(6000 * 51 / len(host)), seed
