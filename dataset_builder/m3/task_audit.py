@@ -118,17 +118,19 @@ def format_task_audit(block: dict[str, Any], targets: TaskTargets | None = None)
         return "PASS" if v else "FAIL" if v is False else f"not judged (< {targets.full_dialogues} dialogues)"
 
     top = ", ".join(f"{g} {n}" for g, n in qa["most_used_golds"])
+    # The same "[PASS] what: value (target)" lines as the chat checks print above them.
     return [
         f"  task QA: {qa['qa_pairs']} QA pairs in {qa['dialogues']} dialogues",
-        f"    distinct gold answers {qa['distinct_golds']} (>= {targets.min_distinct_golds}): {mark('distinct_golds')}",
-        f"    distinct question/answer facts {qa['distinct_facts']} (>= {targets.min_distinct_facts}): "
-        f"{mark('distinct_facts')}",
-        f"    most dialogues per gold answer {qa['max_dialogues_per_gold']} (<= {targets.max_dialogues_per_gold}; "
-        f"top: {top}): {mark('max_dialogues_per_gold')}",
-        f"    follow-ups that need the history {100 * qa['follow_up_share']:.1f} % "
-        f"(>= {100 * targets.min_follow_up_share:.0f} %): {mark('follow_up_share')}",
-        f"    follow-ups about the previous answer {100 * qa['answer_follow_share']:.1f} % "
-        f"(>= {100 * targets.min_answer_follow_share:.0f} %): {mark('answer_follow_share')}",
-        f"    SHIFT mean {shift['mean_s']:.3f} s vs the paper's {shift['paper_s']:.2f} s (within "
-        f"{targets.shift_tolerance_s} s; {shift['source']}): {mark('shift_mean')}",
+        f"    [{mark('distinct_golds')}] distinct gold answers: {qa['distinct_golds']} "
+        f"(>= {targets.min_distinct_golds})",
+        f"    [{mark('distinct_facts')}] distinct question/answer facts: {qa['distinct_facts']} "
+        f"(>= {targets.min_distinct_facts})",
+        f"    [{mark('max_dialogues_per_gold')}] most dialogues per gold answer: {qa['max_dialogues_per_gold']} "
+        f"(<= {targets.max_dialogues_per_gold}; top: {top})",
+        f"    [{mark('follow_up_share')}] follow-ups that need the history: {100 * qa['follow_up_share']:.1f} % "
+        f"(>= {100 * targets.min_follow_up_share:.0f} %)",
+        f"    [{mark('answer_follow_share')}] follow-ups about the previous answer: "
+        f"{100 * qa['answer_follow_share']:.1f} % (>= {100 * targets.min_answer_follow_share:.0f} %)",
+        f"    [{mark('shift_mean')}] task SHIFT mean vs the paper: {shift['mean_s']:.3f} s vs {shift['paper_s']:.2f} s "
+        f"(within {targets.shift_tolerance_s} s; {shift['source']})",
     ]
