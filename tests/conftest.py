@@ -32,6 +32,7 @@ FAST_FILES: frozenset[str] = frozenset({
     "test_m3_aggregate.py", "test_m3_events.py", "test_m3_paper_rules.py", "test_mpe_aggregate.py",
     "test_phrasebank.py", "test_rule_boundaries.py", "test_schedule.py", "test_scheduler_exact.py", "test_schema.py",
     "test_spans_boundaries.py", "test_stats.py", "test_stats_known_values.py", "test_test_commands.py",
+    "test_vad_silero_rules.py",
 })
 
 
