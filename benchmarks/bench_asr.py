@@ -15,7 +15,8 @@ Two sets, both spoken by the project's piper TTS and heard the way the scorer he
     .venv/bin/python benchmarks/bench_asr.py --pairs 1200 --oracle-voices 3 --settings default --out asr.json
     .venv/bin/python benchmarks/bench_asr.py --rejudge asr.json   # the stored transcripts, judged again
 
-The JSON keeps every transcript, so `--rejudge` judges them again with the current answer rule
+The JSON keeps every transcript (written as they come, so a run cut short keeps them, and `--resume` carries on
+from them), so `--rejudge` judges them again with the current answer rule
 (metrics/answer_match.py) without the ASR: the ASR is deterministic (greedy, temperature 0, pinned threads), so
 this equals running the bench again.
 
@@ -31,6 +32,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -147,28 +149,47 @@ def make_asr(setting: str) -> FasterWhisperASR:
     raise SystemExit(f"--settings: unknown model {model!r} in {setting!r} (tiny or base)")
 
 
-def run_setting(setting: str, sets: dict[str, list[tuple[Item, np.ndarray]]]) -> dict[str, Any]:
+SAVE_EVERY = 25  # transcripts between two writes of --out, so a run cut short keeps what it heard
+
+
+def _key(h: dict[str, Any]) -> tuple[str, ...]:
+    return (h["question"], h["gold"], h["said"], h["voice"])
+
+
+def run_setting(setting: str, sets: dict[str, list[tuple[Item, np.ndarray]]], out: dict[str, Any],
+                save: Callable[[], None], done: dict[tuple[str, ...], str]) -> None:
+    """Transcribe and judge every set into `out` (a row of the report), calling `save` as it goes; transcripts in
+    `done` (a cut-short run of the same setting, --resume) are taken as heard."""
     asr, judge = make_asr(setting), HeuristicJudge()
-    asr.transcribe(sets["oracle"][0][1], SESSION_SR)  # load the model outside the timed part
+    first = next(a for items in sets.values() for _, a in items)
+    asr.transcribe(first, SESSION_SR)  # load the model outside the timed part
     asr._memo.clear()
-    out: dict[str, Any] = {"setting": setting if setting != "default" else f"default ({asr.name})",
-                           "runtime": {k: v for k, v in asr.runtime().items()
-                                       if k in ("compute_type", "cpu_threads", "beam_size")}}
+    out.update({"setting": setting if setting != "default" else f"default ({asr.name})",
+                "runtime": {k: v for k, v in asr.runtime().items() if k in ("compute_type", "cpu_threads",
+                                                                             "beam_size")},
+                "partial": True})
     busy = audio = 0.0
     bar = Progress(setting, sum(len(v) for v in sets.values()), enabled=True)
     for name, items in sets.items():
-        heard_all = []
+        heard_all: list[dict[str, Any]] = []
         for it, audio16 in items:
-            t0 = time.perf_counter()
-            text = asr.transcribe(audio16, SESSION_SR)
-            busy += time.perf_counter() - t0
-            audio += audio16.size / SESSION_SR
-            heard_all.append({"question": it.question, "gold": it.gold, "aliases": list(it.aliases),
-                              "said": it.said, "voice": it.voice, "heard": text})
+            h = {"question": it.question, "gold": it.gold, "aliases": list(it.aliases), "said": it.said,
+                 "voice": it.voice}
+            if _key(h) in done:
+                h["heard"] = done[_key(h)]
+            else:
+                t0 = time.perf_counter()
+                h["heard"] = asr.transcribe(audio16, SESSION_SR)
+                busy += time.perf_counter() - t0
+                audio += audio16.size / SESSION_SR
+            heard_all.append(h)
             bar.advance()
-        out[name] = judged(heard_all, judge)
-    out["rtf"] = round(busy / audio, 4)
-    return out
+            if len(heard_all) % SAVE_EVERY == 0 or len(heard_all) == len(items):
+                out[name] = judged(heard_all, judge)
+                out["rtf"] = round(busy / audio, 4) if audio else None
+                save()
+    out["partial"] = False
+    save()
 
 
 def judged(heard_all: list[dict[str, Any]], judge: HeuristicJudge) -> dict[str, Any]:
@@ -179,7 +200,7 @@ def judged(heard_all: list[dict[str, Any]], judge: HeuristicJudge) -> dict[str, 
 
 
 def print_table(report: dict[str, Any]) -> None:
-    rows = report["settings"]
+    rows = [r for r in report["settings"] if "oracle" in r and "hard" in r]
     print(f"\n{report['oracle_answers']} distinct oracle answers (MPE seed {report['seed']}, pairs "
           f"0..{report['pairs'] - 1}, voices {', '.join(report['oracle_voices'])}); {report['hard_clips']} "
           f"hard-number clips ({report['hard_clips'] // len(report['voices'])} sentences x {len(report['voices'])} "
@@ -188,7 +209,8 @@ def print_table(report: dict[str, Any]) -> None:
     print("|---|---|---|---|---|")
     for r in rows:
         o, h = r["oracle"], r["hard"]
-        print(f"| {r['setting']} | {o['wrong']}/{o['n']} | {1000 * o['wrong'] / max(1, o['n']):.1f} | "
+        cut = " (cut short)" if r.get("partial") else ""
+        print(f"| {r['setting']}{cut} | {o['wrong']}/{o['n']} | {1000 * o['wrong'] / max(1, o['n']):.1f} | "
               f"{h['n'] - h['wrong']}/{h['n']} | {r['rtf']:.3f} |")
     for r in rows:
         for e in r["oracle"]["examples"] + r["hard"]["examples"]:
@@ -201,7 +223,8 @@ def rejudge(path: Path) -> dict[str, Any]:
         report = json.loads(path.read_text(encoding="utf-8"))
         for r in report["settings"]:
             for name in ("oracle", "hard"):
-                r[name] = judged(r[name]["transcripts"], HeuristicJudge())
+                if name in r:
+                    r[name] = judged(r[name]["transcripts"], HeuristicJudge())
     except (OSError, ValueError, KeyError) as e:
         raise SystemExit(f"--rejudge {path}: not a bench_asr report with transcripts ({e!r})") from e
     return report
@@ -214,6 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--settings", default=DEFAULT_SETTINGS, help="comma-separated MODEL:COMPUTE:BEAM")
     p.add_argument("--hard-voices", type=int, default=4, help="voices saying each hard number (assistant first)")
     p.add_argument("--oracle-voices", type=int, default=1, help="voices saying the oracle answers in turn")
+    p.add_argument("--resume", action="store_true", help="keep the transcripts a cut-short --out run stored")
     p.add_argument("--rejudge", default=None, help="judge the transcripts of this --out report again, no ASR")
     p.add_argument("--cache-dir", default=str(default_cache_dir()))
     p.add_argument("--out", default=None, help="also write the numbers as JSON here")
@@ -229,20 +253,32 @@ def main(argv: list[str] | None = None) -> int:
     hard = [Item(q, g, tuple(al), f"The answer is {said}.", v) for q, g, al, said in HARD for v in voices]
     vad = SileroVAD(VADParams())
     bar = Progress("speak", len(oracle) + len(hard), enabled=True)
-    sets: dict[str, list[tuple[Item, np.ndarray]]] = {"oracle": [], "hard": []}
-    for name, items in (("oracle", oracle), ("hard", hard)):
+    sets: dict[str, list[tuple[Item, np.ndarray]]] = {"hard": [], "oracle": []}
+    for name, items in (("hard", hard), ("oracle", oracle)):
         for it in items:
             clip = mouth.speak(it.said) if it.voice == mouth.voice else tts.synthesize(it.said, it.voice)
             sets[name].append((it, heard(clip, vad)))
             bar.advance()
-    rows = []
+    rows: list[dict[str, Any]] = []
+    done: dict[str, dict[tuple[str, ...], str]] = {}
+    if a.resume and a.out and Path(a.out).is_file():
+        for r in json.loads(Path(a.out).read_text(encoding="utf-8"))["settings"]:
+            done[r["setting"]] = {_key(h): h["heard"] for name in ("hard", "oracle") if name in r
+                                  for h in r[name]["transcripts"]}
     report: dict[str, Any] = {"pairs": a.pairs, "seed": a.seed, "asr_pad_s": ASR_PAD_S, "voices": voices,
                               "oracle_voices": voices[: max(1, a.oracle_voices)], "oracle_answers": len(oracle),
                               "hard_clips": len(hard), "settings": rows}
+
+    def save() -> None:
+        if a.out:
+            tmp = Path(a.out + ".tmp")
+            tmp.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+            tmp.replace(a.out)
+
     for setting in a.settings.split(","):
-        rows.append(run_setting(setting, sets))
-        if a.out:  # after each setting: a run cut short keeps what it measured
-            Path(a.out).write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+        rows.append({})
+        run_setting(setting, sets, rows[-1], save, done.get(setting if setting != "default" else
+                                                            f"default ({make_asr(setting).name})", {}))
     print_table(report)
     return 0
 
