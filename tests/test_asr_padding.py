@@ -64,6 +64,16 @@ def test_asr_audio_cuts_then_pads_and_the_cut_off_part_is_a_fence() -> None:
     assert asr_audio(x, 10, [Span(0.5, 2.0)], (0.0, 4.0), pad_s=P).tolist() == list(range(2, 22))
 
 
+def test_the_cut_off_part_fences_the_pad_inside_a_wider_window() -> None:
+    """A span cut at lo or hi inside the window: its pad does not reach back into the part cut off (that speech was
+    not chosen), though the window would allow it."""
+    x = np.arange(40, dtype=np.float32)  # 10 Hz: sample k is time k/10 s
+    # [0.5, 2.0) cut at lo=1.0 -> [1.0, 2.0); left pad 0.75 stops at the cut part's end, 1.0; right pad to 2.25
+    assert asr_audio(x, 10, [Span(0.5, 2.0)], (0.0, 4.0), lo=1.0, pad_s=P).tolist() == list(range(10, 22))
+    # [2.0, 3.5) cut at hi=3.0 -> [2.0, 3.0); left pad to 1.75, right pad stops at the cut part's start, 3.0
+    assert asr_audio(x, 10, [Span(2.0, 3.5)], (0.0, 4.0), hi=3.0, pad_s=P).tolist() == list(range(17, 30))
+
+
 @pytest.fixture(scope="module")
 def asr():
     return get_asr(DEFAULT_ASR)

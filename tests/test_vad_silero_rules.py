@@ -98,6 +98,9 @@ def test_known_answers() -> None:
     p = np.array(OFF * 5 + ON * 3, np.float32)
     assert ours(p, p.size * CHUNK - 412, IFEVAL) == []
     assert ours(p, p.size * CHUNK, IFEVAL) == [(5 * 512 - 480, 8 * 512)]  # 1536 > 1440: kept, clipped to the end
+    # the edge: open speech of exactly 1440 samples at the end is not longer than the minimum; one more sample is
+    assert ours(p, 5 * 512 + 1440, IFEVAL) == []
+    assert ours(p, 5 * 512 + 1441, IFEVAL) == [(5 * 512 - 480, 5 * 512 + 1441)]
     # speech from the first chunk: the pad is clipped at 0
     p = np.array(ON * 10 + OFF * 10, np.float32)
     assert ours(p, p.size * CHUNK, IFEVAL) == [(0, 10 * 512 + 480)]
