@@ -469,7 +469,12 @@ def _classify(gold: Gold, m: Mention, given: list[Any]) -> str:
 def _whole(gold: Gold) -> int | None:
     """A number or digit gold as the whole number a speaker says: none with a fraction, a leading zero ("0409" is
     said "oh four oh nine") or a million or more (written 1e+06 here, and said in millions)."""
-    text = gold.values[0] if gold.kind == "digits" else f"{gold.values[0]:g}" if gold.kind == "number" else ""
+    if gold.kind == "digits":
+        text = gold.values[0]
+    elif gold.kind == "number":
+        text = f"{gold.values[0]:g}"
+    else:
+        return None  # a clock, weekday or label is read by its own kind's rules
     return int(text) if text.isdigit() and not text.startswith("0") else None
 
 

@@ -29,6 +29,9 @@ LOCKER = ("What was my locker number, as stated earlier in the conversation?", "
 TIMES = ("6 boxes hold 7 pens each. How many pens are there?", "42", ["42 pens", "forty-two"])
 CHAIRS = ("100 adults and 89 children each need one of the chairs. How many chairs are needed?", "189",
           ["189 chairs", "one hundred eighty-nine"])
+CLOCK = ("An exam starts at 9:40 and lasts 35 minutes. At what time does it finish?", "10:15",
+         ["10 15", "quarter past ten"])
+LABEL = ("Which gate does the flight leave from, as stated earlier in the conversation?", "B112", ["B 112"])
 SEATS = ("The hall had 1500 seats before the new balcony. How many seats does it have now?", "1529",
          ["1529 seats"])
 
@@ -98,6 +101,10 @@ def test_digit_groups(n: int, groups: list[tuple[int, ...]]) -> None:
     (CHAIRS, "100 and 89 make 190.", False, "number: states 190, not only '189'"),  # the question's numbers
     (CHAIRS, "100 89 chairs.", False, "number: no answer of this kind stated"),
     (SEATS, "1500 seats and 29 more.", False, "number: states 29, not only '1529'"),
+    # --- other kinds of gold are not composed ---
+    (CLOCK, "At 10 15.", True, "clock: states 10 15"),
+    (CLOCK, "At 1015.", True, "clock: states 1015"),
+    (LABEL, "Gate B 100 12.", False, "label: states b 100 12, not only 'B112'"),
 ])
 def test_digit_groups_in_transcripts(case: tuple[str, str, list[str]], response: str, correct: bool,
                                      reason: str) -> None:
