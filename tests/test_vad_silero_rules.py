@@ -14,6 +14,7 @@ import hashlib
 import json
 from collections.abc import Iterator
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -164,12 +165,12 @@ def test_merge_samples() -> None:
     assert merge_samples([], 60) == []
 
 
-def state_after_each_chunk(probs: list[float], params: VADParams) -> list[tuple[bool, bool, int | None, int, int]]:
+def state_after_each_chunk(probs: list[float], params: VADParams) -> list[tuple[Any, ...]]:
     t = span_tracker(params)
     rows = []
     for p in probs:
         t.step(p)
-        rows.append((t.speaking, t.speech_now, t.last_speech_end(), len(t.onsets), len(t.done)))
+        rows.append((t.speaking, t.speech_now, t.last_speech_end(), len(t.onsets), list(t.done)))
     return rows
 
 
@@ -183,15 +184,24 @@ def test_streaming_known_answers() -> None:
     for p in probs:
         t.step(p)
     assert t.onsets == [5 * 512 - 480]
-    assert rows[6] == (False, False, None, 0, 0)  # 2 chunks: not yet
-    assert rows[7] == (True, True, 8 * 512 + 480, 1, 0)
-    assert rows[14] == (True, True, 15 * 512 + 480, 1, 0)
-    assert rows[15] == (True, False, 15 * 512 + 480, 1, 0)  # the first low chunk: silence wait, span open
-    assert rows[18] == (True, False, 15 * 512 + 480, 1, 0)  # segment closed (4 low chunks), merge hang-over
+    assert rows[6] == (False, False, None, 0, [])  # 2 chunks: not yet
+    assert rows[7] == (True, True, 8 * 512 + 480, 1, [])
+    assert rows[14] == (True, True, 15 * 512 + 480, 1, [])
+    assert rows[15] == (True, False, 15 * 512 + 480, 1, [])  # the first low chunk: silence wait, span open
+    assert rows[18] == (True, False, 15 * 512 + 480, 1, [])  # segment closed (4 low chunks), merge hang-over
     # final once a segment starting now would begin at least 4800 + 960 samples after the segment's end (15*512)
     last_open = max(k for k, r in enumerate(rows) if r[0])
     assert (last_open + 1 + 1) * 512 - 15 * 512 >= 4800 + 960 > (last_open + 1) * 512 - 15 * 512
-    assert rows[-1] == (False, False, 15 * 512 + 480, 1, 1) and t.done == [(5 * 512 - 480, 15 * 512 + 480)]
+    assert rows[-1] == (False, False, 15 * 512 + 480, 1, [(5 * 512 - 480, 15 * 512 + 480)])
+    assert t.done == [(5 * 512 - 480, 15 * 512 + 480)]
+    # the end of the signal in the middle of speech: the span runs to the end, and nothing is speaking after it
+    t = span_tracker(IFEVAL)
+    for p in OFF * 5 + ON * 10:
+        t.step(p)
+    assert t.speaking and t.speech_now
+    t.finish(15 * 512)
+    assert (t.speaking, t.speech_now) == (False, False)
+    assert t.done == [(5 * 512 - 480, 15 * 512)]
 
 
 def test_streaming_onset_of_a_segment_joining_the_open_span_is_not_new() -> None:
@@ -229,14 +239,18 @@ def test_streaming_agrees_with_the_final_spans() -> None:
 
 
 def test_streaming_state_pinned() -> None:
-    """The streaming state after every chunk (speaking, speech now, last speech end, onsets, final spans) on 300
-    fixed runs, under the preset and with 100 ms padding and no merge, equals (by digest) what it was when
-    test_streaming_agrees_with_the_final_spans and the library comparisons held."""
-    pinned = {"ifeval": "321d99fc63a44f19a6cab118d8255502b9daba9b21f2aac028046d775d9e8ded",
-              "pad 100 ms": "92521757bc158f86c2dbf7e4478a89414680ad4c382f481e0f34baaf37d07fe4",
-              "no merge": "66d51dcef6f93877707841dbdac6f7f4b56ecebf910b912f5f7cd520189a463d"}
-    for name in pinned:
-        params = replace(IFEVAL, **SETTINGS[name][0])
+    """The streaming state after every chunk (speaking, speech now, last speech end, onsets, the final spans so far)
+    on 300 fixed runs, under the preset, with 100 ms padding, no merge, and no merge or minimum silence with 100 ms
+    padding (segments closer than both pads: each confirmation must close the span before), equals (by digest) what
+    it was when test_streaming_agrees_with_the_final_spans and the library comparisons held."""
+    changes = {"ifeval": {}, "pad 100 ms": {"speech_pad_ms": 100}, "no merge": {"merge_gap_ms": 0},
+               "close, no merge": {"merge_gap_ms": 0, "min_silence_ms": 0, "min_speech_ms": 20, "speech_pad_ms": 100}}
+    pinned = {"ifeval": "acc91f601ca80f63f5620f8d77878f10545e3941787096acc7376c710e2ff213",
+              "pad 100 ms": "c697001ec7e4dd0827106efbcccd7b4219407046d2d5dac35b4d7ff68163f66f",
+              "no merge": "b06cce980ea165d3405006307600d2154649b0d4d776be1e7576b8c3c206ef9c",
+              "close, no merge": "a9d2419ad25671d664d8f61452e7dd8991a055d9b5a8ccbba6d677d75c4c9cf1"}
+    for name, change in changes.items():
+        params = replace(IFEVAL, **change)
         h = hashlib.sha256()
         for probs, _ in probability_runs(20240611, 300):
             h.update(json.dumps(state_after_each_chunk([float(p) for p in probs], params)).encode())
