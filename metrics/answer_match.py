@@ -19,6 +19,17 @@ correction takes back when another answer follows ("12? no, 9"). The response is
 stated answer is the gold and none is anything else. A number must also be in the gold's unit when it names
 one: "300 seconds" is not 300 minutes. For structured kinds the aliases never widen what counts as the gold,
 so a weak alias in an old release ("three" for 3:00) cannot make "three thirty" pass.
+
+Whisper writes some spoken numbers as digit groups: "one hundred eighty-nine" as "100 89" or "10089", "one
+thousand five hundred twenty-nine" as "1500 29" or "150029" (benchmarks/bench_asr.py). For a number or a digit
+gold (a whole number, no leading zero), a run of numbers that writes the gold's own spoken terms in blocks
+(`digit_groups`: 1529 is said 1000 + 500 + 29, so "1000 529", "1500 29", "1000 500 29", optionally "and" between
+the groups) reads as the gold, and so does such a run joined into one number when every group after the first has
+two digits or more ("10089", "150029", not "1005", which is how whisper writes "one thousand five", a slip a
+model can make). Only the gold's groups are read this way: "100" alone, "100 88" or "10088" are still wrong for
+189, and a run whose groups are all numbers the question gives ("100 and 89 make ...") is not composed. A quantity
+read digit by digit ("4 2" for 42) is two numbers, since a speaker says an amount as a number; a code or room
+number read digit by digit is its digits, as before.
 """
 
 from __future__ import annotations
@@ -255,6 +266,66 @@ def _labels(toks: list[Tok], gold_letters: str) -> list[Mention]:
     return out
 
 
+# --- numbers whisper writes as digit groups ---------------------------------------------------------------------
+
+
+def spoken_terms(n: int) -> list[int]:
+    """The terms a speaker says for a whole number n >= 0, in order: 1529 -> [1000, 500, 29] ("one thousand five
+    hundred twenty-nine"); 189 -> [100, 89]; 2009 -> [2000, 9]."""
+    thousands, rest = divmod(n, 1000)
+    hundreds, units = divmod(rest, 100)
+    return [t for t in (thousands * 1000, hundreds * 100, units) if t]
+
+
+def digit_groups(n: int) -> list[tuple[int, ...]]:
+    """How whisper may write n said aloud other than as n: its spoken terms cut into two or more contiguous blocks,
+    each block written as its sum. 189 -> [(100, 89)]; 1529 -> [(1000, 529), (1500, 29), (1000, 500, 29)]."""
+    terms = spoken_terms(n)
+    out = []
+    for cuts in range(1, 2 ** max(len(terms) - 1, 0)):  # bit i set: a block ends after term i
+        blocks, acc = [], 0
+        for i, t in enumerate(terms):
+            acc += t
+            if i == len(terms) - 1 or cuts >> i & 1:
+                blocks.append(acc)
+                acc = 0
+        out.append(tuple(blocks))
+    return out
+
+
+def _groups_end(toks: list[Tok], i: int, groups: tuple[int, ...]) -> int | None:
+    """The end of `groups` written as numbers from toks[i] ("100 89", "1500 and 29"), or None."""
+    j = i
+    for k, g in enumerate(groups):
+        if k and _word(toks, j) == "and":
+            j += 1
+        if _int(toks, j) != g or toks[j].text != str(g):  # "100 089" is not a spoken group
+            return None
+        j += 1
+    return j
+
+
+def compose_groups(toks: list[Tok], gold: int, given: set[int]) -> tuple[list[Tok], list[str]]:
+    """`toks` with every writing of `gold` as digit groups (module docstring) replaced by one number token, and
+    what each of them was heard as."""
+    forms = [g for g in digit_groups(gold) if not all(x in given for x in g)]
+    joined = {"".join(map(str, g)) for g in forms if all(len(str(x)) > 1 for x in g[1:])}
+    out: list[Tok] = []
+    heard: list[str] = []
+    i = 0
+    while i < len(toks):
+        end = i + 1 if toks[i].kind == "num" and toks[i].text in joined else \
+            next((e for g in forms if (e := _groups_end(toks, i, g)) is not None), None)
+        if end is None:
+            out.append(toks[i])
+            i += 1
+            continue
+        heard.append(" ".join(t.text for t in toks[i:end]))
+        out.append(Tok("num", str(gold)))
+        i = end
+    return out, heard
+
+
 # --- the gold ---------------------------------------------------------------------------------------------------
 
 
@@ -395,6 +466,18 @@ def _classify(gold: Gold, m: Mention, given: list[Any]) -> str:
     return "aside" if any(gold.same(m.value, v) for v in given) else "wrong"
 
 
+def _whole(gold: Gold) -> int | None:
+    """A number or digit gold as the whole number a speaker says: none with a fraction, a leading zero ("0409" is
+    said "oh four oh nine") or a million or more (written 1e+06 here, and said in millions)."""
+    if gold.kind == "digits":
+        text = gold.values[0]
+    elif gold.kind == "number":
+        text = f"{gold.values[0]:g}"
+    else:
+        return None  # a clock, weekday or label is read by its own kind's rules
+    return int(text) if text.isdigit() and not text.startswith("0") else None
+
+
 def _said(toks: list[Tok], m: Mention) -> str:
     return " ".join(t.text for t in toks[m.start : m.end]) + (f" {m.unit}" if m.unit else "")
 
@@ -405,7 +488,12 @@ def match(question: str, gold_answer: str, aliases: list[str], response: str) ->
     if gold.kind == "text":
         return _match_text(gold_answer, aliases, response)
     toks = tokens(response)
-    given = [m.value for m in _mentions(gold, tokens(question))]
+    qtoks = tokens(question)
+    given = [m.value for m in _mentions(gold, qtoks)]
+    heard: list[str] = []
+    whole = _whole(gold)
+    if whole is not None:  # "100 89" for 189 (module docstring)
+        toks, heard = compose_groups(toks, whole, {n for i in range(len(qtoks)) if (n := _int(qtoks, i))})
     live = [(m, c) for m in _mentions(gold, toks) if not _negated(toks, m.start)
             for c in [_classify(gold, m, given)] if c != "aside"]
     for p in reversed(_corrections(toks)):  # "12? no, 9": what follows a correction replaces what came before
@@ -414,10 +502,11 @@ def match(question: str, gold_answer: str, aliases: list[str], response: str) ->
             break
     stated = [_said(toks, m) for m, c in live if c == "gold"]
     wrong = [_said(toks, m) for m, c in live if c == "wrong"]
+    note = f" (heard as {', '.join(repr(h) for h in heard)})" if heard else ""
     if stated and not wrong:
-        return True, f"{gold.kind}: states {', '.join(stated)}"
+        return True, f"{gold.kind}: states {', '.join(stated)}{note}"
     if wrong:
-        return False, f"{gold.kind}: states {', '.join(stated + wrong)}, not only {gold_answer!r}"
+        return False, f"{gold.kind}: states {', '.join(stated + wrong)}, not only {gold_answer!r}{note}"
     return False, f"{gold.kind}: no answer of this kind stated"
 
 

@@ -33,11 +33,12 @@ os.environ["DUPLEX_EVAL_CACHE"] = str(REPO / ".cache")
 # runs these and everything else. The mark is per file, so `-m fast` need not import the other files at all (their
 # imports alone -- torch, onnxruntime, faster-whisper -- take most of a minute).
 FAST_FILES: frozenset[str] = frozenset({
-    "test_answers.py", "test_cascade_policy.py", "test_failed_windows.py", "test_judge_http.py",
-    "test_judge_near_miss.py", "test_judge_rules.py", "test_layering.py", "test_m3_aggregate.py", "test_m3_events.py",
-    "test_m3_paper_rules.py", "test_mpe_aggregate.py", "test_phrasebank.py", "test_rule_boundaries.py",
-    "test_schedule.py", "test_scheduler_exact.py", "test_schema.py", "test_spans_boundaries.py", "test_stats.py",
-    "test_stats_known_values.py", "test_test_commands.py",
+    "test_answer_digit_groups.py", "test_answers.py", "test_cascade_policy.py", "test_failed_windows.py",
+    "test_judge_http.py", "test_judge_near_miss.py", "test_judge_rules.py", "test_layering.py",
+    "test_m3_aggregate.py", "test_m3_events.py", "test_m3_paper_rules.py", "test_mpe_aggregate.py",
+    "test_phrasebank.py", "test_rule_boundaries.py", "test_schedule.py", "test_scheduler_exact.py", "test_schema.py",
+    "test_spans_boundaries.py", "test_stats.py", "test_stats_known_values.py", "test_test_commands.py",
+    "test_vad_silero_rules.py",
 })
 
 

@@ -4,6 +4,7 @@
     .venv/bin/python tests/mutation_report.py             # the report of the last run
     .venv/bin/python tests/mutation_report.py --diffs     # + each survivor's diff (`mutmut show`)
     .venv/bin/python tests/mutation_report.py --run --group m3  # one benchmark's modules (mpe, ifeval, m3)
+    .venv/bin/python tests/mutation_report.py --run --module metrics/vad.py  # only these modules (repeatable)
 
 mutmut ([tool.mutmut] in pyproject.toml) mutates the modules named there and runs the fast known-answer tests
 listed there. SCOPE below narrows a module to the functions that are scoring rules where it holds more (the
@@ -39,6 +40,12 @@ EXPLAINED = ROOT / "tests" / "MUTATION.md"
 SCOPE = {
     # The heuristic judge only (its answer rule lives in metrics/answer_match.py, in scope as a whole).
     "metrics/judges.py": ["metrics.judges.xǁHeuristicJudgeǁ*", "metrics.judges.x__is_ack*"],
+    # What the ASR hears of the model: its VAD spans padded, clipped to the window and fenced (every benchmark).
+    "metrics/scoring.py": ["metrics.scoring.x_asr_spans__mutmut_*", "metrics.scoring.x_asr_audio__mutmut_*"],
+    # DSB-IFEval's VAD: silero-vad's own span rules (`rules="silero"`), not the ONNX front end (tested with real
+    # speech, too slow per mutant) nor the project rules of the other benchmarks.
+    "metrics/vad.py": ["metrics.vad.x_silero_pad__mutmut_*", "metrics.vad.x_merge_samples__mutmut_*",
+                       "metrics.vad.xǁ_SileroTrackerǁ*", "metrics.vad.x_span_tracker__mutmut_*"],
     # --- DSB-IFEval ---
     # The sweep's arithmetic, not its printing (sweep_text) or its run loading (load_runs, freshness checks).
     "metrics/ifeval/sweep.py": [f"metrics.ifeval.sweep.x_{f}__mutmut_*" for f in (
@@ -56,7 +63,13 @@ SCOPE = {
 BENCHMARKS = ("mpe", "ifeval", "m3")
 
 
+# Shared modules whose scope above is one benchmark's rules.
+BENCHMARK_OF = {"metrics/vad.py": "ifeval"}
+
+
 def benchmark(module: str) -> str:
+    if module in BENCHMARK_OF:
+        return BENCHMARK_OF[module]
     parts = module.removesuffix(".py").split("/")
     return next((b for b in BENCHMARKS[1:] if b in parts or any(p.startswith(b) for p in parts)), "mpe")
 
@@ -65,9 +78,13 @@ STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests"
           36: "timeout", 24: "timeout", -24: "timeout", 152: "timeout", 255: "timeout", 37: "type check"}
 
 
-def modules(only: str | None = None) -> list[str]:
+def modules(only: str | None = None, names: list[str] | None = None) -> list[str]:
+    """The modules under `[tool.mutmut] only_mutate`: those of benchmark `only`, or those named."""
     listed = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mutmut"]["only_mutate"]
-    return [m for m in listed if only is None or benchmark(m) == only]
+    unknown = sorted(set(names or ()) - set(listed))
+    if unknown:
+        raise SystemExit(f"--module {', '.join(unknown)}: not in [tool.mutmut] only_mutate of pyproject.toml")
+    return [m for m in listed if (only is None or benchmark(m) == only) and (not names or m in names)]
 
 
 def globs(module: str) -> list[str]:
@@ -78,12 +95,13 @@ def in_scope(module: str, name: str) -> bool:
     return any(fnmatch.fnmatchcase(name, g) for g in globs(module))
 
 
-def run(max_children: int, only: str | None = None) -> int:
+def run(max_children: int, only: str | None = None, names: list[str] | None = None) -> int:
     """A fresh run: mutants/ rebuilt from the working tree, only the mutants in scope tested."""
     shutil.rmtree(ROOT / "mutants", ignore_errors=True)
     (ROOT / "mutants").mkdir()
-    args = [str(MUTMUT), "run", "--max-children", str(max_children)] + [g for m in modules(only) for g in globs(m)]
-    print(f"mutmut run over {len(modules(only))} modules (log: mutants/run.log) ...", flush=True)
+    chosen = modules(only, names)
+    args = [str(MUTMUT), "run", "--max-children", str(max_children)] + [g for m in chosen for g in globs(m)]
+    print(f"mutmut run over {len(chosen)} modules (log: mutants/run.log) ...", flush=True)
     with open(ROOT / "mutants" / "run.log", "w") as log:
         rc = subprocess.run(args, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT).returncode
     if rc != 0:
@@ -104,11 +122,11 @@ def explained() -> set[str]:
     return set(re.findall(r"`([\w.ǁ]+__mutmut_\d+)`", EXPLAINED.read_text())) if EXPLAINED.exists() else set()
 
 
-def report(diffs: bool, only: str | None = None) -> int:
+def report(diffs: bool, only: str | None = None, names: list[str] | None = None) -> int:
     rows, survivors = [], []
     total: Counter[str] = Counter()
     per_benchmark: dict[str, Counter[str]] = {}
-    for module in modules(only):
+    for module in modules(only, names):
         by_name = results(module)
         c = Counter(by_name.values())
         c["n"], c["detected"] = len(by_name), c["killed"] + c["timeout"]
@@ -147,10 +165,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-children", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--diffs", action="store_true", help="print every survivor with its diff (mutmut show)")
     ap.add_argument("--group", choices=BENCHMARKS, help="only this benchmark's modules")
+    ap.add_argument("--module", action="append", help="only this module (a path in only_mutate; repeatable)")
     args = ap.parse_args(argv)
-    if args.run and run(args.max_children, args.group) != 0:
+    if args.run and run(args.max_children, args.group, args.module) != 0:
         return 1
-    return report(args.diffs, args.group)
+    return report(args.diffs, args.group, args.module)
 
 
 if __name__ == "__main__":

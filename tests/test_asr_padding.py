@@ -53,6 +53,17 @@ def test_the_pad_stops_at_model_speech_that_was_not_chosen() -> None:
 
 def test_padded_spans_that_meet_are_merged_so_no_sample_is_heard_twice() -> None:
     assert asr_spans([Span(1.9, 2.4), Span(1.0, 1.5)], (0.0, 10.0), pad_s=P) == [Span(0.75, 2.65)]
+    # spans whose pads do not meet stay apart: the gap between them is not heard
+    assert asr_spans([Span(1.0, 1.5), Span(2.25, 3.0)], (0.0, 10.0), pad_s=P) == [Span(0.75, 1.75), Span(2.0, 3.25)]
+
+
+def test_a_fence_starting_or_ending_with_the_span_leaves_the_other_side_padded() -> None:
+    """Other speech that starts exactly with the chosen span is not before it, and speech that ends exactly with it
+    is not after it: each stops only the pad on its own side."""
+    assert asr_spans([Span(1.0, 1.5)], (0.0, 10.0), [Span(1.0, 1.25)], pad_s=P) == [Span(0.75, 1.75)]
+    assert asr_spans([Span(1.0, 1.5)], (0.0, 10.0), [Span(1.25, 1.5)], pad_s=P) == [Span(0.75, 1.75)]
+    assert asr_spans([Span(1.0, 1.5)], (0.0, 10.0), [Span(0.5, 1.5)], pad_s=P) == [Span(1.0, 1.75)]
+    assert asr_spans([Span(1.0, 1.5)], (0.0, 10.0), [Span(1.0, 2.0)], pad_s=P) == [Span(0.75, 1.5)]
 
 
 def test_asr_audio_cuts_then_pads_and_the_cut_off_part_is_a_fence() -> None:
@@ -62,6 +73,19 @@ def test_asr_audio_cuts_then_pads_and_the_cut_off_part_is_a_fence() -> None:
     assert got.tolist() == list(range(10, 22))
     # Without a cut, the same span is heard from 0.25 s (its pad into the silence before it) on.
     assert asr_audio(x, 10, [Span(0.5, 2.0)], (0.0, 4.0), pad_s=P).tolist() == list(range(2, 22))
+
+
+def test_the_cut_off_part_fences_the_pad_inside_a_wider_window() -> None:
+    """A span cut at lo or hi inside the window: its pad does not reach back into the part cut off (that speech was
+    not chosen), though the window would allow it."""
+    x = np.arange(40, dtype=np.float32)  # 10 Hz: sample k is time k/10 s
+    # [0.5, 2.0) cut at lo=1.0 -> [1.0, 2.0); left pad 0.75 stops at the cut part's end, 1.0; right pad to 2.25
+    assert asr_audio(x, 10, [Span(0.5, 2.0)], (0.0, 4.0), lo=1.0, pad_s=P).tolist() == list(range(10, 22))
+    # [2.0, 3.5) cut at hi=3.0 -> [2.0, 3.0); left pad to 1.75, right pad stops at the cut part's start, 3.0
+    assert asr_audio(x, 10, [Span(2.0, 3.5)], (0.0, 4.0), hi=3.0, pad_s=P).tolist() == list(range(17, 30))
+    # a span that only touches the cut (ends at lo, starts at hi) has nothing inside it: nothing is heard
+    assert asr_audio(x, 10, [Span(0.5, 1.0)], (0.0, 4.0), lo=1.0, pad_s=P).tolist() == []
+    assert asr_audio(x, 10, [Span(3.0, 3.5)], (0.0, 4.0), hi=3.0, pad_s=P).tolist() == []
 
 
 @pytest.fixture(scope="module")

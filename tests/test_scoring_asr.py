@@ -38,3 +38,21 @@ def test_a_hard_spoken_answer_is_heard_right(speak, question: str, gold: str, al
     text = scoring_asr().transcribe(clip, SESSION_SR)
     verdict = HeuristicJudge().judge_answer(question, gold, aliases, text)
     assert verdict.label == "correct", (gold, text, verdict)
+
+
+# (question, gold, aliases): compound numbers whisper base writes as digit groups ("one thousand five hundred
+# twenty-nine" -> "150029"), which the answer rule reads back (metrics/answer_match.py, module docstring).
+GROUPED = [
+    ("What was the building door code, as stated earlier in the conversation?", "1529",
+     ["1 5 2 9", "one five two nine"]),
+]
+
+
+@pytest.mark.parametrize("question, gold, aliases", GROUPED, ids=[g for _, g, _ in GROUPED])
+def test_a_compound_number_written_as_digit_groups_is_heard_right(speak, question: str, gold: str,
+                                                                   aliases: list[str]) -> None:
+    pad = np.zeros(int(ASR_PAD_S * SESSION_SR), np.float32)
+    text = scoring_asr().transcribe(np.concatenate([pad, speak(answer_sentence(gold)), pad]), SESSION_SR)
+    verdict = HeuristicJudge().judge_answer(question, gold, aliases, text)
+    assert verdict.label == "correct", (gold, text, verdict)
+    assert "heard as" in verdict.raw, (text, verdict)  # whisper wrote groups: the rule, not luck, decided

@@ -1,6 +1,7 @@
 """DSB-IFEval's VAD rules are silero-vad's own (App. E.2): our spans equal the library's `get_speech_timestamps` with
-min speech 90 ms and min silence 90 ms, its other defaults, then the 0.3 s merge — on the same probabilities and
-on real piper speech. Duplex-MPE's and M3's rules are unchanged (pinned on a fixed set of probability sequences).
+min speech 90 ms and min silence 90 ms, its other defaults, then the 0.3 s merge — on the same probabilities (whose
+library answers tests/test_vad_silero_rules.py pins, for the fast suite and mutation testing) and on real piper
+speech. Duplex-MPE's and M3's rules are unchanged (pinned on a fixed set of probability sequences).
 """
 
 from __future__ import annotations
@@ -8,8 +9,6 @@ from __future__ import annotations
 import hashlib
 import json
 import warnings
-from collections.abc import Iterator
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -18,7 +17,8 @@ from silero_vad.utils_vad import get_speech_timestamps
 
 from dataset_builder.audio import VAD_SR, resample
 from metrics.m3.extract import EVENTS_VAD
-from metrics.vad import CHUNK, VAD_PRESETS, SileroVAD, VADParams, merge_samples, span_tracker, spans_from_probs
+from metrics.vad import VAD_PRESETS, SileroVAD, VADParams, merge_samples, span_tracker
+from tests.test_vad_silero_rules import LIBRARY_DIGESTS, SETTINGS, digest, ours, probability_runs, setting
 
 IFEVAL = VAD_PRESETS["ifeval"]
 
@@ -48,25 +48,6 @@ def _library(probs: np.ndarray, n_samples: int, params: VADParams) -> list[tuple
     return merge_samples([(s["start"], s["end"]) for s in segs], params.merge_gap_ms * VAD_SR // 1000)
 
 
-def _ours(probs: np.ndarray, n_samples: int, params: VADParams) -> list[tuple[int, int]]:
-    return [(round(s.start_s * VAD_SR), round(s.end_s * VAD_SR)) for s in spans_from_probs(probs, n_samples, params)]
-
-
-def _sequences(seed: int, count: int) -> Iterator[tuple[np.ndarray, int]]:
-    """Runs of speech-like and pause-like probabilities (switching 15 % of chunks), values straddling both
-    thresholds; the signal's last chunk is partial in most."""
-    rng = np.random.default_rng(seed)
-    for _ in range(count):
-        n = int(rng.integers(1, 400))
-        state = bool(rng.random() < 0.5)
-        out = []
-        for _ in range(n):
-            if rng.random() < 0.15:
-                state = not state
-            out.append(rng.uniform(0.3, 1.0) if state else rng.uniform(0.0, 0.55))
-        yield np.array(out, np.float32), n * CHUNK - int(rng.integers(0, CHUNK))
-
-
 def test_ifeval_uses_the_library_rules() -> None:
     assert IFEVAL.rules == "silero" and VAD_PRESETS["mpe"].rules == VAD_PRESETS["m3"].rules == "project"
     assert IFEVAL.neg_threshold == max(IFEVAL.threshold - 0.15, 0.01)  # the library's default neg_threshold
@@ -74,52 +55,14 @@ def test_ifeval_uses_the_library_rules() -> None:
         VADParams(rules="webrtc")
 
 
-def test_spans_equal_the_library_on_random_probabilities() -> None:
-    same = sum(_ours(p, n, IFEVAL) == _library(p, n, IFEVAL) for p, n in _sequences(7, 600))
-    assert same == 600
-
-
-@pytest.mark.parametrize("change", [{"min_silence_ms": 0}, {"merge_gap_ms": 0}, {"speech_pad_ms": 100},
-                                    {"speech_pad_ms": 0, "min_speech_ms": 250, "min_silence_ms": 100},
-                                    {"merge_gap_ms": 0, "min_silence_ms": 0, "min_speech_ms": 20}])
-def test_spans_equal_the_library_under_other_settings(change: dict[str, int]) -> None:
-    """--param may move min speech/silence, padding and the merge: the rules stay the library's."""
-    params = replace(IFEVAL, **change)
-    same = sum(_ours(p, n, params) == _library(p, n, params) for p, n in _sequences(11, 150))
-    assert same == 150
-
-
-def test_known_answers() -> None:
-    """The two rules where the project's differ, on the 32 ms grid (512 samples, padding 480)."""
-    on, off = [0.9], [0.0]
-    # speech ends after 4 low chunks (3 * 512 >= 1440 samples of silence counted from the first), not 3:
-    # a 3-chunk dip inside speech does not split it
-    p = np.array(off * 5 + on * 10 + off * 3 + on * 10 + off * 30, np.float32)
-    assert _ours(p, p.size * CHUNK, replace(IFEVAL, merge_gap_ms=0)) == [(5 * 512 - 480, 28 * 512 + 480)]
-    # a 2-chunk (64 ms) segment is dropped before the merge, so it cannot bridge two spans 0.3 s apart
-    p = np.array(off * 5 + on * 10 + off * 8 + on * 2 + off * 8 + on * 10 + off * 30, np.float32)
-    assert _ours(p, p.size * CHUNK, IFEVAL) == [(5 * 512 - 480, 15 * 512 + 480), (33 * 512 - 480, 43 * 512 + 480)]
-    # a 3-chunk (96 ms) segment is kept and does bridge them
-    p = np.array(off * 5 + on * 10 + off * 8 + on * 3 + off * 8 + on * 10 + off * 30, np.float32)
-    assert _ours(p, p.size * CHUNK, IFEVAL) == [(5 * 512 - 480, 44 * 512 + 480)]
-    # speech still in its min-silence wait when the signal ends runs to the end (the library's last-segment rule)
-    p = np.array(off * 5 + on * 10 + off * 2, np.float32)
-    assert _ours(p, p.size * CHUNK - 100, IFEVAL) == [(5 * 512 - 480, 17 * 512 - 100)]
-
-
-def test_streaming_agrees_with_the_final_spans() -> None:
-    """Chunk by chunk (the scheduler's view, no end of signal): finalized spans are a prefix of the offline ones and
-    each confirmed onset is an offline span's start; only speech open at the very end may be added by `finish`."""
-    for probs, _ in _sequences(3, 300):
-        n = probs.size * CHUNK
-        t = span_tracker(IFEVAL)
-        for p in probs:
-            t.step(float(p))
-        streamed, onsets = list(t.done), list(t.onsets)
-        final = [(round(s.start_s * VAD_SR), round(s.end_s * VAD_SR)) for s in spans_from_probs(probs, n, IFEVAL)]
-        assert streamed == final[: len(streamed)]
-        starts = [a for a, _ in final]
-        assert onsets in (starts, starts[:-1]), (onsets, starts)
+@pytest.mark.parametrize("name", sorted(SETTINGS))
+def test_spans_equal_the_library_on_random_probabilities(name: str) -> None:
+    """--param may move min speech/silence, padding and the merge: the rules stay the library's, run by run; and
+    the library's answers are the ones tests/test_vad_silero_rules.py pins."""
+    params, runs = setting(name)
+    library = [_library(p, n, params) for p, n in runs]
+    assert sum(ours(p, n, params) == want for (p, n), want in zip(runs, library, strict=True)) == len(runs)
+    assert digest(library) == LIBRARY_DIGESTS[name]
 
 
 def test_project_rules_unchanged() -> None:
@@ -128,7 +71,7 @@ def test_project_rules_unchanged() -> None:
     pinned = {"mpe": "0f0d7a7b3daacaf806a333b5aaa64dd158996b27c5f7f6c29133217905562f45",
               "m3": "8759fae19d6893faadefd971f274dbcd91406c0887a1ec38c6f3ad0d9ea9d3bd",
               "m3_events": "1667aa7500d480ba506e66ccf82992589de7dfc810e04c75a63445a307f18f27"}
-    data = list(_sequences(20240611, 300))
+    data = list(probability_runs(20240611, 300))
     for name, params in {"mpe": VAD_PRESETS["mpe"], "m3": VAD_PRESETS["m3"], "m3_events": EVENTS_VAD}.items():
         h = hashlib.sha256()
         for probs, n in data:
