@@ -62,17 +62,27 @@ class CascadeAgent:
         self.user_speech_s = 0.0
         self.quiet_s = 0.0
 
-    def _end_of_turn(self) -> None:
+    def _end_of_turn(self) -> str:
+        """Transcribe the utterance, decide, queue the reply; what it heard and decided (its `Frame.note`)."""
         audio = np.concatenate(self.preroll + self.utterance)
         self.utterance, self.preroll = [], []
-        reply = self.policy.hear(self.asr.transcribe(audio, self.sample_rate))
+        heard = self.asr.transcribe(audio, self.sample_rate)
+        reply = self.policy.hear(heard)
         if reply and not self.queue.speaking:
             speech = self.mouth.speak(reply)
             self.queue.say(np.concatenate([np.zeros(self.response_delay, np.float32), speech]))
+            decision = f"answers: {reply}"
+        elif reply:
+            decision = f"would answer ({reply}) but is still speaking: dropped"
+        else:
+            decision = "stays silent (" + ("not addressed by name" if isinstance(self.policy, Policy)
+                                           else "nothing to say") + ")"
+        return f"heard {heard.strip()!r} ({len(audio) / self.sample_rate:.1f} s) -> {decision}"
 
     def step(self, user_frame: np.ndarray, forced_model_frame: np.ndarray | None = None) -> Frame:
         self.vad.push(user_frame)
         frame_s = self.frame_size / self.sample_rate
+        note = None
         if self.vad.speaking:
             self.utterance.append(user_frame)
             self.user_speech_s += frame_s
@@ -80,6 +90,7 @@ class CascadeAgent:
             # Someone else has the floor: a reply in progress is abandoned.
             if self.queue.speaking and self.user_speech_s >= self.barge_in_stop_s:
                 self.queue.stop()
+                note = f"yields: the user spoke over its reply for {self.user_speech_s:.1f} s"
         else:
             self.user_speech_s = 0.0
             if self.utterance:
@@ -87,11 +98,11 @@ class CascadeAgent:
                 self.quiet_s += frame_s
                 # End of turn: this long without speech after the VAD's own 300 ms merge hang-over.
                 if self.quiet_s >= self.end_of_turn_s:
-                    self._end_of_turn()
+                    note = self._end_of_turn()
             else:
                 # Keep ~0.5 s before confirmed onset: the VAD confirms speech only after it has started.
                 self.preroll = (self.preroll + [user_frame])[-max(1, int(0.5 / frame_s)):]
-        return Frame(self.queue.next_frame(self.frame_size))
+        return Frame(self.queue.next_frame(self.frame_size), note=note)
 
     def close(self) -> None:
         self.queue.stop()

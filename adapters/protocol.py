@@ -15,8 +15,14 @@ CAPABILITIES = frozenset({"system_prompt", "teacher_forcing", "text_output", "go
 
 
 class Frame(NamedTuple):
+    """One step's output. `note` is optional and never scored: what the model heard or decided at this step, in its
+    own words (an ASR transcript, "addressed: answering"), stored in rec.json `notes` and shown on the report's
+    episode page, so a failed window can be explained (docs/adding-a-model.md: notes). `Frame(audio, text)` is
+    unchanged."""
+
     audio: np.ndarray  # float32, exactly frame_size samples at sample_rate
     text: str | None = None
+    note: str | None = None
 
 
 @dataclass(frozen=True)

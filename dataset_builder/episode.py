@@ -26,6 +26,7 @@ class TimelineEvent:
     label: str
     start_s: float
     end_s: float
+    text: str = ""  # what the clip says (the script's words), where the plan knows it; "" in older records
 
 
 @dataclass
@@ -43,6 +44,9 @@ class Episode:
     gold: dict[str, Any]
     failure: str | None = None
     model_text: list[list[Any]] = field(default_factory=list)
+    # [t_s, note]: what an adapter logged of its own hearing and decisions (adapters.protocol.Frame.note); never
+    # scored, shown on the report's episode page. Absent from older records.
+    notes: list[list[Any]] = field(default_factory=list)
     wall_s: float = 0.0
     # Wall time of the agent's steps, apart from audio time (docs/scale.md live feasibility): None when it never
     # stepped, or in a record written before steps were timed. Built and read by metrics/feasibility.py.

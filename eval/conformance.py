@@ -94,9 +94,12 @@ def make_stimuli(sr: int, n: int, tts: Any) -> Stimuli:
 
 def frame_problem(frame: Any, n: int) -> str | None:
     """What is wrong with one value returned by `step`, or None."""
-    if not isinstance(frame, tuple) or len(frame) != 2:
+    if not isinstance(frame, tuple) or len(frame) not in (2, 3):
         return f"returned {type(frame).__name__}, not Frame(audio, text) (adapters.protocol.Frame)"
-    audio, text = frame
+    audio, text = frame[0], frame[1]
+    note = frame[2] if len(frame) == 3 else None
+    if note is not None and not isinstance(note, str):
+        return f"returned a note of type {type(note).__name__}, expected str or None"
     if not isinstance(audio, np.ndarray):
         return f"returned audio of type {type(audio).__name__}, not a numpy array"
     if audio.shape != (n,):

@@ -74,15 +74,17 @@ def adapter_info(agent: DuplexAgent) -> dict[str, Any]:
     return info | ({"runtime": runtime()} if callable(runtime) else {})
 
 
-def check_frame(frame: Any, frame_size: int, t_s: float) -> tuple[np.ndarray, str | None]:
-    """A model frame's audio (float32) and text, or EpisodeFailure when the audio is not one finite frame."""
+def check_frame(frame: Any, frame_size: int, t_s: float) -> tuple[np.ndarray, str | None, str | None]:
+    """A model frame's audio (float32), text and note (`Frame.note`), or EpisodeFailure when the audio is not one
+    finite frame."""
     audio, text = (frame[0], frame[1]) if isinstance(frame, tuple) else (frame, None)
+    note = frame[2] if isinstance(frame, tuple) and len(frame) > 2 else None
     audio = np.asarray(audio)
     if audio.shape != (frame_size,):
         raise EpisodeFailure(f"wrong frame shape {audio.shape}, expected ({frame_size},) at t={t_s:.3f}s")
     if not np.all(np.isfinite(audio)):
         raise EpisodeFailure(f"non-finite samples (NaN/inf) in model frame at t={t_s:.3f}s")
-    return audio.astype(np.float32, copy=False), text
+    return audio.astype(np.float32, copy=False), text, note
 
 
 def _timed(fn: Callable[..., Any], *args: Any) -> tuple[Any, float]:
@@ -159,11 +161,13 @@ class EpisodeRun:
         self.sched = StepScheduler(plan.steps)
         self.ctx = Ctx(sample=0, sr=self.sr, model=self.vad)
         self.labels = plan.labels()
+        self.texts = plan.texts()
         self.starts: dict[str, int] = {}
         self.timeline: list[TimelineEvent] = []
         self.user_frames: list[np.ndarray] = []
         self.model_frames: list[np.ndarray] = []
         self.model_text: list[list[Any]] = []
+        self.notes: list[list[Any]] = []
         self.step_s: list[float] = []
         self.failure: str | None = None
         self.pos = 0  # stream sample of the frame being stepped
@@ -203,7 +207,7 @@ class EpisodeRun:
             else:
                 self.timeline.append(TimelineEvent(cue.turn_id, self.labels[cue.turn_id],
                                                    round_ms(self.starts[cue.turn_id] / self.sr),
-                                                   round_ms(cue.sample / self.sr)))
+                                                   round_ms(cue.sample / self.sr), self.texts.get(cue.turn_id, "")))
         self.ctx.cues = []
         forced = self.plan.forced
         return user, forced[pos:pos + self.n] if forced is not None and pos < len(forced) else None
@@ -211,13 +215,15 @@ class EpisodeRun:
     def accept(self, frame: Any, step_s: float) -> None:
         """The agent's frame for the user frame last handed out, and the seconds its step took."""
         try:
-            model, text = check_frame(frame, self.n, self.t_s)
+            model, text, note = check_frame(frame, self.n, self.t_s)
         except EpisodeFailure as err:
             self.fail(str(err))
             return
         self.step_s.append(step_s)
         if text:
             self.model_text.append([round_ms(self.t_s), text])
+        if note:
+            self.notes.append([round_ms(self.t_s), str(note)])
         self.user_frames.append(self._user)
         self.model_frames.append(model)
         self.vad.push(model)
@@ -239,7 +245,7 @@ class EpisodeRun:
                     "run": self.options.to_dict(), "harness_version": HARNESS_VERSION,
                     "tts_backend": case.tts_backend},
             seed=self.seed, timeline=self.timeline, duration_s=round_ms(len(user_ch) / SESSION_SR), gold=plan.gold,
-            model_text=self.model_text, wall_s=round_ms(time.perf_counter() - self.wall0),
+            model_text=self.model_text, notes=self.notes, wall_s=round_ms(time.perf_counter() - self.wall0),
             compute=step_time_record(self.step_s, self.batch_size, self.n / sr),
         )
         episode.save(rec_path)

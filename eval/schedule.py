@@ -52,6 +52,7 @@ class Play:
     label: str
     audio: np.ndarray
     pos: int = 0
+    text: str = ""  # what the clip says, recorded with its realised times (the report's episode page shows it)
 
     def take(self, n: int, ctx: Ctx) -> np.ndarray | None:
         if self.pos >= len(self.audio):
@@ -209,3 +210,7 @@ class EpisodePlan:
     def labels(self) -> dict[str, str]:
         """Clip id -> label of every clip the plan plays (for the realised timeline)."""
         return {s.turn_id: s.label for s in self.steps if isinstance(s, Play)}
+
+    def texts(self) -> dict[str, str]:
+        """Clip id -> what the clip says, for the clips whose text the plan knows."""
+        return {s.turn_id: s.text for s in self.steps if isinstance(s, Play) and s.text}

@@ -166,3 +166,15 @@ def test_an_episode_page_draws_its_timeline_and_plays_its_audio(runs: list[Path]
     assert page.locator("#ep-windows tbody tr").count() == len(
         [x for x in (oracle / "measurements.jsonl").read_text().splitlines() if rec["case_id"] in x])
     page.screenshot(path=str(ARTIFACTS / "report-episode.png"), full_page=True)
+
+
+def test_every_leaderboard_fits_a_1400_px_window_without_a_scroll(site: Path, page: Any) -> None:
+    """Headers wrap and a cell's interval and count sit under its value, so no leaderboard hides a column behind a
+    horizontal scroll at the page's 1,400 px."""
+    open_page(page, (site / "index.html").as_uri(), "index")
+    widths = page.eval_on_selector_all(
+        "section.board[id$='-leaderboard'] div.scroll",
+        "boxes => boxes.map(b => [b.parentElement.id, b.scrollWidth, b.clientWidth])")
+    assert len(widths) == 3, widths  # one per benchmark
+    for key, scroll, client in widths:
+        assert scroll <= client <= 1400, (key, scroll, client)

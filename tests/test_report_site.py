@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from html import escape
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -22,8 +23,11 @@ import soundfile as sf
 from eval.report import write_report
 from eval.report_site.media import Media
 from eval.report_site.site import encode_run_media
+from eval.run import RunConfig
+from eval.run import run as run_eval
+from metrics.scoring import score_run_dir
 from tests.conftest import session_dir
-from tests.report_runs import report_runs
+from tests.report_runs import CACHE, report_runs
 
 
 class Tables(HTMLParser):
@@ -202,7 +206,7 @@ def test_every_episode_has_a_page_with_its_figure_and_audio(runs: list[Path], si
                 continue
             fig = json.loads(re.search(r"<script type='application/json' id='fig'>(.*?)</script>", page).group(1))
             assert len(fig["env"]) == 2 and fig["dur"] == pytest.approx(rec["duration_s"], abs=0.01)
-            assert all(v in ("pass", "fail", "failed", "not scored") for *_, v, _ in fig["win"])
+            assert all(v in ("pass", "fail", "failed", "not scored", "mixed") for *_, v, _ in fig["win"])
             assert fig["win"] or rec["status"] != "ok"  # an episode that ran has its scored windows drawn
             src = re.search(r"<audio id='player' controls preload='metadata' src='\.\./\.\./(media/\w+\.ogg)'", page)
             info = sf.info(str(site / src.group(1)))
@@ -267,3 +271,95 @@ def test_runs_encoded_ahead_in_workers_are_reused_by_the_report(runs: list[Path]
     assert sorted(p.name for p in (direct / "media").glob("*.ogg")) == sorted(after)
     for page in (direct / "ep").rglob("*.html"):
         assert page.read_text() == (out / page.relative_to(direct)).read_text()
+
+
+class Links(HTMLParser):
+    """Every href and src of a page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.targets: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.targets += [v for k, v in attrs if k in ("href", "src") and v]
+
+
+def test_every_link_of_the_report_resolves_inside_its_folder(runs: list[Path], site: Path) -> None:
+    """A copied report keeps working: each run's scores.json is copied in (byte for byte), and no page links
+    outside the report's folder."""
+    pages = list(site.rglob("*.html"))
+    checked = 0
+    for page in pages:
+        parser = Links()
+        parser.feed(page.read_text())
+        for target in parser.targets:
+            path = target.split("#")[0]
+            if not path:
+                continue
+            assert "://" not in path, (page, target)
+            resolved = (page.parent / path).resolve()
+            assert resolved.is_relative_to(site.resolve()) and resolved.exists(), (page.relative_to(site), target)
+            checked += 1
+    assert checked > len(pages)
+    index = (site / "index.html").read_text()
+    for run_dir in runs:
+        copy = site / "runs" / run_dir.name / "scores.json"
+        assert copy.read_bytes() == (run_dir / "scores.json").read_bytes()
+        assert f'href="runs/{run_dir.name}/scores.json"' in index
+
+
+def test_an_n4_window_shows_one_verdict_per_metric(runs: list[Path], site: Path) -> None:
+    """A silent model on an N4 window: it stays silent through the answering window (answering_window_yield
+    passes) and does not respond (window_response fails); the row says both, not one "fail"."""
+    silent = next(r for r in by_bench(runs, "mpe") if scores(r)["adapter"] == "silent")
+    t = Tables((site / "episodes.html").read_text())
+    rows = [(a, cells[5]["text"]) for a, cells in zip(t.rows["windows"], t.tables["windows"], strict=True)
+            if a["data-run"] == silent.name]
+    n4 = [(a, v) for a, v in rows if a["data-label"] == "N4"]
+    assert n4
+    for a, verdict in n4:
+        assert a["data-verdict"] == "fail pass"
+        assert "window_response: fail" in verdict and "answering_window_yield: pass" in verdict, verdict
+    # a silence window counts toward one metric: one verdict
+    n1 = [(a, v) for a, v in rows if a["data-label"] == "N1"]
+    assert n1 and all(a["data-verdict"] == "pass" and v == "silence_preservation: pass" for a, v in n1)
+
+
+@pytest.fixture(scope="module")
+def cascade_site(mini_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The real cascade (Silero VAD, whisper, its policy, TTS) on the mini set's first case, scored with whisper."""
+    out = tmp_path_factory.mktemp("cascade-run") / "mpe-cascade"
+    counts = run_eval(RunConfig(dataset=str(mini_dataset), config="mpe", adapter="cascade", out=str(out),
+                           adapter_args={"cache_dir": str(CACHE)}, limit=1))
+    assert counts["ok"] == 1, counts
+    score_run_dir(out)
+    return out, write_report([out], tmp_path_factory.mktemp("cascade-site") / "report").parent
+
+
+def test_a_cascade_episode_page_says_what_was_said_heard_and_decided(cascade_site: tuple[Path, Path]) -> None:
+    run_dir, site = cascade_site
+    (rec_path,) = run_dir.glob("*.rec.json")
+    rec = json.loads(rec_path.read_text())
+    # the runner recorded the script's words with each clip, and the cascade its own hearing and decisions
+    turns = {t["turn_id"]: t for t in rec["timeline"]}
+    words = [t["text"] for t in rec["timeline"] if t["turn_id"] != "preamble"]
+    assert all(words) and any("Aria" in w for w in words)
+    assert rec["notes"] and all(n[1].startswith(("heard ", "yields: ")) for n in rec["notes"])
+    answered = [n for n in rec["notes"] if "-> answers: " in n[1]]
+    assert answered, rec["notes"]
+    page = (site / "ep" / run_dir.name / f"{rec['case_id']}.html").read_text()
+    said = page[page.index("<table class=\"said\""):]
+    said = said[:said.index("</table>")]
+    # the user's words, on the row of their clip, with its label
+    t = turns["t00"]
+    assert f"<td>{t['start_s']:.2f}–{t['end_s']:.2f}</td><td>user</td><td>{t['label']}</td>" in said
+    assert escape(t["text"]) in said and "Aria" in said
+    # what the ASR heard of the model in its scored windows, as scored
+    heard = [json.loads(x) for x in (run_dir / "measurements.jsonl").read_text().splitlines() if x]
+    transcripts = [m["transcript"] for m in heard if m.get("transcript")]
+    assert transcripts and all(escape(x) in said for x in transcripts)
+    assert "model (ASR, as scored)" in said
+    # and what the cascade itself heard and decided
+    assert all(escape(n[1]) in said for n in rec["notes"]) and "adapter note" in said
+    fig = json.loads(re.search(r"<script type='application/json' id='fig'>(.*?)</script>", page).group(1))
+    assert [u[3] for u in fig["user"]] == [t["text"] for t in rec["timeline"]]

@@ -124,9 +124,9 @@ def user_steps(item: IFEvalItem, audio: np.ndarray, protocol: IFEvalProtocol, sr
     else:
         wait = TurnEnd(protocol.inter_turn_gap_s, protocol.endpoint_s, protocol.response_cap_s)
     return [
-        Play("t1", turns["t1"].mode, clips["t1"]),
+        Play("t1", turns["t1"].mode, clips["t1"], text=turns["t1"].markup),
         wait,
         NoteTurn2(wait, notes if notes is not None else {}),
-        Play("t2", turns["t2"].mode, clips["t2"]),
+        Play("t2", turns["t2"].mode, clips["t2"], text=turns["t2"].markup),
         TurnEnd(protocol.trailing_s, protocol.endpoint_s, protocol.response_cap_s),
     ]

@@ -40,13 +40,13 @@ def plan(case: Case, audio: np.ndarray, protocol: MPEProtocol, sr: int) -> Episo
 def user_steps(case: Case, audio: np.ndarray, protocol: MPEProtocol, sr: int) -> list[Step]:
     preamble, clips = cut_clips(case, audio, sr)
     confirm_s = protocol.vad_min_speech_ms / 1000
-    steps: list[Step] = [Play(PREAMBLE_ID, "PRE", preamble),
+    steps: list[Step] = [Play(PREAMBLE_ID, "PRE", preamble, text=case.preamble_text),
                          Silence(seconds_to_samples(protocol.post_preamble_s, sr))]
     for turn, clip in zip(case.script.turns, case.clips, strict=True):
         # N4R plays after a fixed answering window whether or not the model is speaking.
         gap = protocol.n4_answer_window_s if turn.label == "N4R" else clip.gap_before_s
         steps.append(Silence(seconds_to_samples(gap, sr)))
-        steps.append(Play(turn.turn_id, turn.label, clips[turn.turn_id]))
+        steps.append(Play(turn.turn_id, turn.label, clips[turn.turn_id], text=turn.text))
         if turn.label == "T":
             # No onset within the window (plus the VAD's confirmation delay): move on; else wait for its end.
             steps.append(TakeTurn(protocol.endpoint_s, protocol.t_onset_window_s + confirm_s,

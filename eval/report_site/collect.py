@@ -37,6 +37,17 @@ class WindowRow:
     transcript: str
     group: str  # condition / level, role / language, domain, condition
     detail: str = ""
+    # Each metric the window counts toward, with its own verdict (the benchmark's `window_detail` returning a
+    # dict): a Duplex-MPE N4 window of a silent model fails window_response and passes answering_window_yield,
+    # which one verdict for the row would hide. Empty: the row's verdict is the window's only one.
+    outcomes: dict[str, bool] = field(default_factory=dict)
+
+    @property
+    def verdicts(self) -> list[str]:
+        """The verdicts the window has: one per metric where it has several, else its one verdict."""
+        if not self.outcomes:
+            return [self.verdict]
+        return sorted({"pass" if ok else "fail" for ok in self.outcomes.values()})
 
 
 @dataclass
@@ -104,14 +115,18 @@ def _speech_s(m: dict[str, Any], spans: list[list[float]]) -> float | None:
     return round(sum(b - a for a, b in spans), 3) if spans else None
 
 
-def _detail(detail_of: Any, m: dict[str, Any], result: dict[str, Any]) -> str:
-    """The per-metric outcomes behind a window's verdict, where the benchmark has several (its `window_detail`)."""
+def _detail(detail_of: Any, m: dict[str, Any], result: dict[str, Any]) -> tuple[str, dict[str, bool]]:
+    """The detail behind a window's verdict (its benchmark's `window_detail`): free text, or each metric's outcome
+    when it returns a {metric: passed} dict."""
     if detail_of is None:
-        return ""
+        return "", {}
     try:
-        return str(detail_of(m, result))
+        got = detail_of(m, result)
     except (KeyError, TypeError, ValueError):
-        return ""
+        return "", {}
+    if isinstance(got, dict):
+        return "", {str(k): bool(v) for k, v in got.items()}
+    return str(got), {}
 
 
 def model_spans(measurements: list[dict[str, Any]]) -> list[list[float]]:
@@ -153,8 +168,9 @@ def window_rows(bench: Benchmark, measurements: list[dict[str, Any]], result: di
         a, b, ok, spans = got[0]
         speech = _speech_s(m, spans)
         talked = bool(spans) or bool(speech)
+        detail, outcomes = _detail(detail_of, m, result)
         rows.append(WindowRow(label, float(a), float(b), "pass" if ok else "fail", talked, speech, _transcript(m),
-                              group, _detail(detail_of, m, result)))
+                              group, detail, outcomes))
     return rows
 
 

@@ -7,7 +7,8 @@ an agent that acts the same at every instruction level) share one file, and a fi
 bytes at the same bitrate is reused by the next report (`media/index.json`). Encoding is the slow part, so the
 distinct recordings are encoded in a small process pool. The encoder is libopus through PyAV (which
 faster-whisper already needs): measured on 7 minutes of demo recordings at 12 kbps, 0.55 s of CPU per minute of
-audio against 2.1 s through libsndfile's Opus writer, at the same complexity (10, the best) and size.
+audio against 2.1 s through libsndfile's Opus writer, at the same complexity (10, the best) and size; it now
+encodes at complexity 2 (OPUS_COMPLEXITY).
 """
 
 from __future__ import annotations
@@ -35,8 +36,13 @@ DEFAULT_KBPS = 12.0  # stereo Opus: both voices intelligible; ~80 KB a minute (d
 # Played back at 16 kHz (wideband speech, what ASR models hear): on 4 demo episodes at 12 kbps, 80 KB per minute
 # against 93 KB at 24 kHz, and less CPU.
 AUDIO_SR = 16_000
+# libopus complexity (0-10): encoding is most of a cold report's CPU. On a 73 s demo episode at 12 kbps, 2 costs
+# 0.43 s of CPU against 0.99 s at 10, with the same log-spectral distance to the 16 kHz source on both channels
+# (37.2/46.9 dB against 37.1/46.9); 0 costs 0.18 s but is 4 dB further (docs/report.md: speed).
+OPUS_COMPLEXITY = 2
 # One envelope value per character: 6 bits, sqrt-companded so quiet speech still shows (report.js squares it).
 ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+_LETTERS = np.frombuffer(ALPHABET.encode("ascii"), np.uint8)
 
 
 def write_opus(path: str | Path, x: np.ndarray, sr: int, kbps: float) -> None:
@@ -47,7 +53,7 @@ def write_opus(path: str | Path, x: np.ndarray, sr: int, kbps: float) -> None:
     with av.open(str(path), "w", format="ogg") as container:
         stream = container.add_stream("libopus", rate=sr, layout=layout)
         stream.bit_rate = int(kbps * 1000)
-        stream.codec_context.options = {"compression_level": "10", "application": "voip"}
+        stream.codec_context.options = {"compression_level": str(OPUS_COMPLEXITY), "application": "voip"}
         frame = av.AudioFrame.from_ndarray(np.ascontiguousarray(x.T, np.float32), format="fltp", layout=layout)
         frame.sample_rate = sr
         for packet in [*stream.encode(frame), *stream.encode(None)]:
@@ -55,15 +61,23 @@ def write_opus(path: str | Path, x: np.ndarray, sr: int, kbps: float) -> None:
 
 
 def envelope(x: np.ndarray, sr: int) -> tuple[list[str], float]:
-    """Per channel, the peak |x| of each hop as one ALPHABET character (sqrt scale, 63 = full scale); the hop."""
+    """Per channel, the peak |x| of each hop as one ALPHABET character (sqrt scale, 63 = full scale); the hop.
+    The peak is max(max, -min) of each hop, reduced channel by channel over contiguous memory (40 times faster
+    than over the interleaved samples)."""
     x = x.reshape(len(x), -1)
     hop_s = max(MIN_HOP_S, len(x) / sr / MAX_COLUMNS)
     hop = max(1, int(round(hop_s * sr)))
-    n = -(-len(x) // hop)
-    pad = np.zeros((n * hop - len(x), x.shape[1]), np.float32)
-    peaks = np.abs(np.concatenate([x, pad])).reshape(n, hop, x.shape[1]).max(axis=1)
-    q = np.clip(np.round(np.sqrt(np.minimum(peaks, 1.0)) * 63), 0, 63).astype(np.int64)
-    return ["".join(ALPHABET[v] for v in q[:, c]) for c in range(q.shape[1])], hop / sr
+    full = len(x) // hop * hop
+    out = []
+    for c in range(x.shape[1]):
+        ch = np.ascontiguousarray(x[:, c])
+        body = ch[:full].reshape(-1, hop)
+        peaks = np.maximum(body.max(axis=1), -body.min(axis=1)) if full else np.zeros(0, ch.dtype)
+        if full < len(ch):  # the last, partial hop
+            peaks = np.append(peaks, max(ch[full:].max(), -ch[full:].min()))
+        q = np.clip(np.round(np.sqrt(np.minimum(peaks, 1.0)) * 63), 0, 63).astype(np.intp)
+        out.append(_LETTERS[q].tobytes().decode("ascii"))
+    return out, hop / sr
 
 
 def digest(path: Path) -> str:

@@ -44,7 +44,9 @@ def cell_html(c: Cell, tag: str = "td") -> str:
 
 
 def table_html(t: Table) -> str:
-    head = "".join(f'<th scope="col">{e(col)}</th>' for col in t.columns)
+    # Headers may break after an underscore (answering_<wbr>window_<wbr>yield): a leaderboard of every metric fits
+    # a 1,400 px window without a scroll (report.css: section.board).
+    head = "".join(f'<th scope="col">{e(col).replace("_", "_<wbr>")}</th>' for col in t.columns)
     body = "\n".join("<tr>" + "".join(cell_html(c) for c in row) + "</tr>" for row in t.rows)
     note = f'<p class="note">{e(t.note)}</p>' if t.note else ""
     empty = "" if t.rows else '<p class="note">no rows in these scores</p>'
@@ -73,16 +75,25 @@ def episode_href(run: RunView, ep: EpisodeView, root: str = "") -> str:
     return f"{root}ep/{run.slug}/{ep.slug}.html"
 
 
+def verdict_cell(w: WindowRow) -> str:
+    """The window's verdict; one per metric where it counts toward several (each coloured on its own)."""
+    if not w.outcomes:
+        cls = {"fail": "bad", "failed": "bad", "pass": "good"}.get(w.verdict, "")
+        return f'<td class="{cls}">{e(w.verdict)}</td>'
+    items = "".join(f'<span class="{"good" if ok else "bad"}">{e(metric)}: {"pass" if ok else "fail"}</span>'
+                    for metric, ok in w.outcomes.items())
+    return f'<td class="verdicts">{items}</td>'
+
+
 def window_row_html(run: RunView, ep: EpisodeView, w: WindowRow, root: str = "", with_episode: bool = True) -> str:
-    cls = {"fail": "bad", "failed": "bad", "pass": "good"}.get(w.verdict, "")
     first = (f'<td>{e(run.name)}</td><td><a href="{e(episode_href(run, ep, root))}">{e(ep.case_id)}</a></td>'
              if with_episode else "")
     start = "" if w.start_s is None else f' data-start="{w.start_s:.3f}"'
     return (f'<tr data-run="{e(run.slug)}" data-bench="{e(run.bench.name)}" data-label="{e(w.label)}" '
-            f'data-verdict="{e(w.verdict)}" data-talked="{"yes" if w.talked else "no"}"{start}>'
+            f'data-verdict="{e(" ".join(w.verdicts))}" data-talked="{"yes" if w.talked else "no"}"{start}>'
             f"{first}<td>{e(w.label)}</td><td>{e(w.group)}</td>"
             f'<td data-sort="{w.start_s if w.start_s is not None else -1}">{fmt_s(w.start_s)}–{fmt_s(w.end_s)}</td>'
-            f'<td class="{cls}">{e(w.verdict)}</td><td>{"yes" if w.talked else "no"}</td>'
+            + verdict_cell(w) + f'<td>{"yes" if w.talked else "no"}</td>'
             f'<td data-sort="{w.speech_s if w.speech_s is not None else -1}">{fmt_s(w.speech_s)}</td>'
             f'<td class="text">{e(w.transcript)}</td><td class="detail">{e(w.detail)}</td></tr>')
 
@@ -128,9 +139,40 @@ def figure_data(run: RunView, ep: EpisodeView, media: dict[str, Any]) -> dict[st
     rec = ep.rec or {}
     return {"dur": media.get("seconds") or rec.get("duration_s"), "hop": media.get("hop_s"),
             "env": media.get("env", []),
-            "user": [[t["start_s"], t["end_s"], t["label"]] for t in rec.get("timeline", [])],
+            "user": [[t["start_s"], t["end_s"], t["label"], t.get("text", "")] for t in rec.get("timeline", [])],
             "model": ep.model_spans,
-            "win": [[w.start_s, w.end_s, w.verdict, w.label] for w in ep.windows if w.start_s is not None]}
+            "win": [[w.start_s, w.end_s, "mixed" if len(w.verdicts) > 1 else w.verdict, w.label]
+                    for w in ep.windows if w.start_s is not None]}
+
+
+def conversation(ep: EpisodeView) -> str:
+    """The episode as a time-ordered table: the user's turns (rec.json timeline, with the script's words where the
+    run recorded them), the ASR of the model in each scored window, the model's own text (joined per second), and
+    its adapter's notes (`Frame.note`); "" when there is none of it."""
+    rec = ep.rec or {}
+    rows: list[tuple[float, int, str, str, str, str]] = []  # start, order, who, label, times, text
+    for t in rec.get("timeline") or []:
+        rows.append((float(t.get("start_s") or 0.0), 0, "user", str(t.get("label", "")),
+                     f"{fmt_s(t.get('start_s'))}–{fmt_s(t.get('end_s'))}", str(t.get("text") or "")))
+    for w in ep.windows:
+        if w.transcript and w.start_s is not None:
+            rows.append((w.start_s, 1, "model (ASR, as scored)", w.label, f"{fmt_s(w.start_s)}–{fmt_s(w.end_s)}",
+                         w.transcript))
+    pieces: dict[int, list[Any]] = {}
+    for x in rec.get("model_text") or []:
+        if isinstance(x, list | tuple) and len(x) > 1 and isinstance(x[0], int | float):
+            pieces.setdefault(int(x[0]), [float(x[0]), ""])[1] += str(x[1])
+    rows += [(t, 2, "model (its own text)", "", fmt_s(t), text) for t, text in pieces.values()]
+    for x in rec.get("notes") or []:
+        if isinstance(x, list | tuple) and len(x) > 1 and isinstance(x[0], int | float):
+            rows.append((float(x[0]), 3, "adapter note", "", fmt_s(float(x[0])), str(x[1])))
+    if not rows:
+        return ""
+    rows.sort(key=lambda r: (r[0], r[1]))
+    body = "".join(f'<tr class="who-{e(who.split()[0])}" data-start="{t:.3f}"><td>{e(times)}</td><td>{e(who)}</td>'
+                   f'<td>{e(label)}</td><td class="text">{e(text)}</td></tr>' for t, _, who, label, times, text in rows)
+    return ('<div class="scroll"><table class="said" id="said"><thead><tr><th>time (s)</th><th>who</th><th>label</th>'
+            f"<th>text</th></tr></thead><tbody>{body}</tbody></table></div>")
 
 
 def script_json(obj: Any) -> str:

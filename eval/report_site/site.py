@@ -15,14 +15,13 @@ network.
 from __future__ import annotations
 
 import json
-import os
 import time
 from html import escape
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from dataset_builder.atomic import atomic_write_text
+from dataset_builder.atomic import atomic_write_bytes, atomic_write_text
 from eval.report_site import pages as P
 from eval.report_site.boards import tables_for
 from eval.report_site.collect import EpisodeView, RunView, load_runs
@@ -154,12 +153,18 @@ def _run_section(run: RunView, out: Path) -> str:
             items.append(f'<li><a href="{_e(P.episode_href(run, ep))}">{_e(ep.case_id)}</a> '
                          f"<b>{_e(ep.status)}:</b> {_e(ep.reason)}{_e(counted)}</li>")
         parts.append(f"<p><b>Failed and skipped episodes ({len(bad)})</b></p><ul class='bad'>{''.join(items)}</ul>")
-    scores = os.path.relpath(run.dir / "scores.json", out)
     parts.append(f'<p><a href="episodes.html#run={_e(run.slug)}">windows of this run</a> · '
-                 f'<a href="{_e(scores)}">scores.json</a></p>')
+                 f'<a href="{_e(scores_href(run))}">scores.json</a> (a copy; the run\'s own is '
+                 f"<code>{_e(run.dir / 'scores.json')}</code>)</p>")
     parts.append("<details><summary>what produced these numbers</summary>" + P.kv_table(provenance(run))
                  + "</details></section>")
     return "".join(parts)
+
+
+def scores_href(run: RunView) -> str:
+    """Where the report keeps its copy of a run's scores.json: inside its own folder, so a copied report keeps
+    every link."""
+    return f"runs/{run.slug}/scores.json"
 
 
 def _text_tables(runs: list[RunView]) -> str:
@@ -286,17 +291,15 @@ def episode_html(run: RunView, ep: EpisodeView, media: dict[str, Any] | None, pr
         parts.append(f"<h2>Scored windows</h2><p class='note'>Click a row to play from its start.</p>"
                      f"<div class='scroll'><table class='sortable' id='ep-windows'><thead><tr>{head}</tr></thead>"
                      f"<tbody>{rows}</tbody></table></div>")
+    said = P.conversation(ep)
+    if said:
+        parts.append("<h2>What was said, heard and decided</h2><p class='note'>In time order: the script's user turns "
+                     "as played (label, realised times, words), what the ASR heard of the model in each scored "
+                     "window (as scored), the model's own text stream, and the notes its adapter logged of what it "
+                     "heard and decided (never scored). Click a row to play from its time.</p>" + said)
     gold = rec.get("gold") or {}
     if gold:
         parts.append("<h2>Gold</h2>" + P.kv_table(list(gold.items())))
-    if rec.get("timeline"):
-        parts.append("<details><summary>user timeline (realised clips)</summary>" + P.kv_table(
-            [(t.get("turn_id"), f"{t.get('label')}: {t.get('start_s')}–{t.get('end_s')} s")
-             for t in rec["timeline"]]) + "</details>")
-    if rec.get("model_text"):
-        parts.append("<h2>What the model said (its own text)</h2>" + P.kv_table(
-            [(f"{x[0]:.2f} s" if x and isinstance(x[0], int | float) else "", x[1] if len(x) > 1 else x)
-             for x in rec["model_text"]]))
     if rec.get("compute"):
         comp = {k: v for k, v in rec["compute"].items() if k != "hist"}
         parts.append("<h2>Step compute time</h2>" + P.kv_table(list(comp.items())))
@@ -313,6 +316,18 @@ def episode_html(run: RunView, ep: EpisodeView, media: dict[str, Any] | None, pr
 
 
 # ---- the whole site ------------------------------------------------------------------------------------------
+
+def write_if_changed(path: Path, text: str) -> bool:
+    """Write a page atomically unless it already holds exactly `text` (a report written again over its folder
+    rewrites only the pages that changed); whether it wrote."""
+    try:
+        if path.stat().st_size == len(text.encode("utf-8")) and path.read_text(encoding="utf-8") == text:
+            return False
+    except OSError:
+        pass
+    atomic_write_text(path, text)
+    return True
+
 
 def _prune(folder: Path, keep: set[Path]) -> None:
     """Remove what an earlier report left in one of our own folders (ep/, media/) and this one did not write."""
@@ -350,9 +365,16 @@ def write_site(run_dirs: list[Path], out: Path, max_plots: int | None = None, al
             path = out / "ep" / run.slug / f"{ep.slug}.html"
             prev = run.episodes[i - 1] if i else None
             nxt = run.episodes[i + 1] if i + 1 < len(run.episodes) else None
-            atomic_write_text(path, episode_html(run, ep, media.get((run.slug, ep.slug)), prev, nxt))
+            write_if_changed(path, episode_html(run, ep, media.get((run.slug, ep.slug)), prev, nxt))
             written.add(path)
     _prune(out / "ep", written)
+    copied = set()
+    for run in runs:  # the scores each run's section links to, byte for byte
+        dest = out / scores_href(run)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(dest, (run.dir / "scores.json").read_bytes())
+        copied.add(dest)
+    _prune(out / "runs", copied)
     atomic_write_text(out / "episodes.html", episodes_html(runs))
     atomic_write_text(out / "summary.md", summary(boards, [provenance_line(r) for r in runs]))
     page = out / "index.html"

@@ -58,7 +58,8 @@ function applyFilters(box) {
     for (const k in want) {
       if (k === "q") continue;
       const have = row.getAttribute("data-" + k);
-      if (have !== null && have !== want[k]) { ok = false; break; }
+      // a row's attribute may hold several values ("fail pass": one verdict per metric): any of them matches
+      if (have !== null && !have.split(" ").includes(want[k])) { ok = false; break; }
     }
     if (ok && q) ok = row.textContent.toLowerCase().includes(q);
     row.hidden = !ok;
@@ -100,7 +101,8 @@ if (startHash) filtersFromHash();
 const LABEL_COLOURS = {PRE: "#bbbbbb", T: "#1f77b4", N1: "#9467bd", N2: "#8c564b", N3: "#7f7f7f", N4Q: "#ff7f0e",
                        N4R: "#d62728"};
 const VERDICT_COLOURS = {pass: "rgba(44,160,44,0.18)", fail: "rgba(214,39,40,0.20)",
-                         failed: "rgba(214,39,40,0.35)", "not scored": "rgba(120,120,120,0.15)"};
+                         failed: "rgba(214,39,40,0.35)", "not scored": "rgba(120,120,120,0.15)",
+                         mixed: "rgba(255,170,0,0.22)"};  // some of the window's metrics pass, some fail
 
 // One character per envelope value (media.py): 6 bits, sqrt-companded; back to a linear peak in [0, 1].
 const ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -132,18 +134,25 @@ function drawTimeline(canvas, data, playhead) {
   for (const [a, b, verdict, label] of data.win || []) {
     ctx.fillStyle = VERDICT_COLOURS[verdict] || VERDICT_COLOURS["not scored"];
     ctx.fillRect(x(a), 0, Math.max(1, x(b) - x(a)), h - axis);
-    ctx.fillStyle = verdict === "pass" ? "#1a7f1a" : "#b01c1c";
-    const mark = verdict === "pass" ? "✓" : verdict === "not scored" ? "·" : "✗";
+    ctx.fillStyle = verdict === "pass" ? "#1a7f1a" : verdict === "mixed" ? "#a65f00" : "#b01c1c";
+    const mark = verdict === "pass" ? "✓" : verdict === "not scored" ? "·" : verdict === "mixed" ? "✓✗" : "✗";
     ctx.fillText(`${label} ${mark}`, x(a) + 2, lane + 12);
   }
   // the user's clips (gold timeline) in the user lane
-  for (const [a, b, label] of data.user || []) {
+  for (const [a, b, label, text] of data.user || []) {
     ctx.fillStyle = labelColour(label);
     ctx.globalAlpha = 0.35;
     ctx.fillRect(x(a), 2, Math.max(1, x(b) - x(a)), lane - 4);
     ctx.globalAlpha = 1;
     ctx.fillStyle = "#333";
     ctx.fillText(label, x(a) + 2, 12);
+    if (text) {  // the clip's words, cut to its width (the full text: hover, or the table below the figure)
+      ctx.save();
+      ctx.beginPath(); ctx.rect(x(a), 14, Math.max(1, x(b) - x(a) - 2), lane - 16); ctx.clip();
+      ctx.fillStyle = "#555";
+      ctx.fillText(text, x(a) + 2, lane - 8);
+      ctx.restore();
+    }
   }
   // the model's VAD speech in the model lane
   ctx.fillStyle = "#1f77b4";
@@ -179,6 +188,10 @@ function drawTimeline(canvas, data, playhead) {
   }
   canvas.dataset.drawn = "1";
   canvas._toTime = px => Math.min(dur, Math.max(0, (px - left) * dur / (w - left - right)));
+  canvas._clipAt = px => {  // the user clip under a point of the figure, for its hover text
+    const t = canvas._toTime(px);
+    return (data.user || []).find(([a, b]) => a <= t && t <= b);
+  };
 }
 
 document.querySelectorAll("canvas.timeline").forEach(canvas => {
@@ -195,6 +208,10 @@ document.querySelectorAll("canvas.timeline").forEach(canvas => {
   audio.addEventListener("play", () => { cancelAnimationFrame(raf); raf = requestAnimationFrame(tickFn); });
   audio.addEventListener("seeked", redraw);
   audio.addEventListener("pause", redraw);
+  canvas.addEventListener("mousemove", ev => {
+    const clip = canvas._clipAt(ev.clientX - canvas.getBoundingClientRect().left);
+    canvas.title = clip ? `${clip[2]} ${clip[0].toFixed(2)}–${clip[1].toFixed(2)} s: ${clip[3] || ""}` : "";
+  });
   canvas.addEventListener("click", ev => {
     const r = canvas.getBoundingClientRect();
     audio.currentTime = canvas._toTime(ev.clientX - r.left);

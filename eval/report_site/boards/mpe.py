@@ -55,11 +55,9 @@ def _paired(p: dict[str, Any] | None) -> Cell:
                 f"explicit only {p['explicit_only']}, implicit only {p['implicit_only']}")
 
 
-def window_detail(m: dict[str, Any], result: dict[str, Any]) -> str:
-    """Each metric's outcome of the window under the thresholds the scores were computed with, and the answer's
-    verdict."""
+def window_detail(m: dict[str, Any], result: dict[str, Any]) -> dict[str, bool]:
+    """Each metric's outcome of the window under the thresholds the scores were computed with (the report shows
+    one verdict per metric: answer_accuracy is the judged answer, where a response was present)."""
     from metrics.mpe.verdicts import Thresholds, outcomes
 
-    got = outcomes(m, Thresholds(**result["thresholds"]))
-    extra = f"; answer {m['answer_verdict']}" if m.get("answer_verdict") else ""
-    return ", ".join(f"{k} {'✓' if ok else '✗'}" for k, ok in got.items()) + extra
+    return outcomes(m, Thresholds(**result["thresholds"]))
