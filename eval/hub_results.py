@@ -59,7 +59,7 @@ def headline_values(scores: Mapping[str, Any]) -> list[dict[str, Any]]:
     def walk(node: Any, path: list[str]) -> None:
         if not isinstance(node, Mapping):
             return
-        if "value" in node or node.get("computed") is False:
+        if _is_value(node):
             entry = {"key": ".".join(path), "metric": path[-1], "group": ".".join(path[1:-1]) or "overall"}
             entry |= {f: node[f] for f in VALUE_FIELDS if f in node}
             entry.setdefault("value", None)
@@ -73,10 +73,14 @@ def headline_values(scores: Mapping[str, Any]) -> list[dict[str, Any]]:
     for block in HEADLINE_BLOCKS:
         walk(scores.get(block), [block])
     for name, node in scores.items():
-        if name not in HEADLINE_BLOCKS and isinstance(node, Mapping) and (
-                "value" in node or node.get("computed") is False):
+        if name not in HEADLINE_BLOCKS and isinstance(node, Mapping) and _is_value(node):
             walk(node, [name])
     return out
+
+
+def _is_value(node: Mapping[str, Any]) -> bool:
+    """A value as `metrics.stats` writes one (its number with its sample size), or one said not computed."""
+    return ("value" in node and ("n" in node or "n_a" in node)) or node.get("computed") is False
 
 
 def _interval(node: Mapping[str, Any]) -> str:

@@ -61,6 +61,10 @@ class HubStandIn:
                 for k, v in (headers or {}).items():
                     self.send_header(k, v)
                 self.send_header("Content-Length", str(len(body)))
+                # One request per connection: once closed, the stand-in is unreachable at once (a kept-alive
+                # connection would go on being served by its handler thread).
+                self.send_header("Connection", "close")
+                self.close_connection = True
                 self.end_headers()
                 if not head:
                     self.wfile.write(body)

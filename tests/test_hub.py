@@ -106,8 +106,9 @@ def test_run_reads_a_hub_dataset_and_then_offline(tiny_set: Path, hub: HubStandI
     assert info["config"] == "mpe" and hub_origin(info["identity"]["dataset"]) == {"repo_id": "me/mpe-1",
                                                                                     "revision": sha}
     assert len(list(out.glob("*.rec.json"))) == 2
-    used = {(m, p.split("/")[4] if p.startswith("/api/") else p.split("/")[3]) for m, p in hub.requests}
-    assert used == {("GET", "revision"), ("GET", "tree"), ("HEAD", "resolve"), ("GET", "resolve")}
+    used = {(m, p.split("/")[5] if p.startswith("/api/datasets/") else p.split("/")[4]) for m, p in hub.requests
+            if p.startswith(("/api/datasets/me/mpe-1/", "/datasets/me/mpe-1/"))}
+    assert used == {("GET", "revision"), ("GET", "tree"), ("HEAD", "resolve"), ("GET", "resolve")}, hub.requests
 
     # The same repo at its commit, with the stand-in gone: from the cache, and through the user's own setting.
     hub.close()
