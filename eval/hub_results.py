@@ -37,7 +37,8 @@ FORMAT = 1
 RESULTS_FILE = "results.jsonl"
 # Top-level blocks of scores.json whose every value-shaped entry is a headline number: `scores` (every benchmark)
 # and M3-DuplexBench's representative values (M3-DuplexBench §4); any other top-level entry with a `value` (DSB-
-# IFEval's Entailment Gap, Role Tax, Redundancy Gain) or said not computed (PAS without an LLM judge) is one too.
+# IFEval's Entailment Gap, Role Tax, Redundancy Gain) or from a judge (PAS, Safety Override, and each label of the
+# Conflict Profile, or the reason they were not computed) is one too.
 HEADLINE_BLOCKS = ("scores", "representative")
 # The fields of a value kept in the card: the number, its sample sizes and interval, and why it is missing.
 VALUE_FIELDS = ("value", "n", "k", "n_a", "n_b", "a", "b", "ci", "interval", "sd", "computed", "reason")
@@ -73,8 +74,8 @@ def headline_values(scores: Mapping[str, Any]) -> list[dict[str, Any]]:
     for block in HEADLINE_BLOCKS:
         walk(scores.get(block), [block])
     for name, node in scores.items():
-        if name not in HEADLINE_BLOCKS and isinstance(node, Mapping) and _is_value(node):
-            walk(node, [name])
+        if name not in HEADLINE_BLOCKS and isinstance(node, Mapping) and (_is_value(node) or "computed" in node):
+            walk(node, [name])  # a judge's block (DSB-IFEval's conflict profile) holds its values one level down
     return out
 
 

@@ -195,6 +195,7 @@ def test_headline_values_of_each_benchmark_shape() -> None:
         "representative": {"en_task": {"shift_tor": rate | {"from": ["none"]}}},
         "entailment_gap": gap,
         "pas": {"computed": False, "reason": "not computed (needs an LLM judge)"},
+        "conflict_profile": {"computed": True, "judge": "openai", "L4a": {"persona-wins": rate}},
         "by_condition": {"explicit": {"fresh_onset_rate": rate}},  # a breakdown, not a headline
         "thresholds": {"value": 3},  # a setting, not a value: it has no n and is not under a headline block
     }
@@ -210,6 +211,8 @@ def test_headline_values_of_each_benchmark_shape() -> None:
          "n_b": 48, "a": "L1", "b": "L2", "ci": [-0.05, 0.25], "interval": "newcombe-95"},
         {"key": "pas", "metric": "pas", "group": "overall", "computed": False,
          "reason": "not computed (needs an LLM judge)", "value": None},
+        {"key": "conflict_profile.L4a.persona-wins", "metric": "persona-wins", "group": "L4a", "value": 0.25,
+         "n": 8, "k": 2, "ci": [0.0715, 0.5907], "interval": "wilson-95"},
     ]
 
 
