@@ -103,7 +103,8 @@ def download(ref: HubDataset, spec: str, *, local_only: bool = False) -> str:
         raise UsageError(f"{where}: the Hub cannot be reached and the cached copy under {constants.HF_HUB_CACHE} "
                          "is incomplete; download it again online") from None
     except LocalEntryNotFoundError:
-        why = ("offline (HF_HUB_OFFLINE is set)" if offline
+        why = ("this process reads the HF cache only (the process that launched it downloads the set)" if local_only
+               else "offline (HF_HUB_OFFLINE is set)" if offline
                else f"the Hub {constants.ENDPOINT} cannot be reached")
         raise UsageError(f"{where}: {why} and no copy is cached under {constants.HF_HUB_CACHE}; run it once "
                          "online (or `huggingface-cli download --repo-type dataset` it) first") from None

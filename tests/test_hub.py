@@ -151,6 +151,27 @@ def test_unreachable_missing_and_unknown_revision_are_one_line(hub: HubStandIn, 
     assert not (tmp_path / "r").exists()
 
 
+def test_a_launched_process_reads_the_cache_only(hub: HubStandIn, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """`run --num-processes N`: the launching process downloads the set; each process it starts finds it in the
+    cache without asking the Hub (so N processes never race to download it, nor see two commits)."""
+    from eval.cli import parser
+    from eval.launch import LAUNCH_ENV
+    from eval.run import configs_from_args
+
+    hub.repos["me/ds"] = Repo()
+    hub.repos["me/ds"].commit({"README.md": b"---\n---\n"})
+    with pytest.raises(UsageError, match="this process reads the HF cache only"):
+        dataset_folder("me/ds", local_only=True)
+    assert hub.requests == []
+    folder = dataset_folder("me/ds")  # the launching process
+    asked = len(hub.requests)
+    monkeypatch.setenv(LAUNCH_ENV, str(tmp_path))
+    a = parser().parse_args(["run", "--dataset", "me/ds", "--config", "mpe", "--adapter", "silent", "--out", "o"])
+    assert [c.dataset for c in configs_from_args(a)] == [folder]
+    assert len(hub.requests) == asked
+
+
 def test_a_local_folder_of_the_same_name_wins(tiny_set: Path, hub: HubStandIn, tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "me").mkdir()
