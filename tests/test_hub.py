@@ -47,6 +47,14 @@ def test_hub_origin_of_a_snapshot_folder() -> None:
         "repo_id": "my-org/duplex-mpe", "revision": SHA}
     assert hub_origin("/data/mpe-mini") is None
     assert hub_origin(f"/c/hub/models--a--b/snapshots/{SHA}") is None  # a model repo is no dataset
+    # push-results' card names a run's dataset by its Hub repo and commit when it was read from the Hub.
+    from eval.hub_results import _dataset
+
+    snapshot = f"/c/hub/datasets--my-org--duplex-mpe/snapshots/{SHA}"
+    assert _dataset({"dataset": snapshot, "dataset_fingerprint": "f", "n_dataset_cases": 80}, {}) == {
+        "hub": "my-org/duplex-mpe", "revision": SHA, "fingerprint": "f", "n_cases": 80}
+    assert _dataset({}, {"identity": {"dataset": "/data/mpe"}}) == {"path": "/data/mpe", "fingerprint": None,
+                                                                     "n_cases": None}
 
 
 # ----------------------------------------------------------------------------------------------- fixtures
@@ -336,3 +344,22 @@ def test_push_results_uploads_one_commit_to_the_hub(scored_run: Path, hub: HubSt
     sha, files = hub.repos["me/results"].files_at("main")
     assert files == folder_files(tmp_path / "dry") | {".gitattributes": b""}
     assert len(hub.commit_bodies) == 1
+
+
+def test_push_results_takes_the_html_report_along(scored_run: Path, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    report = tmp_path / "report"
+    assert main(["report", str(scored_run), "--out", str(report), "--max-plots", "1"]) == 0
+    folder = tmp_path / "dry"
+    assert main(["push-results", str(scored_run), "--repo-id", "me/r", "--report", str(report), "--dry-run",
+                 "--out", str(folder)]) == 0
+    pushed = folder_files(folder)
+    assert {k[len("report/"):]: v for k, v in pushed.items() if k.startswith("report/")} == {
+        k: v for k, v in folder_files(report).items() if not any(p.startswith(".") for p in k.split("/"))}
+    assert sorted(k for k in pushed if not k.startswith("report/")) == EXPECTED_FILES
+    capsys.readouterr()
+    assert main(["push-results", str(scored_run), "--repo-id", "me/r", "--report", str(scored_run), "--dry-run",
+                 "--out", str(tmp_path / "dry2")]) == 2
+    assert one_error_line(capsys) == (f"error: --report {scored_run}: not a report folder (no index.html); write "
+                                      "one with `duplex-eval report RUN... --out DIR`")
+    assert not (tmp_path / "dry2").exists()
