@@ -70,6 +70,8 @@ def cmd_build(a: argparse.Namespace) -> int:
     if a.preset not in bench.presets:
         raise UsageError(f"--preset {a.preset!r}: {bench.name} has presets {list(bench.presets)}")
     out = Path(a.out or DEFAULT_OUT / "datasets" / f"duplex-{bench.name}")
+    if a.diagnostics_only and a.out:
+        out = _hub_view(a.out)
     if a.diagnostics_limit is not None and a.diagnostics_limit < 1:
         raise UsageError(f"--diagnostics-limit must be >= 1, got {a.diagnostics_limit}")
     if not a.diagnostics_only:
@@ -98,6 +100,21 @@ def cmd_build(a: argparse.Namespace) -> int:
         print(format_audit(result))
         print(f"diagnostics written to {out / DIAGNOSTICS_FILE}")
     return 0
+
+
+def _hub_view(spec: str) -> Path:
+    """`build --diagnostics-only --out ORG/NAME[@REV]`: the Hub dataset repo (docs/release.md) audited through a
+    local folder of links to its cached files, where diagnostics.json is written (the HF cache is never written
+    to); a local folder as it is."""
+    from dataset_builder.hub_source import dataset_folder, hub_origin, local_view
+
+    folder = dataset_folder(spec)
+    origin = hub_origin(folder)
+    if folder == spec or origin is None:
+        return Path(folder)
+    view = DEFAULT_OUT / "hub" / f"{origin['repo_id'].replace('/', '--')}@{origin['revision'][:12]}"
+    print(f"auditing Hub dataset {spec} (commit {origin['revision'][:12]}) through {view}")
+    return local_view(folder, view)
 
 
 def cmd_run(a: argparse.Namespace) -> int:
@@ -296,7 +313,9 @@ def cmd_text_reference(a: argparse.Namespace) -> int:
     kwargs = parse_kv(a.decider_arg, "--decider-arg")
     if a.decider == "openai":
         kwargs.setdefault("cache_dir", str(out / "judge-cache"))
-    res = text_reference(list_cases(a.dataset, a.config), get_decider(a.decider, **kwargs), out)
+    from dataset_builder.hub_source import dataset_folder
+
+    res = text_reference(list_cases(dataset_folder(a.dataset), a.config), get_decider(a.decider, **kwargs), out)
     kind = "heuristic" if res["heuristic"] else "model"
     print(f"transcript-conditioned reference, decider {res['decider']} ({kind}), {res['n_cases']} cases")
     for cond, block in [("overall", res["scores"]), *res["by_condition"].items()]:
@@ -336,6 +355,21 @@ def cmd_push_metric(a: argparse.Namespace) -> int:
         return 0
     url = push(files, a.space, token_env=a.token_env, private=a.private)
     print(f"pushed metric {a.name} to Space {a.space}: {url}")
+    return 0
+
+
+def cmd_push_results(a: argparse.Namespace) -> int:
+    from eval.hub_results import describe, push, results_files, write_folder
+
+    if not a.repo_id:
+        raise UsageError("push-results: give the Hub dataset repo: --repo-id ORG/NAME")
+    files = results_files([Path(r) for r in a.run_dirs], a.repo_id, Path(a.report) if a.report else None)
+    if a.dry_run:
+        folder = Path(a.out or DEFAULT_OUT / "push-results" / a.repo_id.replace("/", "--"))
+        print(describe(files, write_folder(files, folder), a.repo_id))
+        return 0
+    url = push(files, a.repo_id, token_env=a.token_env, private=a.private)
+    print(f"pushed {len(a.run_dirs)} run(s) to dataset repo {a.repo_id}: {url}")
     return 0
 
 
@@ -432,7 +466,8 @@ def _add_build(p: argparse.ArgumentParser) -> None:
                         "distinct-n, per-attribute word differences; with audio also ASR word error rate per "
                         "voice and the 'Aria' recognition rate (text only with --scripts-only)")
     p.add_argument("--diagnostics-only", action="store_true",
-                   help="do not build: audit the existing folder --out (its parquet, else its scripts.jsonl)")
+                   help="do not build: audit the existing folder --out (its parquet, else its scripts.jsonl), or "
+                        "the Hub dataset repo --out ORG/NAME[@REV] when no local folder has that name")
     p.add_argument("--diagnostics-limit", type=int, default=None, metavar="N",
                    help="ASR only the first N cases (default: all; the default ASR runs ~10x faster than real "
                         "time on CPU: the mini set's 40 cases take ~4 min)")
@@ -526,6 +561,22 @@ def _add_push(p: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_push)
 
 
+def _add_push_results(p: argparse.ArgumentParser) -> None:
+    """`push-results RUN... --repo-id ORG/NAME`: scored runs as a Hub results dataset (docs/release.md)."""
+    p.add_argument("run_dirs", nargs="+", metavar="RUN", help="scored run folders (each with its scores.json)")
+    p.add_argument("--repo-id", default=None, help="the Hub dataset repo, e.g. my-org/duplex-eval-results")
+    p.add_argument("--report", default=None, metavar="DIR",
+                   help="also upload this HTML report folder (written by `duplex-eval report`) as report/")
+    p.add_argument("--dry-run", action="store_true",
+                   help="write the folder that would be uploaded (to --out) and list its files; upload nothing "
+                        "(no token needed)")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="--dry-run's folder (default out/push-results/ORG--NAME)")
+    p.add_argument("--token-env", default="HF_TOKEN")
+    p.add_argument("--private", action="store_true")
+    p.set_defaults(func=cmd_push_results)
+
+
 def _add_push_metric(p: argparse.ArgumentParser) -> None:
     """`push-metric NAME`: an evaluate module to a Hub metric Space."""
     p.add_argument("name", help="a module folder under metrics/, e.g. fresh_onset_rate")
@@ -614,6 +665,9 @@ def parser() -> argparse.ArgumentParser:
     _add_text_reference(tr)
     pu = sub.add_parser("push", help="upload a built dataset folder to the Hub (token from $HF_TOKEN)")
     _add_push(pu)
+    pr = sub.add_parser("push-results", help="upload scored runs as a Hub results dataset whose card a "
+                                             "leaderboard can read (token from $HF_TOKEN)")
+    _add_push_results(pr)
     pm = sub.add_parser("push-metric", help="upload an evaluate module (metrics/NAME/) as a Hub metric Space "
                                              "(token from $HF_TOKEN)")
     _add_push_metric(pm)

@@ -317,7 +317,10 @@ def planned(cases_with_audio: Iterable[tuple[Any, Any]], plan: Callable[..., Epi
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("benchmark", nargs="?", default=None, metavar="BENCHMARK",
                    help="the same as --config (as `build BENCHMARK`)")
-    p.add_argument("--dataset", required=True, help="dataset folder (as written by `duplex-eval build`)")
+    p.add_argument("--dataset", required=True,
+                   help="dataset folder (as written by `duplex-eval build`), or a Hub dataset repo ORG/NAME[@REV] "
+                        "(when no local folder has that name; hf://datasets/ORG/NAME always means the Hub), read "
+                        "from the HF cache")
     p.add_argument("--config", default=None, metavar="NAME[,NAME...]",
                    help="what to run: a benchmark (mpe, ifeval, m3: its evaluated configs) or a dataset config "
                         "(m3_chat_en), or a comma list of them, each its own run in OUT/<config>; default: the "
@@ -394,12 +397,18 @@ def resolve_configs(dataset: str, spec: str | None) -> list[str]:
 
 def configs_from_args(a: argparse.Namespace) -> list[RunConfig]:
     """One RunConfig per config the command names (`resolve_configs`): several go to OUT/<config> each."""
+    from dataset_builder.hub_source import dataset_folder
+    from eval.launch import worker_rank
+
     if a.benchmark and a.config and a.benchmark != a.config:
         raise UsageError(f"run: two benchmarks given ({a.benchmark} and --config {a.config}); give one")
-    configs = resolve_configs(a.dataset, a.config or a.benchmark)
+    # ORG/NAME[@REV] naming no local folder is a Hub dataset repo: its snapshot in the HF cache (docs/release.md).
+    # A process `--num-processes` started finds it where the launching process put it, without the network.
+    dataset = dataset_folder(a.dataset, local_only=worker_rank() is not None)
+    configs = resolve_configs(dataset, a.config or a.benchmark)
     if a.limit is not None and a.sample is not None:
         raise UsageError("give --limit N (the first N cases) or --sample N (a stratified sample), not both")
-    base = RunConfig(dataset=a.dataset, adapter=a.adapter, out=a.out, config=configs[0],
+    base = RunConfig(dataset=dataset, adapter=a.adapter, out=a.out, config=configs[0],
                      adapter_args=parse_kv(a.adapter_arg, "--adapter-arg"), params=list(a.param),
                      limit=a.limit, sample=a.sample, cases=a.cases, seed=a.seed,
                      step_timeout_s=a.step_timeout if a.step_timeout > 0 else None,

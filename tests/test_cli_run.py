@@ -204,7 +204,8 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     (["run", "--dataset", "x"], "error: run: the following arguments are required: --adapter, --out"),
     (["build", "--preset"], "error: build: argument --preset: expected one argument"),
     (["frobnicate"], "error: duplex-eval: argument command: invalid choice: 'frobnicate' (choose from 'build', "
-                     "'run', 'score', 'report', 'export', 'import', 'text-reference', 'push', 'push-metric', 'events', "
+                     "'run', 'score', 'report', 'export', 'import', 'text-reference', 'push', 'push-results', "
+                     "'push-metric', 'events', "
                      "'demo', 'check-adapter')"),
     (["run", "--dataset", "/nonexistent-cli", "--adapter", "silent", "--out", "o"],
      "error: dataset folder /nonexistent-cli does not exist"),
