@@ -37,6 +37,7 @@ from dataset_builder.errors import UsageError  # noqa: E402
 from dataset_builder.progress import Progress  # noqa: E402
 from dataset_builder.schema import SchemaError  # noqa: E402
 from eval.orchestrator import RunOptions  # noqa: E402
+from metrics.episodes import RUN_INFO, read_run_info  # noqa: E402
 
 if TYPE_CHECKING:
     from eval.schedule import EpisodePlan
@@ -44,7 +45,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("duplex_eval.run")
 
 # What `--force` removes from a run folder besides the scoring outputs: only what a run writes there.
-RUN_OUTPUTS = ("*.wav", "*.rec.json", "run.json")
+RUN_OUTPUTS = ("*.wav", "*.rec.json", RUN_INFO)
+# What to do about a run.json that cannot be read, when resuming into its folder.
+RESUME_HINT = "remove it or use --force"
 
 
 @dataclass
@@ -102,23 +105,13 @@ def _wait(state: Any) -> None:
         state.wait_for_everyone()
 
 
-def read_marker(out: Path) -> dict[str, Any] | None:
-    marker = out / "run.json"
-    if not marker.exists():
-        return None
-    try:
-        return json.loads(marker.read_text())
-    except json.JSONDecodeError as err:
-        raise UsageError(f"{marker} is not valid JSON ({err}); remove it or use --force") from None
-
-
 def check_marker(out: Path, cfg: RunConfig, fingerprint: str) -> None:
     """Refuse to resume a folder that belongs to another run, or whose dataset has changed since."""
-    old = read_marker(out)
+    old = read_run_info(out, strict=RESUME_HINT)
     if old is None:
         return
     if old.get("identity") != cfg.identity():
-        raise UsageError(f"{out / 'run.json'} belongs to a different run ({old.get('identity')}); "
+        raise UsageError(f"{out / RUN_INFO} belongs to a different run ({old.get('identity')}); "
                          "use another --out folder, or --force to start this one over")
     if old.get("dataset_fingerprint") not in (None, fingerprint):
         raise UsageError(f"the dataset {cfg.dataset} has changed since {out} was started (fingerprint "
@@ -157,14 +150,14 @@ def run(cfg: RunConfig) -> dict[str, int]:
     (`skipped_done`), failures kept from an earlier run, and — only when there are any — cases recorded as
     skipped now (`skipped`) or earlier (`skipped_kept`) because the adapter lacks a capability they need."""
     from dataset_builder.fingerprint import dataset_fingerprint
-    from dataset_builder.hf_dataset import _checked_shards
+    from dataset_builder.hf_dataset import config_shards
     from eval.lockstep import LockstepRunner, is_batched
     from eval.orchestrator import STALL_PREFIX, record_failed_episode, run_episode
 
     bench: Benchmark = benchmark_for_config(cfg.config)
     protocol = bench.protocol_class()().override(cfg.params)
     plan = bench.function("plan")
-    fingerprint = dataset_fingerprint(_checked_shards(cfg.dataset, cfg.config))
+    fingerprint = dataset_fingerprint(config_shards(cfg.dataset, cfg.config))
     out = Path(cfg.out)
     state = _state()
     if not cfg.force:
@@ -203,8 +196,9 @@ def run(cfg: RunConfig) -> dict[str, int]:
         agent = load_adapter(cfg.adapter, **cfg.adapter_args) if mine else None
         if state.is_main_process:
             out.mkdir(parents=True, exist_ok=True)
-            if read_marker(out) is None:  # written only once the dataset, params and adapter all checked out
-                atomic_write_json(out / "run.json", {
+            # written only once the dataset, params and adapter all checked out
+            if read_run_info(out, strict=RESUME_HINT) is None:
+                atomic_write_json(out / RUN_INFO, {
                     "identity": cfg.identity(), "benchmark": bench.name, "config": cfg.config,
                     "dataset_fingerprint": fingerprint, "n_dataset_cases": len(all_cases),
                     "started": time.strftime("%Y-%m-%dT%H:%M:%S")})

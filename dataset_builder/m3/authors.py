@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 import soundfile as sf
 
-from dataset_builder.atomic import atomic_write_json
+from dataset_builder.atomic import atomic_write_json, whole_ms
 from dataset_builder.audio import SESSION_SR, resample, wav_bytes
 from dataset_builder.errors import UsageError
 from dataset_builder.m3.events import (
@@ -101,7 +101,7 @@ CARD_METADATA = {
     "tags": ["full-duplex", "spoken-dialogue", "turn-taking", "backchannel", "barge-in", "benchmark"],
 }
 _PARAMS = EventParams()
-_OVERLAP_MAX_MS = round(_PARAMS.shift_overlap_max_s * 1000)
+_OVERLAP_MAX_MS = whole_ms(_PARAMS.shift_overlap_max_s)
 
 # Skip reasons (summary keys); each is a label our definitions cannot evaluate.
 NO_TURNS = "TURN_SHIFT / TURN_HOLD without a TURN ending at its start and one starting at its end"
@@ -109,10 +109,6 @@ OVERLAP = f"TURN_SHIFT overlapping by more than {_PARAMS.shift_overlap_max_s:g} 
 NO_BARGE_TURN = "BARGE_IN without a TURN of its channel starting at it"
 NO_HOST = "BARGE_IN with no TURN of the other party under way"
 BC_OUTSIDE = "user BC outside the system's TURNs (not evaluated, DESIGN.md)"
-
-
-def _ms(seconds: float) -> int:
-    return int(round(seconds * 1000))
 
 
 # ------------------------------------------------------------------------------------------------ reading
@@ -154,7 +150,7 @@ def _time(value: Any, where: str, fld: str) -> tuple[int, int]:
         isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) for x in value)
     if not ok:
         raise _bad(where, fld, f"expected [start, end] in seconds, got {json.dumps(value)[:80]}")
-    return _ms(value[0]), _ms(value[1])
+    return whole_ms(value[0]), whole_ms(value[1])
 
 
 def _labels(events: Any, where: str, duration_ms: int) -> list[Label]:
@@ -198,7 +194,7 @@ def _wav_info(wav: Path, where: str) -> tuple[int, int]:
 
 def _words(path: Path, duration_ms: int) -> tuple[Word, ...]:
     words = read_words(path)
-    late = next((w for w in words if _ms(w.end_s) > duration_ms + TIME_SLACK_MS), None)
+    late = next((w for w in words if whole_ms(w.end_s) > duration_ms + TIME_SLACK_MS), None)
     if late is not None:
         raise _bad(str(path), "end", f"the word {late.text!r} ends at {late.end_s:g} s, after the audio's end "
                                      f"({duration_ms / 1000:g} s)")
@@ -347,9 +343,10 @@ def extractor_check(m: Mapped) -> str:
         ours = extract_events([i for i in m.ipus if i.channel == 0], [i for i in m.ipus if i.channel == 1], _PARAMS)
     except ValueError:
         return "not comparable"
-    key = [(r.event.type, _ms(r.event_start_s), _ms(r.event_end_s), _ms(r.prompt_start_s))
+    key = [(r.event.type, whole_ms(r.event_start_s), whole_ms(r.event_end_s), whole_ms(r.prompt_start_s))
            for r in evaluated_events(ours, m.ipus, m.user_channel, CONTEXT_S)]
-    theirs = [(r.event.type, _ms(r.event_start_s), _ms(r.event_end_s), _ms(r.prompt_start_s)) for r in m.evaluated]
+    theirs = [(r.event.type, whole_ms(r.event_start_s), whole_ms(r.event_end_s), whole_ms(r.prompt_start_s))
+              for r in m.evaluated]
     return "same" if sorted(key) == sorted(theirs) else "differ"
 
 
@@ -377,15 +374,15 @@ def event_rows(m: Mapped, language: str, domain: str) -> Iterator[tuple[M3Event,
     joiner = LANGUAGE_RULES[language].joiner
     names = {id(i): f"{'u' if i.channel == uc else 's'}{k:03d}" for k, i in enumerate(m.ipus)}
     for k, r in enumerate(m.evaluated):
-        tau, b, s, t = (_ms(x) for x in (r.context_start_s, r.prompt_start_s, r.event_start_s, r.event_end_s))
-        w = s + round(WINDOW_S * 1000)
-        utts = tuple(Utterance(names[id(i)], _speaker(i, uc), i.kind, i.text, max(_ms(i.start_s) - tau, 0) / 1000,
-                               (_ms(i.end_s) - tau) / 1000) for i in m.ipus
-                     if _ms(i.end_s) > tau and _ms(i.start_s) < w)
+        tau, b, s, t = (whole_ms(x) for x in (r.context_start_s, r.prompt_start_s, r.event_start_s, r.event_end_s))
+        w = s + whole_ms(WINDOW_S)
+        utts = tuple(Utterance(names[id(i)], _speaker(i, uc), i.kind, i.text, max(whole_ms(i.start_s) - tau, 0) / 1000,
+                               (whole_ms(i.end_s) - tau) / 1000) for i in m.ipus
+                     if whole_ms(i.end_s) > tau and whole_ms(i.start_s) < w)
         question = reply = ""
         if r.event.type == "SHIFT":
             question = _question(m, r, joiner)
-            taker = next((i for i in m.ipus if i.channel != uc and i.is_turn and _ms(i.start_s) == t), None)
+            taker = next((i for i in m.ipus if i.channel != uc and i.is_turn and whole_ms(i.start_s) == t), None)
             reply = taker.text if taker is not None else ""
         transcribed = all(u.text for u in utts) and (r.event.type != "SHIFT" or bool(question and reply))
         event = M3Event(

@@ -57,7 +57,7 @@ from typing import Any
 import numpy as np
 import soundfile as sf
 
-from dataset_builder.atomic import atomic_write_json
+from dataset_builder.atomic import atomic_write_json, whole_ms
 from dataset_builder.audio import SESSION_SR, resample, wav_bytes
 from dataset_builder.errors import UsageError
 from dataset_builder.m3.events import TURN, Event, EventParams, Ipu, Word, _join, ipus_from_words, prompt_start
@@ -106,10 +106,6 @@ SHIFT_TOO_EARLY = "turn_taking.json timestamp[1] more than 0.4 s before timestam
 EMPTY_SPAN = "a pause / interruption that ends where it starts or earlier"
 _PARAMS = EventParams()
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
-
-
-def _ms(seconds: float) -> int:
-    return int(round(seconds * 1000))
 
 
 def _bad(where: Path | str, message: str, fld: str | None = None) -> SchemaError:
@@ -168,7 +164,7 @@ def read_spans(path: Path, duration_ms: int) -> list[Span]:
         ts = item.get("timestamp") if isinstance(item, dict) else None
         if not (isinstance(ts, list) and len(ts) == 2 and all(_number(x) for x in ts)):
             raise _bad(path, f"expected [start, end] in seconds, got {json.dumps(ts)[:80]}", f"[{i}].timestamp")
-        s, t = _ms(ts[0]), _ms(ts[1])
+        s, t = whole_ms(ts[0]), whole_ms(ts[1])
         if min(s, t) < 0 or max(s, t) > duration_ms + TIME_SLACK_MS:
             raise _bad(path, f"[{ts[0]:g}, {ts[1]:g}] s is outside input.wav (0 to {duration_ms / 1000:g} s)",
                        f"[{i}].timestamp")
@@ -261,7 +257,7 @@ def _turn_pauses(turns: Sequence[Ipu]) -> list[Event]:
 
 def _utterances(ipus: Sequence[Ipu], w_ms: int) -> tuple[Utterance, ...]:
     return tuple(Utterance(f"u{k:03d}", "user", "turn" if i.kind == TURN else "bc", i.text, i.start_s, i.end_s)
-                 for k, i in enumerate(ipus) if _ms(i.start_s) < w_ms and i.end_s > i.start_s)
+                 for k, i in enumerate(ipus) if whole_ms(i.start_s) < w_ms and i.end_s > i.start_s)
 
 
 def sample_events(sample: Sample, language: str, domain: str) -> list[tuple[M3Event, int]]:
@@ -276,15 +272,15 @@ def sample_events(sample: Sample, language: str, domain: str) -> list[tuple[M3Ev
             b = prompt_start(Event(span.event_type, s, t, 0, 1, s), turns, pauses) if turns else 0.0
         else:
             b = s
-        tau_ms = 0 if b <= CONTEXT_S else _ms(min((i.start_s for i in ipus if i.end_s > b - CONTEXT_S), default=b))
-        w_ms = span.s_ms + round(WINDOW_S * 1000)
+        tau_ms = 0 if b <= CONTEXT_S else whole_ms(min((i.start_s for i in ipus if i.end_s > b - CONTEXT_S), default=b))
+        w_ms = span.s_ms + whole_ms(WINDOW_S)
         if ipus:
             utts = _utterances(ipus, w_ms)
         else:  # no words: what the task file says
             utts = ()
             if span.event_type == "BARGE_IN":
                 ctx = (Utterance("u000", "user", "turn", span.context, 0.0, round(sample.context_wav_s, 3)),) \
-                    if span.context and sample.context_wav_s and _ms(sample.context_wav_s) <= span.s_ms else ()
+                    if span.context and sample.context_wav_s and whole_ms(sample.context_wav_s) <= span.s_ms else ()
                 utts = (*ctx, Utterance(f"u{len(ctx):03d}", "user", "turn", span.interrupt, s, t))
         question = _join([u.text for u in utts if b - 1e-9 <= u.start_s < s]) if span.event_type == "SHIFT" else ""
         transcribed = span.event_type != "SHIFT" and bool(utts) and all(u.text for u in utts)
@@ -305,7 +301,7 @@ def sample_events(sample: Sample, language: str, domain: str) -> list[tuple[M3Ev
 
 
 def _skip_reason(span: Span) -> str | None:
-    if span.event_type == "SHIFT" and span.t_ms < span.s_ms - round(_PARAMS.shift_overlap_max_s * 1000):
+    if span.event_type == "SHIFT" and span.t_ms < span.s_ms - whole_ms(_PARAMS.shift_overlap_max_s):
         return SHIFT_TOO_EARLY
     if span.event_type in ("PAUSE", "BARGE_IN") and span.t_ms <= span.s_ms:
         return EMPTY_SPAN
@@ -374,7 +370,7 @@ def import_fdb(folder: Path | str, out: Path | str, *, language: str = "en", dom
         for sample, events in plans:
             user = input_audio(sample)
             for event, tau in events:
-                x = clip(user, tau, tau + _ms(event.window_end_s))
+                x = clip(user, tau, tau + whole_ms(event.window_end_s))
                 audio_s += x.shape[0] / SESSION_SR
                 yield event_to_row(event, wav_bytes(x))
 
