@@ -56,7 +56,19 @@ import soundfile as sf
 from dataset_builder.atomic import atomic_write_json, whole_ms
 from dataset_builder.audio import SESSION_SR, resample, wav_bytes
 from dataset_builder.errors import UsageError
-from dataset_builder.m3.events import (
+from dataset_builder.m3.language import LANGUAGES as LANGUAGE_RULES
+from dataset_builder.m3.schema import (
+    CONTEXT_S,
+    DOMAINS,
+    EVENT_CONDITIONS,
+    EVENT_TYPES,
+    LANGUAGES,
+    WINDOW_S,
+    M3Event,
+    Utterance,
+    config_name,
+)
+from dataset_builder.rules.m3_events import (
     BC,
     TURN,
     Event,
@@ -69,18 +81,6 @@ from dataset_builder.m3.events import (
     extract_events,
     prompt_start,
     read_words,
-)
-from dataset_builder.m3.language import LANGUAGES as LANGUAGE_RULES
-from dataset_builder.m3.schema import (
-    CONTEXT_S,
-    DOMAINS,
-    EVENT_CONDITIONS,
-    EVENT_TYPES,
-    LANGUAGES,
-    WINDOW_S,
-    M3Event,
-    Utterance,
-    config_name,
 )
 from dataset_builder.schema import SchemaError
 

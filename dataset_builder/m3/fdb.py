@@ -16,7 +16,7 @@ Their layout (the v1.0 release, `DanielLin94144/Full-Duplex-Bench`, `v1_v1.5/`; 
 A model writes `{ID}/output.wav` beside `input.wav`, time-aligned with it and as long; their `get_transcript/asr.py`
 turns it into `output.json` (words with times) and `evaluation/evaluate.py --task TASK` scores a task folder.
 
-Their tasks in our events (one definition, shared with the run export, `metrics/m3/fdb_export.py`):
+Their tasks in our events (one definition, `dataset_builder/rules/fdb_tasks.py`, shared with the run export):
 
 | FDB v1 task (file) | our event | s, t |
 |---|---|---|
@@ -60,7 +60,6 @@ import soundfile as sf
 from dataset_builder.atomic import atomic_write_json, whole_ms
 from dataset_builder.audio import SESSION_SR, resample, wav_bytes
 from dataset_builder.errors import UsageError
-from dataset_builder.m3.events import TURN, Event, EventParams, Ipu, Word, _join, ipus_from_words, prompt_start
 from dataset_builder.m3.schema import (
     CONTEXT_S,
     DOMAINS,
@@ -72,20 +71,10 @@ from dataset_builder.m3.schema import (
     Utterance,
     config_name,
 )
+from dataset_builder.rules.fdb_tasks import EVENT_OF_FILE, LAYOUT, LEFT_OUT_EVENTS, TASKS
+from dataset_builder.rules.m3_events import TURN, Event, EventParams, Ipu, Word, _join, ipus_from_words, prompt_start
 from dataset_builder.schema import SchemaError
 
-# Their v1 tasks: our event type -> (their evaluate.py --task, the annotation file, its "text" placeholder).
-TASKS: dict[str, tuple[str, str, str]] = {
-    "SHIFT": ("smooth_turn_taking", "turn_taking.json", "[TURN-TAKING]"),
-    "PAUSE": ("pause_handling", "pause.json", "[PAUSE]"),
-    "BARGE_IN": ("user_interruption", "interrupt.json", ""),
-}
-EVENT_OF_FILE = {file: event for event, (_, file, _) in TASKS.items()}
-LEFT_OUT_EVENTS = {
-    "BC": "FDB v1's backchannel task scores the model's own backchannels while the user holds a long turn; our BC "
-          "is the user's backchannel during the model's turn (FDB v1.5's user_backchannel)",
-}
-LAYOUT = "Full-Duplex-Bench v1"
 IMPORT_DIR = "import"
 SHARD_ROWS = 32
 MS = SESSION_SR // 1000

@@ -38,15 +38,6 @@ import numpy as np
 from dataset_builder.atomic import whole_ms
 from dataset_builder.audio import SESSION_SR
 from dataset_builder.m3.dialogues import Dialogue, DialogueUtterance
-from dataset_builder.m3.events import (
-    Event,
-    EventParams,
-    EventRegions,
-    Ipu,
-    evaluated_events,
-    extract_events,
-    ipus_from_spans,
-)
 from dataset_builder.m3.language import LANGUAGES
 from dataset_builder.m3.schema import (
     CONTEXT_S,
@@ -56,7 +47,16 @@ from dataset_builder.m3.schema import (
     M3Event,
     Utterance,
 )
-from dataset_builder.m3.stats import DEFAULT_MARGIN_S, TimingStats
+from dataset_builder.rules.m3_events import (
+    Event,
+    EventParams,
+    EventRegions,
+    Ipu,
+    evaluated_events,
+    extract_events,
+    ipus_from_spans,
+)
+from dataset_builder.rules.m3_timing_stats import DEFAULT_MARGIN_S, TimingStats
 
 MS = SESSION_SR // 1000  # samples per millisecond: every placed time is a whole millisecond
 _PARAMS = EventParams()
