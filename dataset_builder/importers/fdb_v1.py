@@ -57,15 +57,14 @@ from typing import Any
 import numpy as np
 import soundfile as sf
 
-from dataset_builder.atomic import atomic_write_json, whole_ms
+from dataset_builder.atomic import whole_ms
 from dataset_builder.audio import SESSION_SR, resample, wav_bytes
 from dataset_builder.errors import UsageError
+from dataset_builder.importers import common
 from dataset_builder.m3.schema import (
     CONTEXT_S,
-    DOMAINS,
     EVENT_CONDITIONS,
     EVENT_TYPES,
-    LANGUAGES,
     WINDOW_S,
     M3Event,
     Utterance,
@@ -75,11 +74,8 @@ from dataset_builder.rules.fdb_tasks import EVENT_OF_FILE, LAYOUT, LEFT_OUT_EVEN
 from dataset_builder.rules.m3_events import TURN, Event, EventParams, Ipu, Word, _join, ipus_from_words, prompt_start
 from dataset_builder.schema import SchemaError
 
-IMPORT_DIR = "import"
 SHARD_ROWS = 32
-MS = SESSION_SR // 1000
-TIME_SLACK_MS = 10
-CARD_TEMPLATE = Path(__file__).resolve().parent.parent.parent / "cards" / "fdb_import.md"
+CARD_TEMPLATE = common.CARDS / "fdb_import.md"
 CARD_METADATA = {
     "pretty_name": "Full-Duplex-Bench v1 samples as M3-DuplexBench events (imported)",
     "license": "cc-by-nc-4.0",  # FDB's data licence (their dataset README); the source corpora's terms apply too
@@ -128,7 +124,7 @@ class Sample:
 
     @property
     def duration_ms(self) -> int:
-        return self.frames * 1000 // self.sample_rate
+        return common.audio_ms(self.frames, self.sample_rate)
 
 
 def _number(x: Any) -> bool:
@@ -154,7 +150,7 @@ def read_spans(path: Path, duration_ms: int) -> list[Span]:
         if not (isinstance(ts, list) and len(ts) == 2 and all(_number(x) for x in ts)):
             raise _bad(path, f"expected [start, end] in seconds, got {json.dumps(ts)[:80]}", f"[{i}].timestamp")
         s, t = whole_ms(ts[0]), whole_ms(ts[1])
-        if min(s, t) < 0 or max(s, t) > duration_ms + TIME_SLACK_MS:
+        if min(s, t) < 0 or max(s, t) > duration_ms + common.TIME_SLACK_MS:
             raise _bad(path, f"[{ts[0]:g}, {ts[1]:g}] s is outside input.wav (0 to {duration_ms / 1000:g} s)",
                        f"[{i}].timestamp")
         texts = {k: item.get(k, "") for k in ("context", "interrupt")} if event_type == "BARGE_IN" else {}
@@ -221,7 +217,7 @@ def read_folder(root: Path | str) -> list[Sample]:
             raise _bad(wav, f"not a readable audio file ({' '.join(str(err).split())})") from None
         if info.channels != 1:
             raise _bad(wav, f"{info.channels} channels; FDB's input.wav is the user alone, mono")
-        duration_ms = int(info.frames) * 1000 // int(info.samplerate)
+        duration_ms = common.audio_ms(int(info.frames), int(info.samplerate))
         present = [f for f in EVENT_OF_FILE if (folder / f).is_file()]
         if len(present) > 1:
             raise _bad(folder, f"holds {' and '.join(present)}; an FDB v1 sample has one task file")
@@ -298,43 +294,23 @@ def _skip_reason(span: Span) -> str | None:
 
 
 def input_audio(sample: Sample) -> np.ndarray:
-    """input.wav as float32 mono at 24 kHz."""
+    """input.wav as (n, 2) float32 at 24 kHz: the user on channel 0, channel 1 silent (FDB has no system side)."""
     x, sr = sf.read(str(sample.folder / "input.wav"), dtype="float32", always_2d=False)
-    return resample(np.asarray(x, np.float32), int(sr), SESSION_SR)
-
-
-def clip(user: np.ndarray, tau_ms: int, w_ms: int) -> np.ndarray:
-    """(n, 2): the user over [τ, s + Δ) on channel 0, zero-padded past its end; channel 1 silent."""
-    out = np.zeros(((w_ms - tau_ms) * MS, 2), np.float32)
-    part = user[tau_ms * MS:w_ms * MS]
-    out[:len(part), 0] = part
-    return out
+    user = resample(np.asarray(x, np.float32), int(sr), SESSION_SR)
+    return np.column_stack([user, np.zeros_like(user)])
 
 
 # ------------------------------------------------------------------------------------------------ import
 
 
-def _check_out(out: Path) -> None:
-    if (out / "README.md").exists() and not (out / IMPORT_DIR).is_dir():
-        raise UsageError(f"{out} holds a dataset that was not imported (a build?); import into another --out")
-    for p in sorted((out / IMPORT_DIR).glob("*.json")):
-        layout = json.loads(p.read_text(encoding="utf-8")).get("layout")
-        if layout != LAYOUT:
-            raise UsageError(f"{out} holds data imported from another layout ({layout}); import into another --out")
-
-
 def import_fdb(folder: Path | str, out: Path | str, *, language: str = "en", domain: str = "chat") -> dict[str, Any]:
     """Import every FDB v1 sample under `folder` (module doc) as the config `m3_{domain}_{language}` of the
     dataset folder `out`; returns the summary also written to `out/import/{config}.json`."""
-    from dataset_builder.hf_dataset import write_config
-    from dataset_builder.m3.rows import event_to_row, m3_features
+    from dataset_builder.m3.rows import event_to_row
 
     folder, out = Path(folder), Path(out)
-    if language not in LANGUAGES:
-        raise UsageError(f"--language {language!r}: M3 languages are {', '.join(LANGUAGES)}")
-    if domain not in DOMAINS:
-        raise UsageError(f"--domain {domain!r}: M3 domains are {', '.join(DOMAINS)}")
-    _check_out(out)
+    common.check_language_domain(language, domain)
+    common.check_out(out, LAYOUT)
     samples = read_folder(folder)
     skipped: Counter[str] = Counter()
     plans: list[tuple[Sample, list[tuple[M3Event, int]]]] = []
@@ -357,38 +333,33 @@ def import_fdb(folder: Path | str, out: Path | str, *, language: str = "en", dom
     def rows() -> Iterator[dict[str, Any]]:
         nonlocal audio_s
         for sample, events in plans:
-            user = input_audio(sample)
+            audio = input_audio(sample)
             for event, tau in events:
-                x = clip(user, tau, tau + whole_ms(event.window_end_s))
+                x = common.window(audio, tau, tau + whole_ms(event.window_end_s))
                 audio_s += x.shape[0] / SESSION_SR
                 yield event_to_row(event, wav_bytes(x))
 
-    write_config(out, config, rows(), m3_features(), shard_size=SHARD_ROWS)
-    events = Counter(e.event_type for _, evs in plans for e, _ in evs)
-    summary = {
-        "source": str(folder.resolve()), "layout": LAYOUT, "config": config, "language": language, "domain": domain,
-        "samples": len(samples), "sample_rates": sorted({s.sample_rate for s in samples}),
-        "with_transcription": sum(s.words is not None for s in samples),
-        "task_files": dict(sorted(Counter(s.task_file or "(none)" for s in samples).items())),
-        "rows": n_rows, "events": {t: events.get(t, 0) for t in EVENT_TYPES},
-        "cases": {t: events.get(t, 0) * len(EVENT_CONDITIONS[t]) for t in EVENT_TYPES},
-        "untranscribed_rows": sum(not e.transcribed for _, evs in plans for e, _ in evs),
-        "row_audio_s": round(audio_s, 3), "skipped": dict(sorted(skipped.items())),
-    }
-    atomic_write_json(out / IMPORT_DIR / f"{config}.json", summary)
-    write_import_card(out)
-    return summary
+    def summary() -> dict[str, Any]:
+        events = Counter(e.event_type for _, evs in plans for e, _ in evs)
+        return {
+            "source": str(folder.resolve()), "layout": LAYOUT, "config": config, "language": language,
+            "domain": domain, "samples": len(samples), "sample_rates": sorted({s.sample_rate for s in samples}),
+            "with_transcription": sum(s.words is not None for s in samples),
+            "task_files": dict(sorted(Counter(s.task_file or "(none)" for s in samples).items())),
+            "rows": n_rows, "events": {t: events.get(t, 0) for t in EVENT_TYPES},
+            "cases": {t: events.get(t, 0) * len(EVENT_CONDITIONS[t]) for t in EVENT_TYPES},
+            "untranscribed_rows": sum(not e.transcribed for _, evs in plans for e, _ in evs),
+            "row_audio_s": round(audio_s, 3), "skipped": dict(sorted(skipped.items())),
+        }
+
+    return common.write_import(out, config, rows(), SHARD_ROWS, summary=summary, write_card=write_card)
 
 
-def write_import_card(out: Path) -> None:
+def write_card(out: Path) -> None:
     """`out/README.md` for every config imported into `out` from FDB samples."""
-    from dataset_builder.card_tables import md_table, shared_context
-    from dataset_builder.hf_dataset import write_card
-    from dataset_builder.m3.rows import m3_features
-    from dataset_builder.protocols import M3Protocol
+    from dataset_builder.card_tables import md_table
 
-    summaries = [json.loads(p.read_text(encoding="utf-8")) for p in sorted((out / IMPORT_DIR).glob("*.json"))]
-    summaries = [s for s in summaries if any((out / "data" / s["config"]).glob("*.parquet"))]
+    summaries = common.imported_summaries(out)
     sources = md_table(["config", "source folder", "samples", "task files", "sample rates (Hz)",
                         "with transcription.json"],
                        [[f"`{s['config']}`", f"`{s['source']}`", s["samples"],
@@ -400,10 +371,6 @@ def write_import_card(out: Path) -> None:
     left = md_table(["config", "skipped", "samples or entries"],
                     [[f"`{s['config']}`", k, v] for s in summaries for k, v in s["skipped"].items()]
                     or [["-", "nothing", 0]])
-    context = {**shared_context(out, [s["config"] for s in summaries], M3Protocol()),
-               "sources_table": sources, "counts_table": counts, "left_out_table": left,
-               "configs_list": ", ".join(f"`{s['config']}`" for s in summaries), "window_s": f"{WINDOW_S:g}",
-               "bc_note": LEFT_OUT_EVENTS["BC"]}
-    metadata = {**CARD_METADATA, "language": sorted({s["language"] for s in summaries})}
-    write_card(out, {s["config"]: {"features": m3_features()} for s in summaries}, template=CARD_TEMPLATE,
-               context=context, metadata=metadata)
+    common.write_import_card(out, summaries, CARD_TEMPLATE, CARD_METADATA, {
+        "sources_table": sources, "counts_table": counts, "left_out_table": left, "window_s": f"{WINDOW_S:g}",
+        "bc_note": LEFT_OUT_EVENTS["BC"]})
