@@ -315,8 +315,8 @@ def write_card(repo_dir: Path, configs: Mapping[str, Mapping[str, Any]], templat
 def mpe_card_context(repo_dir: Path, config: str = "mpe", *, build_seed: int,
                      build_params: Mapping[str, Any], generator_version: str) -> dict[str, str]:
     """Every placeholder of cards/mpe.md, counted from the written shards of `config`."""
+    from dataset_builder.benchmark_params import MPEProtocol
     from dataset_builder.card_tables import count_table, shared_context, voices_table
-    from dataset_builder.protocols import MPEProtocol
 
     files = _shards(repo_dir, config)
     if not files:

@@ -342,7 +342,7 @@ def m3_registered(monkeypatch: pytest.MonkeyPatch) -> None:
         pass
     monkeypatch.setitem(benchmarks._BENCHMARKS, "m3", benchmarks.Benchmark(
         name="m3", title="M3-DuplexBench", configs=(CONFIG,), presets=("mini",),
-        protocol="dataset_builder.protocols:M3Protocol", build="-:-", plan="eval.plans.m3:plan", score="-:-",
+        protocol="dataset_builder.benchmark_params:M3Protocol", build="-:-", plan="eval.plans.m3:plan", score="-:-",
         tables="-:-", windows="-:-", cases="dataset_builder.m3.rows:list_items",
         case_audio="dataset_builder.m3.rows:iter_items"))
 

@@ -80,10 +80,10 @@ def write_import_card(out: Path, summaries: list[dict[str, Any]], template: Path
                       context: Mapping[str, Any]) -> None:
     """`out/README.md` for the imported configs: the layout's template filled with `context` and the shared
     parts (protocol, loading), the metadata with the configs' languages."""
+    from dataset_builder.benchmark_params import M3Protocol
     from dataset_builder.card_tables import shared_context
     from dataset_builder.hf_dataset import write_card
     from dataset_builder.m3.rows import m3_features
-    from dataset_builder.protocols import M3Protocol
 
     configs = [s["config"] for s in summaries]
     write_card(out, {c: {"features": m3_features()} for c in configs}, template=template,

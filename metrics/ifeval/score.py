@@ -23,10 +23,10 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from dataset_builder.benchmark_params import IFEvalProtocol
 from dataset_builder.episode import Episode
 from dataset_builder.ifeval.schema import BENCHMARK, ROLE_OVERRIDES, VERIFIER_DEFAULTS
 from dataset_builder.progress import Progress
-from dataset_builder.protocols import IFEvalProtocol
 from metrics import scoring
 from metrics.episodes import Failure, RecordingError, RunFolder, read_recording
 from metrics.health import SoundProfile, episode_stats, window_sound

@@ -20,10 +20,10 @@ from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Any
 
+from dataset_builder.benchmark_params import MPEProtocol
 from dataset_builder.episode import Episode
 from dataset_builder.http_client import served_concurrency
 from dataset_builder.progress import Progress
-from dataset_builder.protocols import MPEProtocol
 from metrics import scoring
 from metrics.episodes import Failure, RecordingError, RunFolder, read_recording
 from metrics.health import SoundProfile, episode_stats, window_sound
