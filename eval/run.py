@@ -145,24 +145,8 @@ def finished(out: Path, case_id: str) -> str | None:
         return None  # a torn or foreign file: run the episode again and overwrite it
 
 
-def run(cfg: RunConfig) -> dict[str, int]:
-    """Run the config's cases; returns this process's counts: cases, ok, failed, episodes already done
-    (`skipped_done`), failures kept from an earlier run, and — only when there are any — cases recorded as
-    skipped now (`skipped`) or earlier (`skipped_kept`) because the adapter lacks a capability they need."""
-    from dataset_builder.fingerprint import dataset_fingerprint
-    from dataset_builder.hf_dataset import config_shards
-    from eval.lockstep import LockstepRunner, is_batched
-    from eval.orchestrator import STALL_PREFIX, record_failed_episode, run_episode
-
-    bench: Benchmark = benchmark_for_config(cfg.config)
-    protocol = bench.protocol_class()().override(cfg.params)
-    plan = bench.function("plan")
-    fingerprint = dataset_fingerprint(config_shards(cfg.dataset, cfg.config))
-    out = Path(cfg.out)
-    state = _state()
-    if not cfg.force:
-        check_marker(out, cfg, fingerprint)  # before anything is written
-    all_cases = bench.function("cases")(cfg.dataset, cfg.config)
+def chosen_cases(cfg: RunConfig, all_cases: list[Any]) -> list[Any]:
+    """The dataset's cases this run covers: those named with --case, then the first --limit of them."""
     cases = all_cases
     if cfg.cases:
         known = {c.case_id for c in all_cases}
@@ -174,6 +158,39 @@ def run(cfg: RunConfig) -> dict[str, int]:
         if cfg.limit < 1:
             raise UsageError(f"--limit must be >= 1, got {cfg.limit}")
         cases = cases[: cfg.limit]
+    return cases
+
+
+def still_to_run(out: Path, shard: list[Any], retry_failed: bool) -> tuple[set[str], dict[str, int]]:
+    """The case ids of this process's shard that have no finished episode in `out` (failed ones too, with
+    --retry-failed), and the counts of what is kept: episodes done, failures kept, and (only when there are any)
+    episodes recorded as skipped."""
+    status = {c.case_id: finished(out, c.case_id) for c in shard}
+    retry = {"failed"} if retry_failed else set()
+    mine = {cid for cid, st in status.items() if st is None or st in retry}
+    counts = {"cases": len(shard), "skipped_done": sum(st == "ok" for st in status.values()),
+              "failed_kept": sum(st == "failed" and cid not in mine for cid, st in status.items())}
+    if any(st == "skipped" for st in status.values()):
+        counts["skipped_kept"] = sum(st == "skipped" for st in status.values())
+    return mine, counts
+
+
+def run(cfg: RunConfig) -> dict[str, int]:
+    """Run the config's cases; returns this process's counts: cases, ok, failed, episodes already done
+    (`skipped_done`), failures kept from an earlier run, and — only when there are any — cases recorded as
+    skipped now (`skipped`) or earlier (`skipped_kept`) because the adapter lacks a capability they need."""
+    from dataset_builder.fingerprint import dataset_fingerprint
+    from dataset_builder.hf_dataset import config_shards
+
+    bench: Benchmark = benchmark_for_config(cfg.config)
+    protocol = bench.protocol_class()().override(cfg.params)
+    fingerprint = dataset_fingerprint(config_shards(cfg.dataset, cfg.config))
+    out = Path(cfg.out)
+    state = _state()
+    if not cfg.force:
+        check_marker(out, cfg, fingerprint)  # before anything is written
+    all_cases = bench.function("cases")(cfg.dataset, cfg.config)
+    cases = chosen_cases(cfg, all_cases)
     if state.is_main_process:
         if cfg.force and out.exists():
             n = clear_run_dir(out)
@@ -185,14 +202,8 @@ def run(cfg: RunConfig) -> dict[str, int]:
     # even if another process has already finished some episodes by the time it looks.
     counts = {"cases": len(cases), "skipped_done": 0, "ok": 0, "failed": 0, "failed_kept": 0}
     with state.split_between_processes(cases) as shard:
-        status = {c.case_id: finished(out, c.case_id) for c in shard}
-        retry = {"failed"} if cfg.retry_failed else set()
-        mine = {cid for cid, st in status.items() if st is None or st in retry}
-        counts["cases"] = len(shard)
-        counts["skipped_done"] = sum(st == "ok" for st in status.values())
-        counts["failed_kept"] = sum(st == "failed" and cid not in mine for cid, st in status.items())
-        if any(st == "skipped" for st in status.values()):
-            counts["skipped_kept"] = sum(st == "skipped" for st in status.values())
+        mine, kept = still_to_run(out, shard, cfg.retry_failed)
+        counts |= kept
         agent = load_adapter(cfg.adapter, **cfg.adapter_args) if mine else None
         if state.is_main_process:
             out.mkdir(parents=True, exist_ok=True)
@@ -205,42 +216,52 @@ def run(cfg: RunConfig) -> dict[str, int]:
         if agent is None:
             return counts
         out.mkdir(parents=True, exist_ok=True)
-        options = RunOptions(step_timeout_s=cfg.step_timeout_s)
         progress = Progress(f"run {cfg.adapter}", len(mine), enabled=cfg.progress)
         # The protocol may take what it needs of the adapter (M3: its frame size, whether it greets).
-        agent_protocol = protocol.for_agent(agent)
-        jobs = planned(bench.function("case_audio")(cfg.dataset, cfg.config, wanted=mine), plan, agent_protocol,
-                       agent.sample_rate)
+        jobs = planned(bench.function("case_audio")(cfg.dataset, cfg.config, wanted=mine), bench.function("plan"),
+                       protocol.for_agent(agent), agent.sample_rate)
 
         def done(i: int, ep: Episode) -> None:
             counts[ep.status] = counts.get(ep.status, 0) + 1
             log.info("[%d/%d] %s %s %s", i, len(mine), ep.case_id, ep.status, ep.failure or "")
             progress.advance(note=f"{counts['failed']} failed" if counts["failed"] else "")
 
-        try:
-            if is_batched(agent):
-                # B episodes in flight on one clock (SPEC §12); the runner replaces the agent after a stall.
-                runner = LockstepRunner(agent, out, seed=cfg.seed, options=options,
-                                        reload=lambda: load_adapter(cfg.adapter, **cfg.adapter_args))
-                try:
-                    for i, ep in enumerate(runner.run(jobs), 1):
-                        done(i, ep)
-                finally:
-                    agent = runner.agent
-            else:
-                for i, (case, episode_plan) in enumerate(jobs, 1):
-                    if isinstance(episode_plan, str):
-                        ep = record_failed_episode(agent, case, out, episode_plan, seed=cfg.seed, options=options)
-                    else:
-                        ep = run_episode(agent, case, episode_plan, out, seed=cfg.seed, options=options)
-                    done(i, ep)
-                    if ep.failure and ep.failure.startswith(STALL_PREFIX):
-                        # The stalled step may still be running in its abandoned thread: never reuse that agent.
-                        agent.close()
-                        agent = load_adapter(cfg.adapter, **cfg.adapter_args)
-        finally:
-            agent.close()
+        run_jobs(agent, jobs, cfg, done)
     return counts
+
+
+def run_jobs(agent: Any, jobs: Iterable[tuple[Any, Any]], cfg: RunConfig, done: Callable[[int, Episode], None]
+             ) -> None:
+    """Run the planned episodes with `agent`, each reported to `done` as it finishes, and close the agent (or the
+    one that replaced it after a stall) at the end."""
+    from eval.lockstep import LockstepRunner, is_batched
+    from eval.orchestrator import STALL_PREFIX, record_failed_episode, run_episode
+
+    out = Path(cfg.out)
+    options = RunOptions(step_timeout_s=cfg.step_timeout_s)
+    try:
+        if is_batched(agent):
+            # B episodes in flight on one clock (SPEC §12); the runner replaces the agent after a stall.
+            runner = LockstepRunner(agent, out, seed=cfg.seed, options=options,
+                                    reload=lambda: load_adapter(cfg.adapter, **cfg.adapter_args))
+            try:
+                for i, ep in enumerate(runner.run(jobs), 1):
+                    done(i, ep)
+            finally:
+                agent = runner.agent
+        else:
+            for i, (case, episode_plan) in enumerate(jobs, 1):
+                if isinstance(episode_plan, str):
+                    ep = record_failed_episode(agent, case, out, episode_plan, seed=cfg.seed, options=options)
+                else:
+                    ep = run_episode(agent, case, episode_plan, out, seed=cfg.seed, options=options)
+                done(i, ep)
+                if ep.failure and ep.failure.startswith(STALL_PREFIX):
+                    # The stalled step may still be running in its abandoned thread: never reuse that agent.
+                    agent.close()
+                    agent = load_adapter(cfg.adapter, **cfg.adapter_args)
+    finally:
+        agent.close()
 
 
 def planned(cases_with_audio: Iterable[tuple[Any, Any]], plan: Callable[..., EpisodePlan], protocol: Any,
