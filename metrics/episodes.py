@@ -88,6 +88,18 @@ class RunFolder:
         self.failures.append(Failure(ep.case_id, "unusable", reason, ep))
         self.failures.sort(key=lambda f: f.case_id)
 
+    def usable_recording(self, ep: Episode, gold_problem: str | None) -> np.ndarray | None:
+        """The episode's checked recording (`read_recording`); None, with the episode moved to the failures and the
+        reason, when its gold lacks what the measurement needs (`gold_problem`) or its recording cannot be used."""
+        if gold_problem:
+            self.fail(ep, f"{ep.case_id}{REC_SUFFIX}: {gold_problem}")
+            return None
+        try:
+            return read_recording(self.run_dir, ep)
+        except RecordingError as err:
+            self.fail(ep, str(err))
+            return None
+
 
 def case_id_of(rec: Path) -> str:
     return rec.name.removesuffix(REC_SUFFIX)

@@ -17,7 +17,7 @@ import soundfile as sf
 from dataset_builder.audio import SESSION_SR
 from dataset_builder.hf_dataset import config_shards, rows_with_audio, rows_without_audio
 from dataset_builder.m3.schema import BENCHMARK, M3Case, M3Event, cases_of
-from dataset_builder.schema import SchemaError
+from dataset_builder.schema import SchemaError, reading_row
 
 if TYPE_CHECKING:
     import numpy as np
@@ -58,7 +58,7 @@ def event_to_row(event: M3Event, audio_bytes: bytes) -> dict[str, Any]:
 def row_to_event(row: dict[str, Any], *, source: str | None = None, index: int | None = None) -> M3Event:
     """Rebuild and validate an M3Event from a row (the audio column is read separately)."""
     where = row.get("event_id", index)
-    try:
+    with reading_row(source, where, own=f"event {where}"):
         data = {k: row[k] for k in EVENT_FIELDS if k != "transcribed"}
         data["transcribed"] = bool(row.get("transcribed", True))  # shards written before the column: built rows
         data["utterances"] = [{k: u[k] for k in UTTERANCE_FIELDS} for u in row["utterances"]]
@@ -68,14 +68,6 @@ def row_to_event(row: dict[str, Any], *, source: str | None = None, index: int |
             raise SchemaError(f"conditions {row['conditions']} differ from those of a {event.event_type} "
                               f"{list(event.conditions)}", field="conditions")
         return event
-    except KeyError as err:
-        raise SchemaError("missing column", source=source, row=where, field=str(err.args[0])) from None
-    except TypeError as err:
-        raise SchemaError(f"malformed row ({err})", source=source, row=where) from None
-    except SchemaError as err:
-        if err.source is not None and err.source != f"event {where}":
-            raise
-        raise SchemaError(str(err).split(": ", 1)[-1], source=source, row=where, field=err.field) from None
 
 
 def list_events(folder: Path | str, config: str) -> list[M3Event]:

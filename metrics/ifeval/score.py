@@ -28,7 +28,7 @@ from dataset_builder.episode import Episode
 from dataset_builder.ifeval.schema import BENCHMARK, ROLE_OVERRIDES, VERIFIER_DEFAULTS
 from dataset_builder.progress import Progress
 from metrics import scoring
-from metrics.episodes import Failure, RecordingError, RunFolder, read_recording
+from metrics.episodes import Failure, RunFolder
 from metrics.health import SoundProfile, episode_stats, window_sound
 from metrics.ifeval.aggregate import aggregate
 from metrics.ifeval.judge import NOT_COMPUTED, judge_case, llm_judge
@@ -82,16 +82,10 @@ def measure_run(folder: RunFolder, asr: LazyASR, judge: Any, vad_factory: Callab
     for ep in list(folder.ok):
         bar.advance(note=ep.case_id)
         t2 = t2_of(ep)
-        problem = gold_problem(ep.gold, t2)
-        if problem:
-            folder.fail(ep, f"{ep.case_id}.rec.json: {problem}")
+        audio = folder.usable_recording(ep, gold_problem(ep.gold, t2))
+        if audio is None:
             continue
         assert t2 is not None
-        try:
-            audio = read_recording(folder.run_dir, ep)
-        except RecordingError as err:
-            folder.fail(ep, str(err))
-            continue
         vad = vad_factory(vad_params(ep.params.get("vad")))
         model, user = audio[:, 1], audio[:, 0]
         model_spans, user_spans = vad.spans(model, SR), vad.spans(user, SR)

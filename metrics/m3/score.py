@@ -33,7 +33,7 @@ from dataset_builder.atomic import round_ms
 from dataset_builder.m3.schema import BENCHMARK, CONDITIONS
 from dataset_builder.progress import Progress
 from metrics import scoring
-from metrics.episodes import Failure, RecordingError, RunFolder, read_recording, skipped_summary
+from metrics.episodes import Failure, RunFolder, skipped_summary
 from metrics.health import SoundProfile, episode_stats, window_sound
 from metrics.judges import HeuristicJudge, chat_judge
 from metrics.m3 import content as C
@@ -134,14 +134,8 @@ def measure_run(folder: RunFolder, asr: LazyASR, llm: Any, heuristic: Any,
     bar = Progress(f"score {folder.run_dir.name}", len(folder.ok), enabled=progress)
     for ep in list(folder.ok):
         bar.advance(note=ep.case_id)
-        problem = gold_problem(ep.gold, ep.duration_s)
-        if problem:
-            folder.fail(ep, f"{ep.case_id}.rec.json: {problem}")
-            continue
-        try:
-            audio = read_recording(folder.run_dir, ep)
-        except RecordingError as err:
-            folder.fail(ep, str(err))
+        audio = folder.usable_recording(ep, gold_problem(ep.gold, ep.duration_s))
+        if audio is None:
             continue
         vad = vad_factory(vad_params(ep.params.get("vad")))
         model = audio[:, 1]
