@@ -69,3 +69,9 @@ def atomic_write_json(path: Path, obj: Any) -> None:
 def round_ms(seconds: float) -> float:
     """All stored times are seconds rounded to the millisecond (docs/conventions.md)."""
     return round(float(seconds), 3)
+
+
+def whole_ms(seconds: float) -> int:
+    """`seconds` as a whole number of milliseconds: M3's rules and corpora count time in integer ms, as the
+    authors' code does (M3-DuplexBench's timing.py)."""
+    return int(round(float(seconds) * 1000.0))

@@ -7,7 +7,7 @@ Code stays in its layer — generation in `dataset_builder/<bench>/`, measuremen
 names no benchmark: the CLI, the runner, the oracle, the scorer, the report and the demo look a benchmark up here
 by name, by dataset config, or by the benchmark a run recorded. Adding one is those files plus one entry below
 (docs/adding-a-benchmark.md lists them). The protocol classes still sit together in
-`dataset_builder/protocols.py`; the entry's `protocol` is the one place that names a benchmark's class, so a new
+`dataset_builder/benchmark_params.py`; the entry's `protocol` is the one place that names a benchmark's class, so a new
 benchmark may equally keep its class in its own `dataset_builder/<bench>/`.
 """
 
@@ -115,7 +115,7 @@ def benchmark_for_config(config: str) -> Benchmark:
 
 register_benchmark(Benchmark(
     name="mpe", title="Duplex-MPE", configs=("mpe",), presets=("mini", "full"),
-    protocol="dataset_builder.protocols:MPEProtocol",
+    protocol="dataset_builder.benchmark_params:MPEProtocol",
     build="dataset_builder.mpe.build:build",
     plan="eval.plans.mpe:plan",
     score="metrics.mpe.score:score_run",
@@ -132,7 +132,7 @@ register_benchmark(Benchmark(
 
 IFEVAL = Benchmark(
     name="ifeval", title="DSB-IFEval", configs=("ifeval", "ifeval_matched"), presets=("mini", "full"),
-    protocol="dataset_builder.protocols:IFEvalProtocol",
+    protocol="dataset_builder.benchmark_params:IFEvalProtocol",
     build="dataset_builder.ifeval.build:build",
     plan="eval.plans.ifeval:plan",
     score="metrics.ifeval.score:score_run",
@@ -152,7 +152,7 @@ register_benchmark(IFEVAL)
 register_benchmark(Benchmark(
     name="m3", title="M3-DuplexBench", configs=("m3_chat_en", "m3_task_en", "m3_chat_ja", "m3_task_ja"),
     presets=("mini", "full"),
-    protocol="dataset_builder.protocols:M3Protocol",
+    protocol="dataset_builder.benchmark_params:M3Protocol",
     build="dataset_builder.m3.build:build",
     plan="eval.plans.m3:plan",
     score="metrics.m3.score:score_run",

@@ -14,8 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from dataset_builder.benchmark_params import ProtocolParams
 from dataset_builder.hf_dataset import SPLIT, ConfigStats, config_stats
-from dataset_builder.protocols import ProtocolParams
 
 
 def md_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

@@ -315,8 +315,8 @@ def write_card(repo_dir: Path, configs: Mapping[str, Mapping[str, Any]], templat
 def mpe_card_context(repo_dir: Path, config: str = "mpe", *, build_seed: int,
                      build_params: Mapping[str, Any], generator_version: str) -> dict[str, str]:
     """Every placeholder of cards/mpe.md, counted from the written shards of `config`."""
+    from dataset_builder.benchmark_params import MPEProtocol
     from dataset_builder.card_tables import count_table, shared_context, voices_table
-    from dataset_builder.protocols import MPEProtocol
 
     files = _shards(repo_dir, config)
     if not files:
@@ -422,7 +422,7 @@ def load_cases(repo_dir: Path | str, config: str = "mpe", split: str = SPLIT,
     """
     repo_dir = Path(repo_dir)
     # Checked first: a missing path shaped like "owner/name" would otherwise be looked up on the Hub.
-    shards = _checked_shards(repo_dir, config)
+    shards = config_shards(repo_dir, config)
     for shard in shards:
         _open_shard(shard)  # a truncated or garbage shard, by name, before `datasets` says "an error occurred"
     if cache_dir is None:
@@ -475,7 +475,8 @@ def _decode_audio(row: dict[str, Any], case: Case, source: str) -> np.ndarray:
     return audio
 
 
-def _checked_shards(repo_dir: Path | str, config: str) -> list[Path]:
+def config_shards(repo_dir: Path | str, config: str) -> list[Path]:
+    """The parquet shards of a config, in order; FileNotFoundError naming the folder or the configs it has."""
     repo_dir = Path(repo_dir)
     if not repo_dir.is_dir():
         raise FileNotFoundError(f"dataset folder {repo_dir} does not exist")
@@ -493,38 +494,52 @@ def _batches(shard: Path, **kwargs: Any) -> Iterator[pa.RecordBatch]:
         yield from pf.iter_batches(**kwargs)
 
 
+def rows_without_audio(shard: Path) -> Iterator[dict[str, Any]]:
+    """A shard's rows in order, every column but the audio: cheap even for the full set (reads no audio bytes), and
+    a batch at a time, not the whole shard at once."""
+    columns = [c for c in _open_shard(shard).schema_arrow.names if c != "audio"]
+    for batch in _batches(shard, columns=columns, batch_size=256):
+        yield from batch.to_pylist()
+
+
+def rows_with_audio(shard: Path, wanted: set[str] | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(row index in the shard, row) with its audio, one parquet row group at a time, so memory stays flat on the
+    full set. With `wanted` (case ids), a row group holding none of them is not read; rows of the groups read are
+    all yielded (a row may stand for several cases)."""
+    pf = _open_shard(shard)
+    first = 0  # row index of the group's first row in the shard, for error messages
+    for g in range(pf.num_row_groups):
+        with _reading(shard):
+            if wanted is None:
+                table = pf.read_row_group(g)
+                n = table.num_rows
+            else:
+                ids = pf.read_row_group(g, columns=["case_id"]).column("case_id").to_pylist()
+                table = pf.read_row_group(g) if wanted.intersection(ids) else None
+                n = len(ids)
+        for i, row in enumerate(table.to_pylist() if table is not None else []):
+            yield first + i, row
+        first += n
+
+
 def list_cases(repo_dir: Path | str, config: str = "mpe") -> list[Case]:
-    """Every validated Case of a config, without audio: cheap even for the full set (reads no audio bytes)."""
-    out: list[Case] = []
-    for shard in _checked_shards(repo_dir, config):
-        columns = [c for c in _open_shard(shard).schema_arrow.names if c != "audio"]
-        i = 0
-        for batch in _batches(shard, columns=columns, batch_size=256):  # not the whole shard at once
-            for row in batch.to_pylist():
-                out.append(row_to_case(row, source=str(shard), index=i))
-                i += 1
-    return out
+    """Every validated Case of a config, without audio."""
+    return [row_to_case(row, source=str(shard), index=i)
+            for shard in config_shards(repo_dir, config) for i, row in enumerate(rows_without_audio(shard))]
 
 
 def iter_cases(repo_dir: Path | str, config: str = "mpe", wanted: set[str] | None = None
                ) -> Iterator[tuple[Case, np.ndarray]]:
-    """Cases with their audio, one parquet row group at a time, so memory stays flat on the full set.
+    """Cases with their audio, one parquet row group at a time (`rows_with_audio`).
 
     Reads the same shards `load_dataset` reads; `wanted` limits decoding to those case ids.
     """
-    for shard in _checked_shards(repo_dir, config):
-        pf = _open_shard(shard)
-        first = 0  # row index of the group's first row in the shard, for error messages
-        for g in range(pf.num_row_groups):
-            with _reading(shard):
-                ids = pf.read_row_group(g, columns=["case_id"]).column("case_id").to_pylist()
-                table = pf.read_row_group(g) if wanted is None or wanted.intersection(ids) else None
-            for i, row in enumerate(table.to_pylist() if table is not None else []):
-                if wanted is not None and row["case_id"] not in wanted:
-                    continue
-                case = row_to_case(row, source=str(shard), index=first + i)
-                yield case, _decode_audio(row, case, str(shard))
-            first += len(ids)
+    for shard in config_shards(repo_dir, config):
+        for i, row in rows_with_audio(shard, wanted):
+            if wanted is not None and row["case_id"] not in wanted:
+                continue
+            case = row_to_case(row, source=str(shard), index=i)
+            yield case, _decode_audio(row, case, str(shard))
 
 
 # -------------------------------------------------------------------------------------------------- push

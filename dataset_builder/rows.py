@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dataset_builder.schema import SCENE_ATTRIBUTES, Case, Clip, SchemaError, Script, Speaker
+from dataset_builder.schema import SCENE_ATTRIBUTES, Case, Clip, SchemaError, Script, Speaker, reading_row
 
 TURN_FIELDS = (
     "turn_id", "speaker", "voice", "label", "text", "addressee", "start_s", "end_s", "gap_before_s",
@@ -55,7 +55,7 @@ def case_to_row(case: Case, audio_bytes: bytes) -> dict[str, Any]:
 def row_to_case(row: dict[str, Any], *, source: str | None = None, index: int | None = None) -> Case:
     """Rebuild and validate a Case from a row (audio column ignored: it is read separately)."""
     where = row.get("case_id", index)
-    try:
+    with reading_row(source, where):
         turns_raw = row["turns"]
         voices: dict[str, str] = {}
         for t in turns_raw:
@@ -90,9 +90,3 @@ def row_to_case(row: dict[str, Any], *, source: str | None = None, index: int | 
                     clips=clips, tts_backend=row["tts_backend"])
         case.validate()
         return case
-    except KeyError as err:
-        raise SchemaError("missing column", source=source, row=where, field=str(err.args[0])) from None
-    except SchemaError as err:
-        if err.source is not None:
-            raise
-        raise SchemaError(str(err).split(": ", 1)[-1], source=source, row=where, field=err.field) from None

@@ -7,6 +7,8 @@ validates it with an error that names the source file, the row and the field.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
@@ -36,6 +38,22 @@ class SchemaError(ValueError):
         )
         super().__init__(f"{where}: {message}" if where else message)
         self.source, self.row, self.field = source, row, field
+
+
+@contextmanager
+def reading_row(source: str | None, where: int | str | None, own: str | None = None) -> Iterator[None]:
+    """While a dataset row is turned back into a record: a missing column, a malformed value, or a SchemaError that
+    names no file (or only the record itself, `own`) becomes a SchemaError naming the file, the row and the field."""
+    try:
+        yield
+    except KeyError as err:
+        raise SchemaError("missing column", source=source, row=where, field=str(err.args[0])) from None
+    except TypeError as err:
+        raise SchemaError(f"malformed row ({err})", source=source, row=where) from None
+    except SchemaError as err:
+        if err.source is not None and err.source != own:
+            raise
+        raise SchemaError(str(err).split(": ", 1)[-1], source=source, row=where, field=err.field) from None
 
 
 def _require(cond: bool, message: str, fld: str) -> None:

@@ -278,7 +278,7 @@ def cmd_export(a: argparse.Namespace) -> int:
 
 def cmd_import(a: argparse.Namespace) -> int:
     if a.benchmark == "fdb":
-        from dataset_builder.m3.fdb import import_fdb
+        from dataset_builder.importers.fdb_v1 import import_fdb
 
         s = import_fdb(Path(a.data_dir), Path(a.out), language=a.language or "en", domain=a.domain or "chat")
         events = ", ".join(f"{n} {t}" for t, n in s["events"].items() if n)
@@ -288,7 +288,7 @@ def cmd_import(a: argparse.Namespace) -> int:
             print(f"  skipped: {what}: {n}")
         print(f"run it: duplex-eval run --dataset {a.out} --config {s['config']} --adapter ADAPTER --out RUN_DIR")
         return 0
-    from dataset_builder.m3.authors import import_m3
+    from dataset_builder.importers.m3_authors import import_m3
 
     s = import_m3(Path(a.data_dir), Path(a.out), user_channel=a.user_channel, split=a.split, language=a.language,
                   domain=a.domain)

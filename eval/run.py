@@ -41,6 +41,7 @@ from dataset_builder.progress import Progress  # noqa: E402
 from dataset_builder.schema import SchemaError  # noqa: E402
 from eval.orchestrator import RunOptions  # noqa: E402
 from eval.selection import select_cases  # noqa: E402
+from metrics.episodes import RUN_INFO, read_run_info  # noqa: E402
 
 if TYPE_CHECKING:
     from eval.schedule import EpisodePlan
@@ -48,7 +49,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("duplex_eval.run")
 
 # What `--force` removes from a run folder besides the scoring outputs: only what a run writes there.
-RUN_OUTPUTS = ("*.wav", "*.rec.json", "run.json")
+RUN_OUTPUTS = ("*.wav", "*.rec.json", RUN_INFO)
+# What to do about a run.json that cannot be read, when resuming into its folder.
+RESUME_HINT = "remove it or use --force"
 
 
 @dataclass
@@ -120,23 +123,13 @@ def _wait(state: Any) -> None:
         state.wait_for_everyone()
 
 
-def read_marker(out: Path) -> dict[str, Any] | None:
-    marker = out / "run.json"
-    if not marker.exists():
-        return None
-    try:
-        return json.loads(marker.read_text())
-    except json.JSONDecodeError as err:
-        raise UsageError(f"{marker} is not valid JSON ({err}); remove it or use --force") from None
-
-
 def check_marker(out: Path, cfg: RunConfig, fingerprint: str) -> None:
     """Refuse to resume a folder that belongs to another run, or whose dataset has changed since."""
-    old = read_marker(out)
+    old = read_run_info(out, strict=RESUME_HINT)
     if old is None:
         return
     if old.get("identity") != cfg.identity():
-        raise UsageError(f"{out / 'run.json'} belongs to a different run ({old.get('identity')}); "
+        raise UsageError(f"{out / RUN_INFO} belongs to a different run ({old.get('identity')}); "
                          "use another --out folder, or --force to start this one over")
     if old.get("dataset_fingerprint") not in (None, fingerprint):
         raise UsageError(f"the dataset {cfg.dataset} has changed since {out} was started (fingerprint "
@@ -149,7 +142,7 @@ def record_selection(out: Path, cfg: RunConfig, bench: Benchmark, fingerprint: s
     """Write run.json once the dataset, params and adapter all checked out, and add to its `selections` each
     distinct choice of cases this folder has run (`--limit`, `--sample` with its seed, `--case`), so a run of a
     sample says so."""
-    info = read_marker(out) or {
+    info = read_run_info(out, strict=RESUME_HINT) or {
         "identity": cfg.identity(), "benchmark": bench.name, "config": cfg.config,
         "dataset_fingerprint": fingerprint, "n_dataset_cases": n_dataset,
         "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
@@ -157,10 +150,10 @@ def record_selection(out: Path, cfg: RunConfig, bench: Benchmark, fingerprint: s
                  "case_ids": sorted(cfg.cases) if cfg.cases else None, "n_cases": n_selected,
                  "left_out_not_runnable": unrunnable}
     selections = info.setdefault("selections", [])
-    if selection not in selections or not (out / "run.json").exists():
+    if selection not in selections or not (out / RUN_INFO).exists():
         if selection not in selections:
             selections.append(selection)
-        atomic_write_json(out / "run.json", info)
+        atomic_write_json(out / RUN_INFO, info)
 
 
 def clear_run_dir(out: Path) -> int:
@@ -189,6 +182,20 @@ def finished(out: Path, case_id: str) -> str | None:
         return None  # a torn or foreign file: run the episode again and overwrite it
 
 
+def still_to_run(out: Path, shard: list[Any], retry_failed: bool) -> tuple[set[str], dict[str, int]]:
+    """The case ids of this process's shard that have no finished episode in `out` (failed ones too, with
+    --retry-failed), and the counts of what is kept: episodes done, failures kept, and (only when there are any)
+    episodes recorded as skipped."""
+    status = {c.case_id: finished(out, c.case_id) for c in shard}
+    retry = {"failed"} if retry_failed else set()
+    mine = {cid for cid, st in status.items() if st is None or st in retry}
+    counts = {"cases": len(shard), "skipped_done": sum(st == "ok" for st in status.values()),
+              "failed_kept": sum(st == "failed" and cid not in mine for cid, st in status.items())}
+    if any(st == "skipped" for st in status.values()):
+        counts["skipped_kept"] = sum(st == "skipped" for st in status.values())
+    return mine, counts
+
+
 def run(cfg: RunConfig) -> dict[str, int]:
     """Run the config's cases; returns this process's counts: cases, ok, failed, episodes already done
     (`skipped_done`), failures kept from an earlier run, and — only when there are any — cases recorded as
@@ -204,14 +211,11 @@ def run(cfg: RunConfig) -> dict[str, int]:
 def _run(cfg: RunConfig, counts: dict[str, int]) -> dict[str, int]:
     """`run`, counting into `counts` as it goes (what an interruption reports)."""
     from dataset_builder.fingerprint import dataset_fingerprint
-    from dataset_builder.hf_dataset import _checked_shards
-    from eval.lockstep import LockstepRunner, is_batched
-    from eval.orchestrator import STALL_PREFIX, record_failed_episode, run_episode
+    from dataset_builder.hf_dataset import config_shards
 
     bench: Benchmark = benchmark_for_config(cfg.config)
     protocol = bench.protocol_class()().override(cfg.params)
-    plan = bench.function("plan")
-    fingerprint = dataset_fingerprint(_checked_shards(cfg.dataset, cfg.config))
+    fingerprint = dataset_fingerprint(config_shards(cfg.dataset, cfg.config))
     out = Path(cfg.out)
     state = _state()
     if not cfg.force:
@@ -249,14 +253,8 @@ def _run(cfg: RunConfig, counts: dict[str, int]) -> dict[str, int]:
         # Split the full list, then skip finished episodes inside each shard: every process sees the same split
         # even if another process has already finished some episodes by the time it looks.
         with state.split_between_processes(cases) as shard:
-            status = {c.case_id: finished(out, c.case_id) for c in shard}
-            retry = {"failed"} if cfg.retry_failed else set()
-            mine = {cid for cid, st in status.items() if st is None or st in retry}
-            counts["cases"] = len(shard)
-            counts["skipped_done"] = sum(st == "ok" for st in status.values())
-            counts["failed_kept"] = sum(st == "failed" and cid not in mine for cid, st in status.items())
-            if any(st == "skipped" for st in status.values()):
-                counts["skipped_kept"] = sum(st == "skipped" for st in status.values())
+            mine, kept = still_to_run(out, shard, cfg.retry_failed)
+            counts |= kept
             if mine and agent is None:
                 agent = load_adapter(cfg.adapter, **cfg.adapter_args)
             if state.is_main_process:
@@ -266,42 +264,56 @@ def _run(cfg: RunConfig, counts: dict[str, int]) -> dict[str, int]:
             if not mine:
                 return counts
             out.mkdir(parents=True, exist_ok=True)
-            options = RunOptions(step_timeout_s=cfg.step_timeout_s)
             progress = Progress(f"run {cfg.adapter}", len(mine), enabled=cfg.progress)
             # The protocol may take what it needs of the adapter (M3: its frame size, whether it greets).
-            agent_protocol = protocol.for_agent(agent)
-            jobs = planned(bench.function("case_audio")(cfg.dataset, cfg.config, wanted=mine), plan,
-                           agent_protocol, agent.sample_rate)
+            jobs = planned(bench.function("case_audio")(cfg.dataset, cfg.config, wanted=mine),
+                           bench.function("plan"), protocol.for_agent(agent), agent.sample_rate)
 
             def done(i: int, ep: Episode) -> None:
                 counts[ep.status] = counts.get(ep.status, 0) + 1
                 log.info("[%d/%d] %s %s %s", i, len(mine), ep.case_id, ep.status, ep.failure or "")
                 progress.advance(note=f"{counts['failed']} failed" if counts["failed"] else "")
 
-            if is_batched(agent):
-                # B episodes in flight on one clock (docs/scale.md); the runner replaces the agent after a stall.
-                runner = LockstepRunner(agent, out, seed=cfg.seed, options=options,
-                                        reload=lambda: load_adapter(cfg.adapter, **cfg.adapter_args))
-                try:
-                    for i, ep in enumerate(runner.run(jobs), 1):
-                        done(i, ep)
-                finally:
-                    agent = runner.agent
-            else:
-                for i, (case, episode_plan) in enumerate(jobs, 1):
-                    if isinstance(episode_plan, str):
-                        ep = record_failed_episode(agent, case, out, episode_plan, seed=cfg.seed, options=options)
-                    else:
-                        ep = run_episode(agent, case, episode_plan, out, seed=cfg.seed, options=options)
-                    done(i, ep)
-                    if ep.failure and ep.failure.startswith(STALL_PREFIX):
-                        # The stalled step may still be running in its abandoned thread: never reuse that agent.
-                        agent.close()
-                        agent = load_adapter(cfg.adapter, **cfg.adapter_args)
+            runner_agent, agent = agent, None  # run_jobs closes it (or the one that replaced it after a stall)
+            run_jobs(runner_agent, jobs, cfg, done)
     finally:
         if agent is not None:
             agent.close()
     return counts
+
+
+def run_jobs(agent: Any, jobs: Iterable[tuple[Any, Any]], cfg: RunConfig, done: Callable[[int, Episode], None]
+             ) -> None:
+    """Run the planned episodes with `agent`, each reported to `done` as it finishes, and close the agent (or the
+    one that replaced it after a stall) at the end."""
+    from eval.lockstep import LockstepRunner, is_batched
+    from eval.orchestrator import STALL_PREFIX, record_failed_episode, run_episode
+
+    out = Path(cfg.out)
+    options = RunOptions(step_timeout_s=cfg.step_timeout_s)
+    try:
+        if is_batched(agent):
+            # B episodes in flight on one clock (docs/scale.md); the runner replaces the agent after a stall.
+            runner = LockstepRunner(agent, out, seed=cfg.seed, options=options,
+                                    reload=lambda: load_adapter(cfg.adapter, **cfg.adapter_args))
+            try:
+                for i, ep in enumerate(runner.run(jobs), 1):
+                    done(i, ep)
+            finally:
+                agent = runner.agent
+        else:
+            for i, (case, episode_plan) in enumerate(jobs, 1):
+                if isinstance(episode_plan, str):
+                    ep = record_failed_episode(agent, case, out, episode_plan, seed=cfg.seed, options=options)
+                else:
+                    ep = run_episode(agent, case, episode_plan, out, seed=cfg.seed, options=options)
+                done(i, ep)
+                if ep.failure and ep.failure.startswith(STALL_PREFIX):
+                    # The stalled step may still be running in its abandoned thread: never reuse that agent.
+                    agent.close()
+                    agent = load_adapter(cfg.adapter, **cfg.adapter_args)
+    finally:
+        agent.close()
 
 
 def planned(cases_with_audio: Iterable[tuple[Any, Any]], plan: Callable[..., EpisodePlan], protocol: Any,

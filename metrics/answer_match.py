@@ -39,7 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from dataset_builder.mpe.answers import LABEL_NOUNS, WEEKDAYS, unit_dimension, unit_key
+from dataset_builder.rules.answer_units import LABEL_NOUNS, WEEKDAYS, unit_dimension, unit_key
 from metrics.textnorm import normalize, words_to_numbers
 
 # --- reading a transcript into tokens --------------------------------------------------------------------------

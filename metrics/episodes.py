@@ -32,9 +32,11 @@ import soundfile as sf
 
 from dataset_builder.audio import SESSION_SR
 from dataset_builder.episode import Episode
+from dataset_builder.errors import UsageError
 from dataset_builder.schema import SchemaError
 
 REC_SUFFIX = ".rec.json"
+RUN_INFO = "run.json"  # the run folder's record of what was run (dataset, adapter, identity)
 LENGTH_TOLERANCE_S = 0.001  # rec.json rounds duration_s to the millisecond
 CHANNELS = 2  # ch0 user, ch1 model (docs/conventions.md)
 
@@ -86,17 +88,41 @@ class RunFolder:
         self.failures.append(Failure(ep.case_id, "unusable", reason, ep))
         self.failures.sort(key=lambda f: f.case_id)
 
+    def usable_recording(self, ep: Episode, gold_problem: str | None) -> np.ndarray | None:
+        """The episode's checked recording (`read_recording`); None, with the episode moved to the failures and the
+        reason, when its gold lacks what the measurement needs (`gold_problem`) or its recording cannot be used."""
+        if gold_problem:
+            self.fail(ep, f"{ep.case_id}{REC_SUFFIX}: {gold_problem}")
+            return None
+        try:
+            return read_recording(self.run_dir, ep)
+        except RecordingError as err:
+            self.fail(ep, str(err))
+            return None
+
 
 def case_id_of(rec: Path) -> str:
     return rec.name.removesuffix(REC_SUFFIX)
 
 
-def read_run_info(run_dir: Path) -> dict[str, Any] | None:
+def read_run_info(run_dir: Path, *, strict: str | None = None) -> dict[str, Any] | None:
+    """The folder's run.json (written by `run`), or None when it has none. An unreadable one (not a JSON object)
+    is None too, unless `strict` says what to do about it: then it is a UsageError naming the file, ending in
+    `strict`."""
+    path = Path(run_dir) / RUN_INFO
     try:
-        info = json.loads((Path(run_dir) / "run.json").read_text())
-    except (OSError, json.JSONDecodeError):
+        info = json.loads(path.read_text())
+    except FileNotFoundError:
         return None
-    return info if isinstance(info, dict) else None
+    except (OSError, json.JSONDecodeError) as err:
+        if strict is None:
+            return None
+        raise UsageError(f"{path} is not valid JSON ({err}); {strict}") from None
+    if isinstance(info, dict):
+        return info
+    if strict is None:
+        return None
+    raise UsageError(f"{path} is not a JSON object; {strict}")
 
 
 def check_recording(wav: Path, duration_s: float, rec_name: str) -> None:

@@ -1,5 +1,5 @@
-"""What a Hugging Face metric Space receives for one `evaluate` module under metrics/<name>/ (`duplex-eval
-push-metric NAME --space ORG/SPACE [--dry-run]`), and the upload itself.
+"""What a Hugging Face metric Space receives for one `evaluate` module under metrics/evaluate_modules/<name>/
+(`duplex-eval push-metric NAME --space ORG/SPACE [--dry-run]`), and the upload itself.
 
 A metric Space is the module's script named after the Space (`evaluate.load("ORG/SPACE")` fetches `SPACE.py`),
 its card as README.md under the Space's YAML header, the standard `evaluate.utils.launch_gradio_widget` app.py and
@@ -25,11 +25,12 @@ from pathlib import Path
 import yaml
 
 from dataset_builder.errors import UsageError
+from metrics import EVALUATE_MODULES, metric_names
 
 ROOT = Path(__file__).resolve().parent.parent  # the folder holding the project's packages
 PROJECT = ("dataset_builder", "metrics", "adapters", "eval")
 # The base every metric script subclasses (its module info and input column): what it imports, the script imports.
-SCRIPT_BASE = ROOT / "metrics" / "evaluate_module.py"
+SCRIPT_BASE = EVALUATE_MODULES / "base.py"
 DISTRIBUTION = "duplex-eval"
 # evaluate's launch_gradio_widget builds its form with gr.inputs / gr.outputs, which gradio 4 removed: the SDK
 # version evaluate's own metric Spaces declare. The package needs Python >= 3.11.
@@ -58,10 +59,9 @@ class SpaceFile:
 
 
 def module_folder(name: str) -> Path:
-    folder = ROOT / "metrics" / name
+    folder = EVALUATE_MODULES / name
     if not (folder / f"{name}.py").is_file():
-        known = sorted(p.name for p in (ROOT / "metrics").iterdir() if (p / f"{p.name}.py").is_file())
-        raise UsageError(f"push-metric: no metric module {name!r}; known: {', '.join(known)}")
+        raise UsageError(f"push-metric: no metric module {name!r}; known: {', '.join(metric_names())}")
     return folder
 
 
@@ -129,7 +129,7 @@ def space_readme(card: str, name: str, space_id: str) -> str:
     the module from the Hub put first."""
     match = FRONT_MATTER.match(card)
     if match is None:
-        raise UsageError(f"push-metric: metrics/{name}/README.md has no YAML front matter")
+        raise UsageError(f"push-metric: metrics/evaluate_modules/{name}/README.md has no YAML front matter")
     meta = yaml.safe_load(match.group(1)) or {}
     header = {"title": meta.pop("title", name), **SPACE_HEADER, **meta}
     body = card[match.end():]
@@ -173,7 +173,7 @@ def space_files(name: str, space_id: str, package: str | None = None) -> list[Sp
     files = [
         SpaceFile(f"{space_name}.py", script.read_bytes(), str(script.relative_to(ROOT))),
         SpaceFile("README.md", space_readme(card, name, space_id).encode(),
-                  f"metrics/{name}/README.md under the Space's YAML header"),
+                  f"metrics/evaluate_modules/{name}/README.md under the Space's YAML header"),
         SpaceFile("app.py", APP.format(space=space_id).encode(), "generated"),
         SpaceFile("requirements.txt", reqs.encode(), "generated"),
     ]

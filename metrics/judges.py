@@ -128,6 +128,22 @@ class JudgeError(EndpointError):
     a retry cannot cure, or with a body that is not JSON (nothing is cached)."""
 
 
+def json_reply(content: str) -> tuple[dict[str, Any] | None, str]:
+    """(the object, "") from a judge's strict JSON reply: one object, optionally inside one ```json fence; or
+    (None, why it cannot be used)."""
+    text = content.strip()
+    fence = re.fullmatch(r"```(?:json)?\s*(.*?)\s*```", text, flags=re.DOTALL)
+    if fence:
+        text = fence.group(1)
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as err:
+        return None, f"not a JSON object ({err.msg})"
+    if not isinstance(obj, dict):
+        return None, "not a JSON object"
+    return obj, ""
+
+
 def _parse_verdict(content: str, allowed: tuple[str, ...]) -> str:
     m = re.search(r"\{.*?\}", content, flags=re.DOTALL)
     if not m:

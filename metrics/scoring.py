@@ -4,7 +4,10 @@
 Also the scaffolding every benchmark's `score_run` shares, defined once: the ASR loaded only when a case needs
 one (`LazyASR`), the model audio of chosen spans (`spans_audio`), what the ASR hears of them (`asr_audio`: padded
 by `asr_spans`), and storing or re-reading the measurements and health numbers a scores file is computed from
-(`store_measurements`, `reused_inputs`).
+(`store_measurements`, `reused_inputs`), and the tail of every `score_run`: the folder to score
+(`scored_folder`), a fresh measurement (`measure_and_store`), the blocks every scores file holds in the same
+order (`scores_head`, `scores_file`, `failure_counts`, `health_block`, `digests_block`) and writing it
+(`write_scores`).
 """
 
 from __future__ import annotations
@@ -17,11 +20,19 @@ from typing import Any
 
 import numpy as np
 
-from dataset_builder.atomic import atomic_write_text
+from dataset_builder.atomic import atomic_write_json, atomic_write_text
 from dataset_builder.benchmarks import Benchmark, get_benchmark
 from dataset_builder.errors import UsageError
-from metrics.episodes import RunFolder
-from metrics.freshness import HEALTH, MEASUREMENTS, load_reusable
+from metrics.episodes import (
+    RUN_INFO,
+    Failure,
+    RunFolder,
+    account_failures,
+    accounting_flags,
+    load_run_folder,
+    read_run_info,
+)
+from metrics.freshness import HEALTH, MEASUREMENTS, invalidate, load_reusable, provenance, scores_path
 from metrics.spans import Span, merge_spans
 
 # Seconds of the model channel the ASR also hears on each side of a VAD span. A VAD span starts at the first
@@ -35,12 +46,13 @@ def run_benchmark(run_dir: Path) -> Benchmark:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise UsageError(f"run folder {run_dir} does not exist")
-    marker = run_dir / "run.json"
-    if marker.exists():
+    info = read_run_info(run_dir, strict="was this folder written by `run`?")
+    if info is not None:
         try:
-            return get_benchmark(json.loads(marker.read_text())["benchmark"])
-        except (json.JSONDecodeError, KeyError) as err:
-            raise UsageError(f"{marker} is not a run record ({err}); was this folder written by `run`?") from None
+            return get_benchmark(info["benchmark"])
+        except KeyError as err:
+            raise UsageError(f"{run_dir / RUN_INFO} is not a run record ({err}); was this folder written by `run`?"
+                             ) from None
     for rec in sorted(run_dir.glob("*.rec.json")):
         try:
             return get_benchmark(json.loads(rec.read_text())["benchmark"])
@@ -158,3 +170,86 @@ def reused_inputs(run_dir: Path, keys: Sequence[str]
     meta, measurements, health = load_reusable(run_dir)
     base = {k: meta[k] for k in (*keys, "measurements_digest", "health_digest") if k in meta}
     return base, measurements, health.get("episodes", {})
+
+
+# --- the tail every benchmark's score_run shares ----------------------------------------------------------------
+
+Measured = tuple[list[dict[str, Any]], dict[str, dict[str, float]]]  # (measurements, per-episode health numbers)
+FailedWindows = Callable[[Failure, dict[str, Any]], tuple[list[dict[str, Any]], str] | None]
+
+
+def scored_folder(run_dir: Path, benchmark: str, reuse_measurements: bool) -> RunFolder:
+    """The run folder's episodes (their recordings checked unless only thresholds are re-applied);
+    FileNotFoundError when it has none."""
+    folder = load_run_folder(run_dir, benchmark, check_audio=not reuse_measurements)
+    if not folder.case_ids:
+        raise FileNotFoundError(f"{run_dir}: no *.rec.json episodes to score")
+    return folder
+
+
+def measure_and_store(run_dir: Path, folder: RunFolder, measure: Callable[[], Measured],
+                      windows_of_failure: FailedWindows) -> tuple[dict[str, Any], list[dict[str, Any]],
+                                                                  dict[str, dict[str, float]]]:
+    """A fresh measurement: the old scores removed first, every usable episode measured (`measure`), each failed
+    episode's windows added as failed records (`account_failures`), and the measurements and health numbers
+    stored. Returns the scores' base (adapter, failures, digests), the measurements and the health numbers."""
+    invalidate(run_dir)  # old scores must not outlive a rescore that stops halfway
+    measurements, stats = measure()
+    failed_records, failed_entries, uncounted = account_failures(folder, windows_of_failure)
+    measurements += failed_records
+    digests = store_measurements(run_dir, folder, measurements, stats)
+    adapter = folder.adapter()
+    base = {"adapter": adapter.get("name"), "adapter_info": adapter, "failed_episodes": failed_entries,
+            "failed_uncounted": uncounted, **digests}
+    return base, measurements, stats
+
+
+def scores_head(benchmark: str, base: dict[str, Any], *, asr_runtime: bool = False) -> dict[str, Any]:
+    """What was scored and by what: the benchmark, the adapter, the ASR (with its native settings where the
+    benchmark records them) and the judge."""
+    head = {"benchmark": benchmark, "adapter": base["adapter"], "adapter_info": base["adapter_info"],
+            "asr": base["asr"]}
+    if asr_runtime:
+        head["asr_runtime"] = base.get("asr_runtime")
+    head["asr_pad_s"] = base.get("asr_pad_s")  # None: measured before spans were padded for the ASR
+    head["judge"] = base["judge"]
+    return head
+
+
+def scores_file(run_dir: Path, over: dict[str, Any]) -> dict[str, Any]:
+    """The overrides the scores are under and the file they go to (metrics/freshness.py)."""
+    return {"overrides": over, "scores_file": str(scores_path(run_dir, over))}
+
+
+def failure_counts(folder: RunFolder, base: dict[str, Any]) -> dict[str, Any]:
+    return {"n_episodes": folder.n_episodes, "n_failed": len(base["failed_episodes"]),
+            "failed_episodes": base["failed_episodes"], "failed_uncounted": base["failed_uncounted"]}
+
+
+def health_block(folder: RunFolder, base: dict[str, Any], measurements: list[dict[str, Any]],
+                 stats: dict[str, dict[str, float]], *, with_skipped: bool = False) -> dict[str, Any]:
+    """Run health (metrics/health.py) with the lines on what the scores cover (`accounting_flags`; the skipped
+    episodes' lines where the benchmark skips any)."""
+    from metrics.health import run_health, with_flags
+
+    n_dataset = (folder.info or {}).get("n_dataset_cases")
+    flags = accounting_flags(base["failed_uncounted"], folder.n_episodes, n_dataset,
+                             folder.skipped if with_skipped else None)
+    return {"health": with_flags(run_health(stats, measurements), flags)}
+
+
+def digests_block(folder: RunFolder, base: dict[str, Any]) -> dict[str, Any]:
+    """What the scores were computed from (metrics/freshness.py), for the staleness check."""
+    return {**provenance(folder), "measurements_digest": base["measurements_digest"],
+            "health_digest": base["health_digest"]}
+
+
+def write_scores(run_dir: Path, result_for: Callable[[Any, dict[str, Any]], dict[str, Any]], chosen: Any,
+                 applied: dict[str, Any], recorded: Any, fresh: bool) -> dict[str, Any]:
+    """Write the scores under `chosen` (with `applied` overrides) to their file and return them. A fresh
+    measurement under overrides also refreshes the recorded settings' scores.json, which --reuse builds on."""
+    if fresh and applied:
+        atomic_write_json(scores_path(run_dir, {}), result_for(recorded, {}))
+    result = result_for(chosen, applied)
+    atomic_write_json(Path(result["scores_file"]), result)
+    return result

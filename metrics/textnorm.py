@@ -10,7 +10,9 @@ import re
 from collections.abc import Callable
 from decimal import Decimal
 
-_UNITS = {w: i for i, w in enumerate("zero one two three four five six seven eight nine".split())}
+from dataset_builder.rules.spoken_digits import DIGIT_VALUES, DIGIT_WORDS
+
+_UNITS = {w: i for i, w in enumerate(DIGIT_WORDS)}
 _TEENS = {
     w: 10 + i
     for i, w in enumerate(
@@ -28,7 +30,7 @@ _ORD_TEENS = {
     "sixteenth": 16, "seventeenth": 17, "eighteenth": 18, "nineteenth": 19,
 }  # fmt: skip
 _ORD_TENS = {w[:-1] + "ieth": v for w, v in _TENS.items()}  # twentieth ... ninetieth
-_DIGIT_WORDS = {**_UNITS, "oh": 0}
+_DIGIT_WORDS = DIGIT_VALUES
 
 _WORD_RE = re.compile(r"[a-z]+|\d+(?:\.\d+)?")
 _SEP_OK = re.compile(r"[\s-]*")  # only whitespace or hyphens may sit inside one spelled number

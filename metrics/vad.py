@@ -19,7 +19,7 @@ import numpy as np
 import soxr
 
 from dataset_builder.audio import SESSION_SR, VAD_SR, resample, samples_digest
-from dataset_builder.protocols import IFEvalProtocol, M3Protocol, MPEProtocol, ProtocolParams
+from dataset_builder.benchmark_params import IFEvalProtocol, M3Protocol, MPEProtocol, ProtocolParams
 from metrics.spans import Span
 
 CHUNK = 512  # samples per Silero call at 16 kHz = 32 ms
@@ -42,7 +42,7 @@ class VADParams:
     sides (Silero's `speech_pad_ms`; clipped to the signal). Padded spans separated by gaps strictly shorter than
     merge_gap_ms are merged, then spans whose unpadded speech is shorter than min_speech_ms are dropped. Chunks
     whose RMS is below energy_floor_dbfs are not given to the model at all (probability 0), which makes digital
-    silence cheap. Each benchmark's values live in its protocol (dataset_builder/protocols.py, `vad_of`).
+    silence cheap. Each benchmark's values live in its protocol (dataset_builder/benchmark_params.py, `vad_of`).
 
     rules="silero" replaces the span rules above by silero-vad 6.2.3's `get_speech_timestamps` (the library call
     DSB-IFEval App. E.2 names) followed by the merge: the model sees every chunk (no energy floor, so the

@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 
 from dataset_builder.audio import SESSION_SR, write_wav
+from dataset_builder.benchmark_params import MPEProtocol
 from dataset_builder.episode import Episode, TimelineEvent
-from dataset_builder.protocols import MPEProtocol
 
 # N3, T, N1, N4Q -> N4R, N2: one window of every kind; the N1 window [12, 24) is long enough to hide 8 s of tone.
 LABELS = {"t00": "N3", "t01": "T", "t02": "N1", "t03": "N4Q", "t04": "N4R", "t05": "N2"}

@@ -1,10 +1,10 @@
 """Each default has one definition and everything that states it agrees with it: the Duplex-MPE thresholds are
-the protocol's (dataset_builder/protocols.py), the M3 default rule set is metrics/m3/rules.py's, the per-step
+the protocol's (dataset_builder/benchmark_params.py), the M3 default rule set is metrics/m3/rules.py's, the per-step
 timeout is `eval.orchestrator.RunOptions`'s and the harness version is pyproject.toml's.
 
 Checked against the definitions, read here from where they live: the `evaluate` modules' `_compute` defaults and
 what they compute without arguments, `verdicts.Thresholds`, the dataset card cards/mpe.md as it renders, the
-metric cards metrics/<name>/README.md, and the run CLI.
+metric cards metrics/evaluate_modules/<name>/README.md, and the run CLI.
 """
 
 from __future__ import annotations
@@ -20,17 +20,18 @@ from typing import Any
 
 import pytest
 
+from dataset_builder.benchmark_params import MPEProtocol
 from dataset_builder.card_tables import protocol_placeholders
-from dataset_builder.protocols import MPEProtocol
 from eval.orchestrator import HARNESS_VERSION, RunOptions
 from eval.run import RunConfig, add_run_arguments, config_from_args
+from metrics import EVALUATE_MODULES, metric_names
 from metrics.m3.rules import DEFAULT_RULES, RULE_SETS
 from metrics.mpe.aggregate import aggregate
 from metrics.mpe.verdicts import Thresholds
 
 ROOT = Path(__file__).resolve().parent.parent
 MPE = MPEProtocol()
-MODULES = sorted(p.name for p in (ROOT / "metrics").iterdir() if (p / f"{p.name}.py").is_file())
+MODULES = metric_names()
 
 # module -> the defaults of its `_compute` keywords, as their one definition gives them.
 DEFAULTS: dict[str, dict[str, Any]] = {
@@ -50,7 +51,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
 def loaded() -> dict[str, Any]:
     import evaluate
 
-    return {name: evaluate.load(str(ROOT / "metrics" / name), keep_in_memory=True) for name in MODULES}
+    return {name: evaluate.load(str(EVALUATE_MODULES / name), keep_in_memory=True) for name in MODULES}
 
 
 def test_every_module_is_listed() -> None:
@@ -121,7 +122,7 @@ PROSE_DEFAULT = re.compile(r"`(\w+)` \(default ([0-9.]+) s\)")
 
 @pytest.mark.parametrize("name", sorted(DEFAULTS))
 def test_metric_card_states_the_modules_defaults(name: str) -> None:
-    card = (ROOT / "metrics" / name / "README.md").read_text()
+    card = (EVALUATE_MODULES / name / "README.md").read_text()
     stated = [(k, json.loads(v.replace("None", "null"))) for k, v in CARD_DEFAULT.findall(card)]
     stated += [(k, float(v)) for k, v in PROSE_DEFAULT.findall(card)]
     assert bool(stated) == bool(DEFAULTS[name])  # every card with keywords states their defaults

@@ -1,5 +1,5 @@
 """Each benchmark's docs page lists every parameter of its protocol with the default the code has, so the page
-cannot drift from dataset_builder/protocols.py (the cards render theirs from the class itself)."""
+cannot drift from dataset_builder/benchmark_params.py (the cards render theirs from the class itself)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Every `evaluate` module under metrics/<name>/ gives the numbers `duplex-eval score` gives (docs/scoring.md).
+"""Every `evaluate` module under metrics/evaluate_modules/<name>/ gives the numbers `duplex-eval score` gives
+(docs/scoring.md).
 
 Real runs, once per module: each benchmark's mini set, `silent` and `oracle` through the one episode runner, scored
 by the CLI (`duplex-eval score`, the real VAD and ASR). Then one fresh Python process, started in an empty folder
@@ -22,11 +23,12 @@ import pytest
 
 from eval.cli import main as cli
 from eval.run import RunConfig, run
+from metrics import EVALUATE_MODULES, metric_names
 from metrics.scoring import score_run_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / ".cache" / "tts"
-MODULES = sorted(p.name for p in (ROOT / "metrics").iterdir() if (p / f"{p.name}.py").is_file())
+MODULES = metric_names()
 AGENTS = ("silent", "oracle")
 
 # benchmark -> (config run, cases run: None = all of the mini config). Enough of each to fill every block a module
@@ -135,7 +137,7 @@ def computed(run_dirs: dict[tuple[str, str], Path], tmp_path_factory: pytest.Tem
              ) -> dict[str, dict[str, Any]]:
     """module -> {"citation", "results": [one per (agent, kwargs) in `jobs` order]} from the fresh process."""
     work = tmp_path_factory.mktemp("elsewhere")
-    jobs = {"modules": {name: str(ROOT / "metrics" / name) for name in MODULES},
+    jobs = {"modules": {name: str(EVALUATE_MODULES / name) for name in MODULES},
             "computes": {name: [{"measurements": str(run_dirs[(EXPECTED[name][0], agent)] / "measurements.jsonl"),
                                  "kwargs": kwargs}
                                 for agent in AGENTS for kwargs in ({}, EXPECTED[name][2])]
@@ -153,12 +155,12 @@ def computed(run_dirs: dict[tuple[str, str], Path], tmp_path_factory: pytest.Tem
 def test_every_module_folder_has_a_comparison_and_a_card() -> None:
     assert set(MODULES) == set(EXPECTED), "add the new module to EXPECTED, with what it must return"
     for name in MODULES:
-        card = (ROOT / "metrics" / name / "README.md").read_text()
+        card = (EVALUATE_MODULES / name / "README.md").read_text()
         assert card.startswith("---\n") and "\ntitle: " in card.split("\n---\n", 1)[0], name
         for section in ("## How to Use", "### Inputs", "### Output Values", "## Limitations", "## Citation"):
             assert section in card, (name, section)
         # evaluate's import scanner reads `import a, b` as one package named "a,"
-        for line in (ROOT / "metrics" / name / f"{name}.py").read_text().splitlines():
+        for line in (EVALUATE_MODULES / name / f"{name}.py").read_text().splitlines():
             if line.startswith(("import ", "from ")):
                 assert "," not in line, (name, line)
 
@@ -203,5 +205,5 @@ def test_the_runs_fill_every_block(computed: dict[str, dict[str, Any]]) -> None:
 
 def test_each_card_cites_what_its_module_cites(computed: dict[str, dict[str, Any]]) -> None:
     for name in MODULES:
-        card = (ROOT / "metrics" / name / "README.md").read_text()
+        card = (EVALUATE_MODULES / name / "README.md").read_text()
         assert computed[name]["citation"].strip() in card, name

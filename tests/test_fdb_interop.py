@@ -23,8 +23,9 @@ import soundfile as sf
 
 from dataset_builder.audio import SESSION_SR, resample
 from dataset_builder.errors import UsageError
-from dataset_builder.m3.fdb import TASKS, import_fdb
+from dataset_builder.importers.fdb_v1 import import_fdb
 from dataset_builder.m3.rows import iter_items
+from dataset_builder.rules.fdb_tasks import TASKS
 from dataset_builder.schema import SchemaError
 from dataset_builder.tts.voices import trim_silence
 from eval.cli import main

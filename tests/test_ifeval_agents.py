@@ -10,7 +10,7 @@ from adapters.cascade_policy import ACKNOWLEDGE, TurnPolicy
 from adapters.oracle_ifeval import HOLDING, IFEvalOracleScript, spaced_digits
 from adapters.protocol import TimelineCue
 from dataset_builder.audio import SESSION_SR, seconds_to_samples
-from dataset_builder.ifeval.readback import coverage
+from dataset_builder.rules.readback import coverage
 from metrics.vad import VAD_PRESETS, SileroVAD
 from tests.test_ifeval_plan import barge_item, make_item, pause_item
 

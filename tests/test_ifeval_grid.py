@@ -21,7 +21,7 @@ from dataset_builder.ifeval.gates import (
     role_diagnostics,
 )
 from dataset_builder.ifeval.grid import compose, make_conversation
-from dataset_builder.ifeval.readback import check_target_in_chunks, coverage, generate, readback_tokens
+from dataset_builder.ifeval.readback import check_target_in_chunks, generate
 from dataset_builder.ifeval.schema import (
     LEVELS,
     MATCHED_INSTANCES,
@@ -32,6 +32,7 @@ from dataset_builder.ifeval.schema import (
     window_rel,
 )
 from dataset_builder.ifeval.texts import load_texts
+from dataset_builder.rules.readback import coverage, readback_tokens
 from dataset_builder.schema import SchemaError
 
 VOICES = ["v-a", "v-b", "v-c", "v-d", "v-e"]

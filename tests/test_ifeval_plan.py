@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from dataset_builder.audio import SESSION_SR, read_wav, seconds_to_samples
+from dataset_builder.benchmark_params import IFEvalProtocol
 from dataset_builder.ifeval.schema import (
     Conversation,
     IFEvalCase,
@@ -29,7 +30,6 @@ from dataset_builder.ifeval.schema import (
     parse_markup,
     verifier_params,
 )
-from dataset_builder.protocols import IFEvalProtocol
 from eval.orchestrator import run_episode
 from eval.plans.ifeval import plan
 from eval.schedule import Ctx, StepScheduler

@@ -257,7 +257,7 @@ def _registered(monkeypatch: pytest.MonkeyPatch) -> None:
     if "ifeval" not in B.benchmark_names():
         monkeypatch.setitem(B._BENCHMARKS, "ifeval", B.Benchmark(
             name="ifeval", title="DSB-IFEval", configs=("ifeval", "ifeval_matched"), presets=("mini", "full"),
-            protocol="dataset_builder.protocols:IFEvalProtocol", build="dataset_builder.ifeval.build:build",
+            protocol="dataset_builder.benchmark_params:IFEvalProtocol", build="dataset_builder.ifeval.build:build",
             plan="eval.plans.ifeval:plan", score="metrics.ifeval.score:score_run",
             tables="metrics.ifeval.tables:tables", windows="metrics.ifeval.tables:plot_windows"))
 

@@ -277,7 +277,7 @@ def test_each_benchmark_vad_lives_in_its_protocol() -> None:
 
     from silero_vad.utils_vad import get_speech_timestamps
 
-    from dataset_builder.protocols import IFEvalProtocol, M3Protocol, MPEProtocol
+    from dataset_builder.benchmark_params import IFEvalProtocol, M3Protocol, MPEProtocol
     from metrics.vad import vad_of
 
     lib = {k: v.default for k, v in inspect.signature(get_speech_timestamps).parameters.items()}

@@ -69,8 +69,8 @@ def test_stats_file_is_sampled_from_and_filled_from_the_defaults(tmp_path: Path)
     from dataclasses import replace
 
     from dataset_builder.m3.build import config_stats
-    from dataset_builder.m3.events import EventParams
-    from dataset_builder.m3.stats import default_stats, save_stats
+    from dataset_builder.rules.m3_events import EventParams
+    from dataset_builder.rules.m3_timing_stats import default_stats, save_stats
 
     mine = replace(default_stats("en", "chat"), shift_gap_s=None, source="my corpus")
     save_stats(mine, tmp_path / "stats.json")

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from dataset_builder.m3.stats import load_stats
+from dataset_builder.rules.m3_timing_stats import load_stats
 from eval.cli import main
 
 GAPS = (0.40, 0.50)  # the corpus's SHIFT gaps, alternating: mean 0.45 s, the paper's English task mean

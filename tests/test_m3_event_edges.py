@@ -1,4 +1,4 @@
-"""Known answers for M3 event extraction (dataset_builder/m3/events.py) at every boundary, on both sides of it.
+"""Known answers for M3 event extraction (dataset_builder/rules/m3_events.py) at every boundary, on both sides of it.
 
 The three thresholds (IPU split > 0.5 s, BC <= 0.8 s, SHIFT overlap <= 0.4 s) are tested through the default
 `EventParams()`, an explicit parameter object, and `EventParams.from_dict` (a stats file's `params`), each with
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from dataset_builder.m3.events import (
+from dataset_builder.rules.m3_events import (
     BC,
     TURN,
     Event,

@@ -1,4 +1,5 @@
-"""Known-answer tests for M3 event extraction (dataset_builder/m3/events.py) and timing statistics (stats.py).
+"""Known-answer tests for M3 event extraction (dataset_builder/rules/m3_events.py) and timing statistics
+(dataset_builder/rules/m3_timing_stats.py).
 
 Hand-built span lists with exact times: every event type, both sides of each boundary (0.5 s split, 0.8 s BC,
 0.4 s overlap), including times whose float difference lands a hair off the boundary (1.1 - 0.6 is
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from dataset_builder.m3.events import (
+from dataset_builder.rules.m3_events import (
     BC,
     TURN,
     Event,
@@ -27,7 +28,7 @@ from dataset_builder.m3.events import (
     parse_words,
     read_words,
 )
-from dataset_builder.m3.stats import (
+from dataset_builder.rules.m3_timing_stats import (
     DEFAULTS_FILE,
     Quantiles,
     default_stats,

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from dataset_builder.audio import SESSION_SR, write_wav
-from dataset_builder.m3.stats import load_stats
+from dataset_builder.rules.m3_timing_stats import load_stats
 from dataset_builder.tts.voices import trim_silence
 from eval.cli import main
 from metrics.m3.extract import VAD_EDGE_TOLERANCE_S, DialogueEvents, events_from_audio, events_from_wav

@@ -13,7 +13,7 @@ import pytest
 import soundfile as sf
 
 from dataset_builder.errors import UsageError
-from dataset_builder.m3.events import EventParams
+from dataset_builder.rules.m3_events import EventParams
 from metrics.m3.extract import _t, events_command, events_from_words, format_events
 
 # user (ch0): TURN [0, 2]; BC [2.6, 3] inside the system's TURN; barge-in [4, 7]; TURN [10, 11], PAUSE, TURN

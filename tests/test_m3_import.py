@@ -1,5 +1,5 @@
-"""`duplex-eval import m3` (dataset_builder/m3/authors.py): the M3-DuplexBench authors' released layout becomes rows
-of our `m3_*` configs, checked on a hand-made folder in their format.
+"""`duplex-eval import m3` (dataset_builder/importers/m3_authors.py): the M3-DuplexBench authors' released layout
+becomes rows of our `m3_*` configs, checked on a hand-made folder in their format.
 
 The folder `data/en/chat/handmade_toy/` holds two dialogues of piper speech placed at known times (whole 10 ms, their
 annotation's resolution) on two channels, the authors' labels for them written here from the placement, and word
@@ -280,7 +280,7 @@ def test_row_audio_is_the_dialogue_cut_resampled_and_padded(toy: Toy, imported: 
 
 
 def test_user_on_channel_one_swaps_the_channels(toy: Toy, tmp_path: Path) -> None:
-    from dataset_builder.m3.authors import import_m3
+    from dataset_builder.importers.m3_authors import import_m3
 
     s = import_m3(toy.folder, tmp_path, user_channel=1)
     assert s["events"] == {"SHIFT": 2, "PAUSE": 2, "BC": 0, "BARGE_IN": 0} and s["user_channel"] == 1
@@ -342,7 +342,7 @@ def m3_registered(monkeypatch: pytest.MonkeyPatch) -> None:
         pass
     monkeypatch.setitem(benchmarks._BENCHMARKS, "m3", benchmarks.Benchmark(
         name="m3", title="M3-DuplexBench", configs=(CONFIG,), presets=("mini",),
-        protocol="dataset_builder.protocols:M3Protocol", build="-:-", plan="eval.plans.m3:plan", score="-:-",
+        protocol="dataset_builder.benchmark_params:M3Protocol", build="-:-", plan="eval.plans.m3:plan", score="-:-",
         tables="-:-", windows="-:-", cases="dataset_builder.m3.rows:list_items",
         case_audio="dataset_builder.m3.rows:iter_items"))
 
@@ -450,7 +450,7 @@ BAD = {
 
 @pytest.mark.parametrize("case", list(BAD))
 def test_bad_input_is_one_line_naming_file_line_and_field(case: str, tmp_path: Path, capsys) -> None:
-    from dataset_builder.m3.authors import import_m3
+    from dataset_builder.importers.m3_authors import import_m3
 
     lines, wavs, align, expected = BAD[case]
     folder = _folder(tmp_path, lines, {"d1": (16_000, 2, 10.0), **wavs}, align)
@@ -466,7 +466,7 @@ def test_bad_input_is_one_line_naming_file_line_and_field(case: str, tmp_path: P
 
 
 def test_labels_that_cannot_be_evaluated_are_skipped_and_counted(tmp_path: Path) -> None:
-    from dataset_builder.m3.authors import BC_OUTSIDE, NO_BARGE_TURN, NO_HOST, NO_TURNS, OVERLAP, import_m3
+    from dataset_builder.importers.m3_authors import BC_OUTSIDE, NO_BARGE_TURN, NO_HOST, NO_TURNS, OVERLAP, import_m3
 
     line = {"id": "d1", "events": {
         "0": [_label("TURN", 1000, 3000), _label("SHORTPAUSE", 1500, 1700), _label("TURN", 5500, 8000),
@@ -488,7 +488,7 @@ def test_labels_that_cannot_be_evaluated_are_skipped_and_counted(tmp_path: Path)
 
 def test_language_and_domain_from_the_path_or_the_options(tmp_path: Path) -> None:
     from dataset_builder.errors import UsageError
-    from dataset_builder.m3.authors import infer_language_domain
+    from dataset_builder.importers.m3_authors import infer_language_domain
 
     assert infer_language_domain(tmp_path / "m3" / "data" / "ja" / "task" / "topiocqa_ja_toy", None, None) == (
         "ja", "task")
@@ -500,7 +500,7 @@ def test_language_and_domain_from_the_path_or_the_options(tmp_path: Path) -> Non
 
 def test_a_failed_import_leaves_the_folder_as_it_was(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from dataset_builder.errors import UsageError
-    from dataset_builder.m3 import authors
+    from dataset_builder.importers import m3_authors as authors
 
     two = [GOOD, {**GOOD, "id": "d2"}]
     folder = _folder(tmp_path, two, {"d1": (16_000, 2, 10.0), "d2": (16_000, 2, 10.0)})

@@ -30,9 +30,9 @@ from adapters.protocol import Frame
 from adapters.silent import SilentAgent
 from dataset_builder.atomic import round_ms
 from dataset_builder.audio import SESSION_SR, read_wav, to_pcm16, wav_bytes
+from dataset_builder.benchmark_params import M3Protocol
 from dataset_builder.episode import Episode
 from dataset_builder.m3.schema import WINDOW_S, M3Case, M3Event, Utterance, cases_of
-from dataset_builder.protocols import M3Protocol
 from eval.orchestrator import run_episode
 from eval.plans.m3 import plan, vad_params
 from eval.run import finished, outcome
@@ -449,7 +449,7 @@ def m3_registered(monkeypatch: pytest.MonkeyPatch) -> None:
         pass
     monkeypatch.setitem(benchmarks._BENCHMARKS, "m3", benchmarks.Benchmark(
         name="m3", title="M3-DuplexBench", configs=(CONFIG,), presets=("mini",),
-        protocol="dataset_builder.protocols:M3Protocol", build="-:-", plan="eval.plans.m3:plan", score="-:-",
+        protocol="dataset_builder.benchmark_params:M3Protocol", build="-:-", plan="eval.plans.m3:plan", score="-:-",
         tables="-:-", windows="-:-", cases="dataset_builder.m3.rows:list_items",
         case_audio="dataset_builder.m3.rows:iter_items"))
 

@@ -23,8 +23,8 @@ from dataset_builder.m3.speech_forms import (
     turn_register,
     unfinished,
 )
-from dataset_builder.m3.stats import default_stats
 from dataset_builder.m3.timeline import place
+from dataset_builder.rules.m3_timing_stats import default_stats
 from dataset_builder.schema import SchemaError
 
 

@@ -5,7 +5,7 @@ decides every utterance, whatever the VAD merged."""
 
 from __future__ import annotations
 
-from dataset_builder.protocols import M3Protocol
+from dataset_builder.benchmark_params import M3Protocol
 from eval.plans.m3 import vad_params as plan_vad
 from metrics.m3.measure import VAD_M3
 from metrics.m3.rules import RULE_SETS, segments

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from dataset_builder.audio import SESSION_SR, write_wav
+from dataset_builder.benchmark_params import MPEProtocol
 from dataset_builder.episode import Episode, TimelineEvent
-from dataset_builder.protocols import MPEProtocol
 from metrics.mpe.measure import measure_episode
 from metrics.mpe.score import score_run
 from metrics.mpe.verdicts import Thresholds, outcomes

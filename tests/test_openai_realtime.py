@@ -24,8 +24,8 @@ import soundfile as sf
 from adapters.openai_realtime import REDACTED, OpenAIRealtimeAgent, RealtimeConfig, session_url
 from adapters.registry import adapter_target
 from dataset_builder.audio import SESSION_SR, to_pcm16
+from dataset_builder.benchmark_params import MPEProtocol
 from dataset_builder.errors import UsageError
-from dataset_builder.protocols import MPEProtocol
 from eval.orchestrator import RunOptions, adapter_info, run_episode
 from eval.plans.mpe import plan
 from eval.schedule import EpisodePlan, Play, Silence

@@ -17,8 +17,8 @@ from scipy.signal import correlate
 from adapters.protocol import DuplexAgent
 from dataset_builder.atomic import round_ms
 from dataset_builder.audio import SESSION_SR, read_wav
+from dataset_builder.benchmark_params import MPEProtocol
 from dataset_builder.episode import Episode
-from dataset_builder.protocols import MPEProtocol
 from dataset_builder.schema import Case, Clip, Script, Speaker, Turn
 from eval.orchestrator import RunOptions, run_episode
 from eval.plans.mpe import plan

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from metrics import EVALUATE_MODULES
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -27,7 +29,7 @@ def _t(pair: str, cond: str, responded: bool) -> dict[str, Any]:
 def mpe_metric() -> Any:
     import evaluate
 
-    return evaluate.load(str(ROOT / "metrics" / "duplex_mpe"), keep_in_memory=True)
+    return evaluate.load(str(EVALUATE_MODULES / "duplex_mpe"), keep_in_memory=True)
 
 
 def test_paired_mcnemar_uses_only_discordant_pairs(mpe_metric: Any) -> None:

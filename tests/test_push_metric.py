@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from eval.cli import main as cli
+from metrics import EVALUATE_MODULES, metric_names
 from metrics.hub_metric import ROOT, space_files
 from metrics.ifeval.headline import headline as ifeval_headline
 from metrics.ifeval.verdicts import Thresholds as IFEvalThresholds
@@ -26,7 +27,7 @@ from metrics.mpe.aggregate import aggregate
 from metrics.mpe.headline import headline as mpe_headline
 from metrics.mpe.verdicts import Thresholds
 
-MODULES = sorted(p.name for p in (ROOT / "metrics").iterdir() if (p / f"{p.name}.py").is_file())
+MODULES = metric_names()
 FILE_LINE = re.compile(r"^  (\S+) +<- (.+?)  \(([\d,]+) bytes, sha256 ([0-9a-f]{12})\)$", re.M)
 
 
@@ -50,11 +51,11 @@ def test_dry_run_lists_every_file_and_prints_what_it_writes(name: str, capsys: p
     for dest, f in files.items():
         assert listed[dest].group(4) == f.sha256[:12] and int(listed[dest].group(3).replace(",", "")) == len(f.data)
     # The script, named after the Space (evaluate.load("ORG/NAME") fetches NAME.py), byte for byte.
-    assert files["my_metric.py"].data == (ROOT / "metrics" / name / f"{name}.py").read_bytes()
+    assert files["my_metric.py"].data == (EVALUATE_MODULES / name / f"{name}.py").read_bytes()
     # The copied scoring code: this checkout's files, byte for byte, and every project file the script reaches.
     copied = [d for d in files if d.startswith(("metrics/", "dataset_builder/"))]
     assert "metrics/__init__.py" in copied and all(files[d].data == (ROOT / d).read_bytes() for d in copied)
-    assert "metrics/evaluate_module.py" in copied  # the base every script subclasses
+    assert "metrics/evaluate_modules/base.py" in copied  # the base every script subclasses
     assert not any(d.startswith(("adapters/", "eval/")) for d in files)
     # The standard evaluate widget app.
     assert section(out, "app.py") == ('import evaluate\nfrom evaluate.utils import launch_gradio_widget\n\n\n'
@@ -68,7 +69,7 @@ def test_dry_run_lists_every_file_and_prints_what_it_writes(name: str, capsys: p
     readme = section(out, "README.md")
     assert readme == files["README.md"].data.decode().rstrip("\n")
     header = yaml.safe_load(readme.split("---\n")[1])
-    card = (ROOT / "metrics" / name / "README.md").read_text()
+    card = (EVALUATE_MODULES / name / "README.md").read_text()
     card_meta = yaml.safe_load(card.split("---\n")[1])
     assert header["sdk"] == "gradio" and header["app_file"] == "app.py" and header["sdk_version"].startswith("3.")
     assert header["python_version"] == "3.11" and header["title"] == card_meta["title"]
@@ -83,7 +84,7 @@ def test_package_requirement_instead_of_copies(capsys: pytest.CaptureFixture[str
     assert [m.group(1) for m in FILE_LINE.finditer(out)] == ["m3-stop.py", "README.md", "app.py", "requirements.txt"]
     pins = [line for line in section(out, "requirements.txt").splitlines() if not line.startswith("#")]
     assert pins[0] == req and f"evaluate=={importlib.metadata.version('evaluate')}" in pins
-    # The script's base (metrics/evaluate_module.py) imports datasets for the script: pinned as the script's own.
+    # The script's base (metrics/evaluate_modules/base.py) imports datasets for the script: pinned as the script's own.
     assert pins[1:] == [f"{d}=={importlib.metadata.version(d)}" for d in ("datasets", "evaluate")]
 
 

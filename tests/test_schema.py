@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from dataset_builder.benchmark_params import MPEProtocol
 from dataset_builder.episode import Episode
 from dataset_builder.mpe.generator import generate_pair
-from dataset_builder.protocols import MPEProtocol
 from dataset_builder.schema import SchemaError, Script
 from dataset_builder.tts.piper_backend import HUMAN_VOICES
 

@@ -18,9 +18,10 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from dataset_builder.benchmark_params import MPEProtocol
 from dataset_builder.errors import UsageError
-from dataset_builder.protocols import MPEProtocol
 from dataset_builder.schema import SchemaError
+from metrics import EVALUATE_MODULES
 from metrics.mpe.aggregate import aggregate
 from metrics.mpe.measure import failed_windows
 from metrics.mpe.score import score_run
@@ -394,7 +395,7 @@ def test_the_evaluate_module_counts_failed_windows_too(tmp_path: Path) -> None:
     write_episode(run, "B", "p0", "implicit", status="failed", failure="boom")
     res = score_run(run, asr=NoASR())
     lines = (run / "measurements.jsonl").read_text().splitlines()
-    got = evaluate.load(str(Path(__file__).resolve().parent.parent / "metrics" / "duplex_mpe"),
+    got = evaluate.load(str(EVALUATE_MODULES / "duplex_mpe"),
                         keep_in_memory=True).compute(measurements=lines)
     assert got["scores"] == res["scores"] and got["paired"] == res["paired"]
     assert kn(got["scores"]["silence_preservation"]) == (N_SILENCE, 2 * N_SILENCE)

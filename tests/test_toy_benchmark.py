@@ -28,7 +28,7 @@ import eval.report_site.boards
 import metrics
 from dataset_builder.benchmarks import Benchmark, benchmark_names, get_benchmark
 from dataset_builder.fingerprint import dataset_fingerprint
-from dataset_builder.hf_dataset import _checked_shards
+from dataset_builder.hf_dataset import config_shards
 from eval.report import write_report
 from eval.report_site.collect import load_run
 from eval.run import RunConfig, run
@@ -175,8 +175,8 @@ def test_a_toy_benchmark_runs_end_to_end_from_its_own_files(tmp_path: Path, caps
         assert "toy-00: 'What time is it?'" in out and "toy-01: 'Where is the station?'" in out
         # The demo's build job makes the same folder: the build is deterministic.
         _build(NAME, tmp_path / "demo-toy", "mini", CACHE.parent)
-        assert dataset_fingerprint(_checked_shards(tmp_path / "demo-toy", "toy")) == \
-            dataset_fingerprint(_checked_shards(data, "toy"))
+        assert dataset_fingerprint(config_shards(tmp_path / "demo-toy", "toy")) == \
+            dataset_fingerprint(config_shards(data, "toy"))
 
         results = {}
         for agent in ("silent", "oracle"):

@@ -11,6 +11,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from dataset_builder.benchmark_params import IFEvalProtocol
 from dataset_builder.build import BuildOptions
 from dataset_builder.card_tables import md_table, shared_context, voices_table
 from dataset_builder.ifeval.gates import IMPERATIVE_BLOCKLIST, JACCARD_MAX, PERSONA_WORDS, role_diagnostics
@@ -32,7 +33,6 @@ from dataset_builder.ifeval.schema import (
     role_probes,
 )
 from dataset_builder.ifeval.texts import TextBank
-from dataset_builder.protocols import IFEvalProtocol
 
 TEMPLATE = Path(__file__).resolve().parent.parent.parent / "cards" / "ifeval.md"
 METADATA = {

@@ -1,5 +1,5 @@
-"""READBACK targets generated in code, so the target text is exact, and the token normalisation the
-READBACK verifier and the build gate share (docs/benchmarks/ifeval.md, App. E.5).
+"""READBACK targets generated in code, so the target text is exact; the token normalisation the READBACK verifier
+and the build gate share is the rule in `dataset_builder/rules/readback.py` (docs/benchmarks/ifeval.md, App. E.5).
 
 A dictation probe's text has slots `{c1}` .. `{cN}`; `generate(kind, n, seed)` returns N spoken chunks (what the
 user says, digits said one by one) and the written target (what the model should read back). The builder fills
@@ -10,41 +10,16 @@ slot k with `<chunk:SPOKEN_k>`. Numbers in targets are digit strings or single d
 from __future__ import annotations
 
 import hashlib
-import re
 from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
 
+from dataset_builder.rules.readback import readback_tokens
+from dataset_builder.rules.spoken_digits import DIGIT_WORDS
+
 KINDS = ("phone", "address", "dose", "order")
-_DIGIT_WORDS = {w: str(i) for i, w in enumerate("zero one two three four five six seven eight nine".split())}
-_DIGIT_WORDS["oh"] = "0"
-_SPOKEN_DIGIT = ("oh", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
-_TOKEN = re.compile(r"[a-z0-9]+")
-
-
-def readback_tokens(text: str) -> list[str]:
-    """Lowercase, `[a-z0-9]+` tokens, spelled digits and "oh" -> digits, digit runs split into single digits."""
-    out: list[str] = []
-    for tok in _TOKEN.findall(text.lower()):
-        tok = _DIGIT_WORDS.get(tok, tok)
-        out.extend(tok if tok.isdigit() else [tok])
-    return out
-
-
-def coverage(target: str, transcript: str) -> float:
-    """Multiset token coverage: the share of target tokens matched in a decrementing multiset of transcript
-    tokens (App. E.5); 0.0 for an empty target."""
-    want = readback_tokens(target)
-    if not want:
-        return 0.0
-    have = Counter(readback_tokens(transcript))
-    hit = 0
-    for tok in want:
-        if have[tok] > 0:
-            have[tok] -= 1
-            hit += 1
-    return hit / len(want)
+_SPOKEN_DIGIT = ("oh", *DIGIT_WORDS[1:])
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,6 @@ from dataset_builder.errors import UsageError
 from dataset_builder.m3.dialogues import PRESETS, SHAPE, Dialogue, generate_dialogues
 from dataset_builder.m3.language import LANGUAGES
 from dataset_builder.m3.schema import CONFIGS, EVENT_CONDITIONS, EVENT_TYPES
-from dataset_builder.m3.stats import TimingStats, default_stats, load_stats
 from dataset_builder.m3.timeline import (
     BC_MAX_MS,
     BC_MIN_MS,
@@ -57,6 +56,7 @@ from dataset_builder.m3.timeline import (
 )
 from dataset_builder.pool import WorkerPool, resolve_workers
 from dataset_builder.progress import Progress
+from dataset_builder.rules.m3_timing_stats import TimingStats, default_stats, load_stats
 from dataset_builder.schema import SchemaError
 from dataset_builder.tts import TTSBackend, get_tts
 

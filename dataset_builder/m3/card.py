@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow.parquet as pq
 
+from dataset_builder.benchmark_params import M3Protocol
 from dataset_builder.build import BuildOptions
 from dataset_builder.card_tables import md_table, shared_context
 from dataset_builder.m3.diversity import DiversityTargets, text_diversity
-from dataset_builder.m3.events import EventParams
 from dataset_builder.m3.schema import CONDITIONS, CONFIGS, CONTEXT_S, EVENT_CONDITIONS, EVENT_TYPES, WINDOW_S
-from dataset_builder.m3.stats import DISTRIBUTIONS, TimingStats
-from dataset_builder.protocols import M3Protocol
+from dataset_builder.rules.m3_events import EventParams
+from dataset_builder.rules.m3_timing_stats import DISTRIBUTIONS, TimingStats
 
 if TYPE_CHECKING:
     from dataset_builder.m3.build import ConfigPlan

@@ -35,8 +35,8 @@ from dataset_builder.m3.speech_forms import (
     doubled_words,
     turn_register,
 )
-from dataset_builder.m3.stats import default_stats
 from dataset_builder.m3.timeline import BC_MAX_MS, BC_MIN_MS, TURN_MIN_MS, TimelineError, place
+from dataset_builder.rules.m3_timing_stats import default_stats
 
 # M3-DuplexBench Table II: the average SHIFT duration of the evaluation data, per language and domain (s).
 PAPER_SHIFT_MEAN_S = {("en", "chat"): 0.88, ("ja", "chat"): 0.72, ("en", "task"): 0.45, ("ja", "task"): 0.35}

@@ -33,8 +33,8 @@ MIN_FACTS = 2  # knowledge.yaml: one question naming the entity and at least one
 MAX_DIALOGUES_PER_GOLD = 8
 YEAR_RANGE = (1000, 2100)
 
-# Units a number fact may carry: English plural (as dataset_builder/mpe/answers.UNITS names it), singular, and the
-# Japanese forms (the first is what an answer says, the rest are aliases).
+# Units a number fact may carry: English plural (as dataset_builder/rules/answer_units.UNITS names it), singular,
+# and the Japanese forms (the first is what an answer says, the rest are aliases).
 UNITS: dict[str, tuple[str, tuple[str, ...]]] = {
     "metres": ("metre", ("メートル",)),
     "kilometres": ("kilometre", ("キロメートル", "キロ")),

@@ -12,12 +12,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pyarrow.parquet as pq
 import soundfile as sf
 
 from dataset_builder.audio import SESSION_SR
+from dataset_builder.hf_dataset import config_shards, rows_with_audio, rows_without_audio
 from dataset_builder.m3.schema import BENCHMARK, M3Case, M3Event, cases_of
-from dataset_builder.schema import SchemaError
+from dataset_builder.schema import SchemaError, reading_row
 
 if TYPE_CHECKING:
     import numpy as np
@@ -58,7 +58,7 @@ def event_to_row(event: M3Event, audio_bytes: bytes) -> dict[str, Any]:
 def row_to_event(row: dict[str, Any], *, source: str | None = None, index: int | None = None) -> M3Event:
     """Rebuild and validate an M3Event from a row (the audio column is read separately)."""
     where = row.get("event_id", index)
-    try:
+    with reading_row(source, where, own=f"event {where}"):
         data = {k: row[k] for k in EVENT_FIELDS if k != "transcribed"}
         data["transcribed"] = bool(row.get("transcribed", True))  # shards written before the column: built rows
         data["utterances"] = [{k: u[k] for k in UTTERANCE_FIELDS} for u in row["utterances"]]
@@ -68,32 +68,14 @@ def row_to_event(row: dict[str, Any], *, source: str | None = None, index: int |
             raise SchemaError(f"conditions {row['conditions']} differ from those of a {event.event_type} "
                               f"{list(event.conditions)}", field="conditions")
         return event
-    except KeyError as err:
-        raise SchemaError("missing column", source=source, row=where, field=str(err.args[0])) from None
-    except TypeError as err:
-        raise SchemaError(f"malformed row ({err})", source=source, row=where) from None
-    except SchemaError as err:
-        if err.source is not None and err.source != f"event {where}":
-            raise
-        raise SchemaError(str(err).split(": ", 1)[-1], source=source, row=where, field=err.field) from None
-
-
-def _shards(folder: Path, config: str) -> list[Path]:
-    shards = sorted((Path(folder) / "data" / config).glob("*.parquet"))
-    if not shards:
-        raise FileNotFoundError(f"{folder} has no data/{config}/*.parquet (build it with `duplex-eval build m3`)")
-    return shards
 
 
 def list_events(folder: Path | str, config: str) -> list[M3Event]:
     """Every validated event (row) of a config, without audio."""
     out: list[M3Event] = []
-    for shard in _shards(Path(folder), config):
-        pf = pq.ParquetFile(shard)
-        columns = [c for c in pf.schema_arrow.names if c != "audio"]
-        for batch in pf.iter_batches(columns=columns, batch_size=256):
-            for row in batch.to_pylist():
-                out.append(row_to_event(row, source=str(shard), index=len(out)))
+    for shard in config_shards(folder, config):
+        for row in rows_without_audio(shard):
+            out.append(row_to_event(row, source=str(shard), index=len(out)))
     return out
 
 
@@ -105,17 +87,15 @@ def list_items(folder: Path | str, config: str) -> list[M3Case]:
 def iter_items(folder: Path | str, config: str, wanted: set[str] | None = None
                ) -> Iterator[tuple[M3Case, np.ndarray]]:
     """Cases with their row's float32 2-channel 24 kHz audio (ch0 user, ch1 system), one row group at a time."""
-    for shard in _shards(Path(folder), config):
-        pf = pq.ParquetFile(shard)
-        for g in range(pf.num_row_groups):
-            for row in pf.read_row_group(g).to_pylist():
-                event = row_to_event(row, source=str(shard))
-                cases = [c for c in cases_of(event) if wanted is None or c.case_id in wanted]
-                if not cases:
-                    continue
-                audio, sr = sf.read(io.BytesIO(row["audio"]["bytes"]), dtype="float32", always_2d=True)
-                if sr != SESSION_SR or audio.shape[1] != 2:
-                    raise SchemaError(f"audio is {sr} Hz with shape {audio.shape}, expected 2-channel {SESSION_SR}",
-                                      source=str(shard), row=event.event_id, field="audio")
-                for case in cases:
-                    yield case, audio
+    for shard in config_shards(folder, config):
+        for _, row in rows_with_audio(shard):
+            event = row_to_event(row, source=str(shard))
+            cases = [c for c in cases_of(event) if wanted is None or c.case_id in wanted]
+            if not cases:
+                continue
+            audio, sr = sf.read(io.BytesIO(row["audio"]["bytes"]), dtype="float32", always_2d=True)
+            if sr != SESSION_SR or audio.shape[1] != 2:
+                raise SchemaError(f"audio is {sr} Hz with shape {audio.shape}, expected 2-channel {SESSION_SR}",
+                                  source=str(shard), row=event.event_id, field="audio")
+            for case in cases:
+                yield case, audio

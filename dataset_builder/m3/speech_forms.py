@@ -165,7 +165,7 @@ def question_spans(text: str, language: str) -> list[tuple[int, int]]:
 
 def bc_window(text: str, lo: float = 0.15, hi: float = 0.85) -> tuple[int, int]:
     """The characters of a host TURN a listener's backchannel may fall in (the placement samples its start
-    between `lo` and `hi` of the host's length, `timing_stats_default.json` bc_offset_frac)."""
+    between `lo` and `hi` of the host's length, `rules/m3_timing_stats_default.json` bc_offset_frac)."""
     n = len(text)
     return int(n * lo), int(n * hi) + 1
 

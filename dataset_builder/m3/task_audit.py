@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 
 from dataset_builder.m3.dialogues import Dialogue, gold_key
 from dataset_builder.m3.knowledge import MAX_DIALOGUES_PER_GOLD
-from dataset_builder.m3.stats import default_stats
+from dataset_builder.rules.m3_timing_stats import default_stats
 
 # Mean SHIFT duration per subset, M3-DuplexBench Table II (the shipped timing defaults are built to match them).
 PAPER_SHIFT_MEAN_S = {"en_chat": 0.88, "ja_chat": 0.72, "en_task": 0.45, "ja_task": 0.35}

@@ -38,17 +38,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from dataset_builder.atomic import whole_ms
 from dataset_builder.audio import SESSION_SR
 from dataset_builder.m3.dialogues import Dialogue, DialogueUtterance
-from dataset_builder.m3.events import (
-    Event,
-    EventParams,
-    EventRegions,
-    Ipu,
-    evaluated_events,
-    extract_events,
-    ipus_from_spans,
-)
 from dataset_builder.m3.language import LANGUAGES
 from dataset_builder.m3.schema import (
     CONTEXT_S,
@@ -58,22 +50,31 @@ from dataset_builder.m3.schema import (
     M3Event,
     Utterance,
 )
-from dataset_builder.m3.stats import DEFAULT_MARGIN_S, TimingStats
+from dataset_builder.rules.m3_events import (
+    Event,
+    EventParams,
+    EventRegions,
+    Ipu,
+    evaluated_events,
+    extract_events,
+    ipus_from_spans,
+)
+from dataset_builder.rules.m3_timing_stats import DEFAULT_MARGIN_S, TimingStats
 
 MS = SESSION_SR // 1000  # samples per millisecond: every placed time is a whole millisecond
 _PARAMS = EventParams()
-_MARGIN_MS = round(DEFAULT_MARGIN_S * 1000)
+_MARGIN_MS = whole_ms(DEFAULT_MARGIN_S)
 # Silero hears some onsets late: measured up to 0.33 s on Japanese interjections ("あ、それで", "イギリスか"),
 # under 0.07 s on most clips; it hears ends within 0.05 s. Where a late onset shrinks what a rule measures, the
 # margin covers it: a barge-in's overlap, a BC's distance from its host's start, a cut's distance into a voiced
 # stretch. A TURN's length gets the samplers' margin only (longer would slow every short phrase down; a short TURN
 # with a weak onset is the rare case left, and the extract-back test over the mini set would show it).
 LATE_ONSET_MS = 350
-OWN_GAP_MS = round(_PARAMS.ipu_gap_s * 1000) + _MARGIN_MS  # a party's IPUs stay this far apart (never merge)
+OWN_GAP_MS = whole_ms(_PARAMS.ipu_gap_s) + _MARGIN_MS  # a party's IPUs stay this far apart (never merge)
 # A BC clip at most this long (extracts as a BC): the VAD never starts a clip early and ends it under 0.05 s late.
-BC_MAX_MS = round(_PARAMS.bc_max_s * 1000) - 60
+BC_MAX_MS = whole_ms(_PARAMS.bc_max_s) - 60
 BC_MIN_MS = 250  # a BC clip at least this long (Silero misses shorter sounds: a 135 ms "huh" went unheard)
-TURN_MIN_MS = round(_PARAMS.bc_max_s * 1000) + _MARGIN_MS  # a TURN clip at least this long
+TURN_MIN_MS = whole_ms(_PARAMS.bc_max_s) + _MARGIN_MS  # a TURN clip at least this long
 BARGE_MARGIN_S = LATE_ONSET_MS / 1000  # the barge-in overlap sampler's margin: overlaps > 0.75 s
 BC_START_EDGE_MS = LATE_ONSET_MS + 50  # a BC starts this far after its host TURN's start...
 BC_END_EDGE_MS = 2 * _MARGIN_MS  # ...and ends this far before its end (it must start inside it when extracted)
@@ -237,10 +238,6 @@ def timeline_seed(dialogue_seed: int) -> int:
     return int.from_bytes(digest[:8], "big") & (2**63 - 1)
 
 
-def _ms(seconds: float) -> int:
-    return int(round(seconds * 1000))
-
-
 def _chars_ms(u: DialogueUtterance, clip_ms: int, chars: int | None = None) -> int:
     """How long `chars` (default `cut_after_chars`) of the text take to say, in proportion to the characters."""
     text = u.text.strip()
@@ -284,7 +281,7 @@ def place(dialogue: Dialogue, clip_ms: Mapping[str, int], stats: TimingStats, rn
             if lo > hi:
                 dropped.append(u.utt_id)
                 continue
-            start = min(max(host.start_ms + _ms(frac * (host.end_ms - host.start_ms) / 1000), lo), hi)
+            start = min(max(host.start_ms + whole_ms(frac * (host.end_ms - host.start_ms) / 1000), lo), hi)
             placed.append(Placed(u, start, start + d, d))
             busy[ch] = start + d
             continue
@@ -296,7 +293,7 @@ def place(dialogue: Dialogue, clip_ms: Mapping[str, int], stats: TimingStats, rn
         elif u.relation == "pause":
             pause = stats.sample_pause_s(rng)
             draws["pause_s"].append(pause)
-            start = max(prev.end_ms + _ms(pause), busy[ch] + OWN_GAP_MS)
+            start = max(prev.end_ms + whole_ms(pause), busy[ch] + OWN_GAP_MS)
         elif u.relation == "barge_in":
             if last_turn is None or prev.utt.speaker != "system":
                 raise TimelineError(f"{where}: a barge-in needs a system TURN before it")
@@ -305,13 +302,13 @@ def place(dialogue: Dialogue, clip_ms: Mapping[str, int], stats: TimingStats, rn
             draws["barge_in_offset_s"].append(offset)
             draws["barge_in_overlap_s"].append(overlap)
             runs = (voiced or {}).get(prev.utt.utt_id) or ((0, prev.clip_ms),)
-            start, cut = _barge_in(prev, d, busy[USER_CHANNEL], _ms(offset), _ms(overlap), runs, where)
+            start, cut = _barge_in(prev, d, busy[USER_CHANNEL], whole_ms(offset), whole_ms(overlap), runs, where)
             placed[last_turn] = Placed(prev.utt, prev.start_ms, cut, prev.clip_ms, cut=True)
             busy[SYSTEM_CHANNEL] = cut
         else:  # shift
             gap = stats.sample_shift_gap_s(rng)
             draws["shift_gap_s"].append(gap)
-            start = max(prev.end_ms + _ms(gap), busy[ch] + OWN_GAP_MS)
+            start = max(prev.end_ms + whole_ms(gap), busy[ch] + OWN_GAP_MS)
         placed.append(Placed(u, start, start + d, d))
         busy[ch] = start + d
         last_turn = len(placed) - 1
@@ -330,7 +327,7 @@ def _barge_in(h: Placed, d: int, user_busy: int, offset: int, overlap: int, runs
     speech) and the overlap moves to the nearest voiced point; the `cut_after_chars` floor is given up first, then
     the wish that the user starts `SPEAKING_AT_S_MS` inside a voiced stretch.
     """
-    o_min = round(_PARAMS.shift_overlap_max_s * 1000) + LATE_ONSET_MS + 1
+    o_min = whole_ms(_PARAMS.shift_overlap_max_s) + LATE_ONSET_MS + 1
     o_max = d - BARGE_TAIL_MS
     c_hi = h.start_ms + h.clip_ms - CUT_REMAINDER_MS
     floor = max(h.start_ms + MIN_HEARD_MS, user_busy + OWN_GAP_MS)
@@ -400,7 +397,7 @@ def _checked(dialogue: Dialogue, placed: tuple[Placed, ...], length_ms: int, dro
                             [i for i in ipus if i.channel == SYSTEM_CHANNEL], _PARAMS)
     evaluated = evaluated_events(events, ipus, USER_CHANNEL, CONTEXT_S)
     intended = intended_events(placed)
-    got = [(r.event.type, _ms(r.event_start_s), _ms(r.event_end_s)) for r in evaluated]
+    got = [(r.event.type, whole_ms(r.event_start_s), whole_ms(r.event_end_s)) for r in evaluated]
     want = [(i.type, i.s_ms, i.t_ms) for i in sorted(intended, key=lambda i: i.s_ms)]
     if got != want:
         diff = [f"extracted {g} / intended {w}" for g, w in zip(got, want, strict=False) if g != w][:3]
@@ -457,8 +454,8 @@ def event_rows(timeline: Timeline, audio: np.ndarray, voices: Voices) -> list[tu
     by_id = timeline.by_id()
     out = []
     for k, (r, want) in enumerate(zip(timeline.evaluated, timeline.intended, strict=True)):
-        tau, s, t = _ms(r.context_start_s), _ms(r.event_start_s), _ms(r.event_end_s)
-        b, w = _ms(r.prompt_start_s), s + round(WINDOW_S * 1000)
+        tau, s, t = whole_ms(r.context_start_s), whole_ms(r.event_start_s), whole_ms(r.event_end_s)
+        b, w = whole_ms(r.prompt_start_s), s + whole_ms(WINDOW_S)
         clip = np.zeros(((w - tau) * MS, 2), np.float32)
         part = audio[tau * MS : w * MS]
         clip[: part.shape[0]] = part

@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 
 from dataset_builder.audio import SESSION_SR, resample, seconds_to_samples
+from dataset_builder.benchmark_params import IFEvalProtocol
 from dataset_builder.ifeval.schema import IFEvalItem
-from dataset_builder.protocols import IFEvalProtocol
 from eval.schedule import BargeIn, Ctx, EpisodePlan, Play, Step
 from metrics.vad import vad_of
 

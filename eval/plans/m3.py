@@ -29,8 +29,8 @@ import numpy as np
 
 from dataset_builder.atomic import round_ms
 from dataset_builder.audio import SESSION_SR, resample, seconds_to_samples
+from dataset_builder.benchmark_params import M3Protocol
 from dataset_builder.m3.schema import SYSTEM_CHANNEL, USER_CHANNEL, M3Case
-from dataset_builder.protocols import M3Protocol
 from eval.schedule import EpisodePlan, Play, Silence, Step
 from metrics.vad import VADParams, vad_of
 

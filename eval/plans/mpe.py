@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from dataset_builder.audio import SESSION_SR, resample, seconds_to_samples
-from dataset_builder.protocols import MPEProtocol
+from dataset_builder.benchmark_params import MPEProtocol
 from dataset_builder.schema import Case
 from eval.schedule import EpisodePlan, Play, Silence, Step, TakeTurn
 from metrics.vad import vad_of

@@ -1,5 +1,5 @@
-"""DSB-IFEval's headline as its `evaluate` module returns it (metrics/instruction_adherence/): the Instruction
-Adherence Score over all cases, per level, action and role, the three level differences (Entailment Gap,
+"""DSB-IFEval's headline as its `evaluate` module returns it (metrics/evaluate_modules/instruction_adherence/): the
+Instruction Adherence Score over all cases, per level, action and role, the three level differences (Entailment Gap,
 Redundancy Gain, Role Tax, each with its paired view) and the matched-audio table.
 
 Every number is read from `metrics.ifeval.aggregate.aggregate`, the function `duplex-eval score` writes

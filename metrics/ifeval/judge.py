@@ -15,9 +15,7 @@ never skipped), and both are shown with their counts next to the means.
 
 from __future__ import annotations
 
-import json
 import math
-import re
 from functools import cache
 from pathlib import Path
 from typing import Any, Protocol
@@ -25,7 +23,7 @@ from typing import Any, Protocol
 import yaml
 
 from dataset_builder.ifeval.schema import LEVELS, RESOLUTIONS, ROLES
-from metrics.judges import chat_judge
+from metrics.judges import chat_judge, json_reply
 from metrics.stats import summarise
 
 CONFLICT_LABELS = ("directive-wins", "persona-wins", "hedged", "incoherent")
@@ -141,16 +139,9 @@ def _number(obj: dict[str, Any], key: str, low: float, high: float) -> float | N
 def parse_reply(content: str, level: str) -> tuple[dict[str, Any] | None, str]:
     """(the judgement, "") from a strict JSON reply (one object, optionally inside one ```json fence), or
     (None, why it cannot be used)."""
-    text = content.strip()
-    fence = re.fullmatch(r"```(?:json)?\s*(.*?)\s*```", text, flags=re.DOTALL)
-    if fence:
-        text = fence.group(1)
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as err:
-        return None, f"not a JSON object ({err.msg})"
-    if not isinstance(obj, dict):
-        return None, "not a JSON object"
+    obj, why = json_reply(content)
+    if obj is None:
+        return None, why
     pas = _number(obj, "pas", 0, 100)
     if pas is None:
         return None, '"pas" must be a number from 0 to 100'

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from dataset_builder.atomic import round_ms
-from dataset_builder.ifeval.readback import coverage
 from dataset_builder.ifeval.schema import ACTIONS, LEVELS, VERIFIER_DEFAULTS
+from dataset_builder.rules.readback import coverage
 from metrics.ifeval.verdicts import case_params, vad_label
 from metrics.spans import Span, onsets_in
 

@@ -24,28 +24,19 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from dataset_builder.atomic import atomic_write_json
+from dataset_builder.benchmark_params import IFEvalProtocol
 from dataset_builder.episode import Episode
 from dataset_builder.ifeval.schema import BENCHMARK, ROLE_OVERRIDES, VERIFIER_DEFAULTS
 from dataset_builder.progress import Progress
-from dataset_builder.protocols import IFEvalProtocol
-from metrics.episodes import (
-    Failure,
-    RecordingError,
-    RunFolder,
-    account_failures,
-    accounting_flags,
-    load_run_folder,
-    read_recording,
-)
-from metrics.freshness import invalidate, provenance, scores_path
-from metrics.health import SoundProfile, episode_stats, run_health, window_sound, with_flags
+from metrics import scoring
+from metrics.episodes import Failure, RunFolder
+from metrics.health import SoundProfile, episode_stats, window_sound
 from metrics.ifeval.aggregate import aggregate
 from metrics.ifeval.judge import NOT_COMPUTED, judge_case, llm_judge
 from metrics.ifeval.judge import aggregate_judge as judge_blocks
 from metrics.ifeval.measure import ANCHOR, failed_record, gold_problem, measure_case
 from metrics.ifeval.verdicts import Thresholds
-from metrics.scoring import ASR_PAD_S, LazyASR, asr_audio, reused_inputs, store_measurements
+from metrics.scoring import ASR_PAD_S, LazyASR, asr_audio, reused_inputs
 from metrics.thresholds import Limit, validate_overrides
 from metrics.vad import VAD_PRESETS, SileroVAD, VADParams
 
@@ -92,16 +83,10 @@ def measure_run(folder: RunFolder, asr: LazyASR, judge: Any, vad_factory: Callab
     for ep in list(folder.ok):
         bar.advance(note=ep.case_id)
         t2 = t2_of(ep)
-        problem = gold_problem(ep.gold, t2)
-        if problem:
-            folder.fail(ep, f"{ep.case_id}.rec.json: {problem}")
+        audio = folder.usable_recording(ep, gold_problem(ep.gold, t2))
+        if audio is None:
             continue
         assert t2 is not None
-        try:
-            audio = read_recording(folder.run_dir, ep)
-        except RecordingError as err:
-            folder.fail(ep, str(err))
-            continue
         vad = vad_factory(vad_params(ep.params.get("vad")))
         model, user = audio[:, 1], audio[:, 0]
         model_spans, user_spans = vad.spans(model, SR), vad.spans(user, SR)
@@ -189,9 +174,7 @@ def score_run(run_dir: Path, *, asr: Any = None, judge: Any = None, overrides: d
     label need a served LLM judge (`metrics.judges.OpenAIJudge`); any other judge leaves them not computed.
     """
     run_dir = Path(run_dir)
-    folder = load_run_folder(run_dir, BENCHMARK, check_audio=not reuse_measurements)
-    if not folder.case_ids:
-        raise FileNotFoundError(f"{run_dir}: no *.rec.json episodes to score")
+    folder = scoring.scored_folder(run_dir, BENCHMARK, reuse_measurements)
     th = check_overrides(overrides, folder)
     applied = th.applied()
     if reuse_measurements:
@@ -200,49 +183,25 @@ def score_run(run_dir: Path, *, asr: Any = None, judge: Any = None, overrides: d
     else:
         lazy = LazyASR(asr)
         pas_judge = llm_judge(judge)
-        invalidate(run_dir)  # old scores must not outlive a rescore that stops halfway
-        measurements, stats = measure_run(folder, lazy, pas_judge, vad_factory, progress=progress)
-        failed_records, failed_entries, uncounted = account_failures(folder, windows_of_failure)
-        measurements += failed_records
-        digests = store_measurements(run_dir, folder, measurements, stats)
-        adapter = folder.adapter()
-        base = {"adapter": adapter.get("name"), "adapter_info": adapter,
-                "asr": lazy.described(), "asr_pad_s": ASR_PAD_S,
-                "judge": {"name": str(getattr(judge, "name", "none")) + ("" if pas_judge else "; PAS " + NOT_COMPUTED),
-                          "heuristic": bool(getattr(judge, "heuristic", True)), "pas": pas_judge is not None},
-                "failed_episodes": failed_entries, "failed_uncounted": uncounted, **digests}
-    n_dataset = (folder.info or {}).get("n_dataset_cases")
+        base, measurements, stats = scoring.measure_and_store(
+            run_dir, folder, lambda: measure_run(folder, lazy, pas_judge, vad_factory, progress=progress),
+            windows_of_failure)
+        base |= {"asr": lazy.described(), "asr_pad_s": ASR_PAD_S,
+                 "judge": {"name": str(getattr(judge, "name", "none")) + ("" if pas_judge else "; PAS " + NOT_COMPUTED),
+                           "heuristic": bool(getattr(judge, "heuristic", True)), "pas": pas_judge is not None}}
     judge_name = base["judge"]["name"] if base["judge"].get("pas") else None
 
     def result_for(t: Thresholds, over: dict[str, float]) -> dict[str, Any]:
-        path = scores_path(run_dir, over)
         return {
-            "benchmark": BENCHMARK,
-            "adapter": base["adapter"],
-            "adapter_info": base["adapter_info"],
-            "asr": base["asr"],
-            "asr_pad_s": base.get("asr_pad_s"),  # None: measured before spans were padded for the ASR
-            "judge": base["judge"],
+            **scoring.scores_head(BENCHMARK, base),
             "thresholds": t.to_dict(),
             "verifier_defaults": {"defaults": VERIFIER_DEFAULTS, "role_overrides": ROLE_OVERRIDES},
-            "overrides": over,
-            "scores_file": str(path),
-            "n_episodes": folder.n_episodes,
-            "n_failed": len(base["failed_episodes"]),
-            "failed_episodes": base["failed_episodes"],
-            "failed_uncounted": base["failed_uncounted"],
-            "health": with_flags(run_health(stats, measurements),
-                                 accounting_flags(base["failed_uncounted"], folder.n_episodes, n_dataset)),
+            **scoring.scores_file(run_dir, over),
+            **scoring.failure_counts(folder, base),
+            **scoring.health_block(folder, base, measurements, stats),
             **aggregate(measurements, t),
             **judge_blocks(measurements, judge_name),
-            **provenance(folder),
-            "measurements_digest": base["measurements_digest"],
-            "health_digest": base["health_digest"],
+            **scoring.digests_block(folder, base),
         }
 
-    if not reuse_measurements and applied:
-        # A fresh measurement also refreshes the per-case-threshold scores.json, which --reuse builds on.
-        atomic_write_json(scores_path(run_dir, {}), result_for(Thresholds(), {}))
-    result = result_for(th, applied)
-    atomic_write_json(Path(result["scores_file"]), result)
-    return result
+    return scoring.write_scores(run_dir, result_for, th, applied, Thresholds(), fresh=not reuse_measurements)

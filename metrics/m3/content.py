@@ -32,13 +32,13 @@ declares "ja", e.g. `--asr qwen3-asr` once it is language-aware).
 from __future__ import annotations
 
 import inspect
-import json
 import math
-import re
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+from metrics.judges import json_reply
 
 MAX_ATTEMPTS = 3
 SCALE = (0, 1, 2)
@@ -159,16 +159,9 @@ def prompts(gold: dict[str, Any], response: str, language: str) -> dict[str, str
 def parse_score(content: str) -> tuple[int | None, str]:
     """(score, "") from a strict JSON reply {"score": 0|1|2, ...} (optionally in one ```json fence), or
     (None, why it cannot be used)."""
-    text = content.strip()
-    fence = re.fullmatch(r"```(?:json)?\s*(.*?)\s*```", text, flags=re.DOTALL)
-    if fence:
-        text = fence.group(1)
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as err:
-        return None, f"not a JSON object ({err.msg})"
-    if not isinstance(obj, dict):
-        return None, "not a JSON object"
+    obj, why = json_reply(content)
+    if obj is None:
+        return None, why
     score = obj.get("score")
     if isinstance(score, bool) or not isinstance(score, int | float) or not math.isfinite(score) \
             or score not in SCALE:

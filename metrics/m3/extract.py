@@ -1,6 +1,6 @@
 """Two-channel dialogue audio -> M3 events: Silero VAD spans per channel -> IPUs -> SHIFT / PAUSE / BC / BARGE_IN.
 
-The rules live in `dataset_builder/m3/events.py`; this module is only the audio front end and what
+The rules live in `dataset_builder/rules/m3_events.py`; this module is only the audio front end and what
 `duplex-eval events` prints. It also takes a word-timestamp transcript instead of the VAD (a corpus's alignment
 has no VAD edge error), and writes the `TimingStats` the synthetic pipeline samples from.
 """
@@ -16,7 +16,7 @@ import soundfile as sf
 
 from dataset_builder.audio import read_wav
 from dataset_builder.errors import UsageError
-from dataset_builder.m3.events import (
+from dataset_builder.rules.m3_events import (
     Event,
     EventParams,
     EventRegions,
@@ -28,7 +28,7 @@ from dataset_builder.m3.events import (
     ipus_from_words,
     read_words,
 )
-from dataset_builder.m3.stats import TimingStats, save_stats, stats_from_dialogues, stats_from_events
+from dataset_builder.rules.m3_timing_stats import TimingStats, save_stats, stats_from_dialogues, stats_from_events
 from metrics.vad import SileroVAD, VADParams
 
 # The VAD only finds speech; the IPU rule decides every split. So its own merging (gaps < 100 ms) and minimum

@@ -7,7 +7,7 @@ recordings with their definitions, beside ours (`duplex-eval score`)::
     OUT/{condition}/{task}/{case_id}/{task file}   turn_taking.json / pause.json / interrupt.json
     OUT/export.json                                what was written, what was left out and why
 
-Which of our events map onto which of their tasks is one table, `dataset_builder.m3.fdb.TASKS`: SHIFT ->
+Which of our events map onto which of their tasks is one table, `dataset_builder.rules.fdb_tasks.TASKS`: SHIFT ->
 smooth_turn_taking (`[{"text": "[TURN-TAKING]", "timestamp": [s, t]}]`: their latency is measured from s), PAUSE ->
 pause_handling (`[{"text": "[PAUSE]", "timestamp": [s, t]}]`), BARGE_IN -> user_interruption (`[{"context",
 "interrupt", "timestamp": [s, t]}]`: their ASR transcribes the output after t; `context` is the user's last turn
@@ -34,8 +34,8 @@ from dataset_builder.atomic import atomic_write_bytes, atomic_write_json
 from dataset_builder.audio import SESSION_SR
 from dataset_builder.episode import Episode
 from dataset_builder.errors import UsageError
-from dataset_builder.m3.fdb import LAYOUT, LEFT_OUT_EVENTS, TASKS
 from dataset_builder.m3.schema import BENCHMARK
+from dataset_builder.rules.fdb_tasks import LAYOUT, LEFT_OUT_EVENTS, TASKS
 from metrics.episodes import check_recording, dataset_cases, load_run_folder, read_run_info
 
 SUMMARY = "export.json"

@@ -1,5 +1,5 @@
-"""M3-DuplexBench's headline timing numbers as their `evaluate` modules return them (metrics/takeover_rate/,
-metrics/stop_latency/): per `<lang>_<domain>_<condition>` group the blocks scores.json holds, and the
+"""M3-DuplexBench's headline timing numbers as their `evaluate` modules return them (metrics/evaluate_modules/
+takeover_rate/, stop_latency/): per `<lang>_<domain>_<condition>` group the blocks scores.json holds, and the
 "None&Full" representative per `<lang>_<domain>`, under one rule set.
 
 Every number is read from `metrics.m3.aggregate.aggregate`, the function `duplex-eval score` writes scores.json

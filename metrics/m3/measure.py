@@ -30,7 +30,7 @@ from metrics.m3.rules import RULE_SETS, describe
 from metrics.spans import Span
 from metrics.vad import VAD_PRESETS
 
-# The VAD of an episode that recorded none (the M3 protocol's, dataset_builder/protocols.py): Silero's
+# The VAD of an episode that recorded none (the M3 protocol's, dataset_builder/benchmark_params.py): Silero's
 # hysteresis, spans closer than 0.5 s merged (gaps are multiples of the 32 ms chunk, so none of exactly 0.5 s) and
 # shorter than 250 ms dropped. The rules join spans into IPUs once more, under their own gap rule, so a VAD that
 # merges less (down to raw spans) is scored the same way.

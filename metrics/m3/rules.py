@@ -60,6 +60,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
+from dataset_builder.atomic import whole_ms as ms  # the rules count time in integer ms
 from dataset_builder.errors import UsageError
 
 Ms = int  # integer milliseconds on the stream clock
@@ -171,10 +172,6 @@ def rules_from(overrides: dict[str, Any] | None) -> tuple[Rules, dict[str, Any]]
 
 
 # --- time in milliseconds ------------------------------------------------------------------------------------
-
-
-def ms(seconds: float) -> Ms:
-    return int(round(float(seconds) * 1000.0))
 
 
 def sec(millis: Ms) -> float:

@@ -30,21 +30,12 @@ from typing import Any
 
 import numpy as np
 
-from dataset_builder.atomic import atomic_write_json, round_ms
+from dataset_builder.atomic import round_ms
 from dataset_builder.m3.schema import BENCHMARK, CONDITIONS
 from dataset_builder.progress import Progress
-from metrics.episodes import (
-    Failure,
-    RecordingError,
-    RunFolder,
-    account_failures,
-    accounting_flags,
-    load_run_folder,
-    read_recording,
-    skipped_summary,
-)
-from metrics.freshness import invalidate, provenance, scores_path
-from metrics.health import SoundProfile, episode_stats, run_health, window_sound, with_flags
+from metrics import scoring
+from metrics.episodes import Failure, RunFolder, skipped_summary
+from metrics.health import SoundProfile, episode_stats, window_sound
 from metrics.judges import HeuristicJudge, chat_judge
 from metrics.m3 import content as C
 from metrics.m3.aggregate import aggregate
@@ -59,7 +50,7 @@ from metrics.m3.measure import (
 from metrics.m3.rules import RULE_SETS, Rules, rules_from, segment_key, segments, visible
 from metrics.m3.rules import EventTimes as Times
 from metrics.m3.words import word_count
-from metrics.scoring import ASR_PAD_S, LazyASR, asr_audio, lazy_spans, reused_inputs, store_measurements
+from metrics.scoring import ASR_PAD_S, LazyASR, asr_audio, lazy_spans, reused_inputs
 from metrics.spans import Span, speech_in
 from metrics.vad import SileroVAD, VADParams
 
@@ -144,14 +135,8 @@ def measure_run(folder: RunFolder, asr: LazyASR, llm: Any, heuristic: Any,
     bar = Progress(f"score {folder.run_dir.name}", len(folder.ok), enabled=progress)
     for ep in list(folder.ok):
         bar.advance(note=ep.case_id)
-        problem = gold_problem(ep.gold, ep.duration_s)
-        if problem:
-            folder.fail(ep, f"{ep.case_id}.rec.json: {problem}")
-            continue
-        try:
-            audio = read_recording(folder.run_dir, ep)
-        except RecordingError as err:
-            folder.fail(ep, str(err))
+        audio = folder.usable_recording(ep, gold_problem(ep.gold, ep.duration_s))
+        if audio is None:
             continue
         vad = vad_factory(vad_params(ep.params.get("vad")))
         model = audio[:, 1]
@@ -227,64 +212,37 @@ def score_run(run_dir: Path, *, asr: Any = None, judge: Any = None, overrides: d
     consistency need a served LLM judge; QA accuracy falls back to the heuristic judge (labelled so).
     """
     run_dir = Path(run_dir)
-    folder = load_run_folder(run_dir, BENCHMARK, check_audio=not reuse_measurements)
-    if not folder.case_ids:
-        raise FileNotFoundError(f"{run_dir}: no *.rec.json episodes to score")
+    folder = scoring.scored_folder(run_dir, BENCHMARK, reuse_measurements)
     rules, applied = rules_from(overrides)
     if reuse_measurements:
         base, measurements, stats = reused_inputs(run_dir, BASE_KEYS)
     else:
         lazy, llm = LazyASR(asr), chat_judge(judge)
         heuristic = judge if judge is not None and getattr(judge, "heuristic", False) else HeuristicJudge()
-        invalidate(run_dir)  # old scores must not outlive a rescore that stops halfway
-        measurements, stats = measure_run(folder, lazy, llm, heuristic, vad_factory, progress=progress)
-        failed_records, failed_entries, uncounted = account_failures(folder, windows_of_failure)
-        measurements += failed_records
-        adapter = folder.adapter()
-        base = {"adapter": adapter.get("name"), "adapter_info": adapter, "asr": lazy.described(),
-                "asr_pad_s": ASR_PAD_S,
-                "judge": {"name": llm.name if llm else heuristic.name, "heuristic": llm is None,
-                          "llm": llm is not None,
-                          "content": ("relevance, consistency and QA accuracy by " + llm.name) if llm else
-                          (f"QA accuracy by {heuristic.name} (heuristic); relevance and consistency "
-                           f"{C.NOT_COMPUTED}")},
-                "content_notes": _content_notes(measurements),
-                "failed_episodes": failed_entries, "failed_uncounted": uncounted,
-                **store_measurements(run_dir, folder, measurements, stats)}
-    n_dataset = (folder.info or {}).get("n_dataset_cases")
+        base, measurements, stats = scoring.measure_and_store(
+            run_dir, folder, lambda: measure_run(folder, lazy, llm, heuristic, vad_factory, progress=progress),
+            windows_of_failure)
+        base |= {"asr": lazy.described(), "asr_pad_s": ASR_PAD_S,
+                 "judge": {"name": llm.name if llm else heuristic.name, "heuristic": llm is None,
+                           "llm": llm is not None,
+                           "content": ("relevance, consistency and QA accuracy by " + llm.name) if llm else
+                           (f"QA accuracy by {heuristic.name} (heuristic); relevance and consistency "
+                            f"{C.NOT_COMPUTED}")},
+                 "content_notes": _content_notes(measurements)}
 
     def result_for(r: Rules, over: dict[str, Any]) -> dict[str, Any]:
-        path = scores_path(run_dir, over)
         return {
-            "benchmark": BENCHMARK,
-            "adapter": base["adapter"],
-            "adapter_info": base["adapter_info"],
-            "asr": base["asr"],
-            "asr_pad_s": base.get("asr_pad_s"),  # None: measured before spans were padded for the ASR
-            "judge": base["judge"],
+            **scoring.scores_head(BENCHMARK, base),
             "rules": r.to_dict(),
             "thresholds": {"rules": r.name},
-            "overrides": over,
-            "scores_file": str(path),
+            **scoring.scores_file(run_dir, over),
             "conditions": list(CONDITIONS),
-            "n_episodes": folder.n_episodes,
-            "n_failed": len(base["failed_episodes"]),
-            "failed_episodes": base["failed_episodes"],
-            "failed_uncounted": base["failed_uncounted"],
+            **scoring.failure_counts(folder, base),
             "skipped": skipped_block(folder),
             "content_notes": base["content_notes"],
-            "health": with_flags(run_health(stats, measurements),
-                                 accounting_flags(base["failed_uncounted"], folder.n_episodes, n_dataset,
-                                                  folder.skipped)),
+            **scoring.health_block(folder, base, measurements, stats, with_skipped=True),
             **aggregate(measurements, r),
-            **provenance(folder),
-            "measurements_digest": base["measurements_digest"],
-            "health_digest": base["health_digest"],
+            **scoring.digests_block(folder, base),
         }
 
-    if not reuse_measurements and applied:
-        # A fresh measurement also refreshes the paper-rules scores.json, which --reuse builds on.
-        atomic_write_json(scores_path(run_dir, {}), result_for(RULE_SETS["paper"], {}))
-    result = result_for(rules, applied)
-    atomic_write_json(Path(result["scores_file"]), result)
-    return result
+    return scoring.write_scores(run_dir, result_for, rules, applied, RULE_SETS["paper"], fresh=not reuse_measurements)

@@ -20,26 +20,17 @@ from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Any
 
-from dataset_builder.atomic import atomic_write_json
+from dataset_builder.benchmark_params import MPEProtocol
 from dataset_builder.episode import Episode
 from dataset_builder.http_client import served_concurrency
 from dataset_builder.progress import Progress
-from dataset_builder.protocols import MPEProtocol
-from metrics.episodes import (
-    Failure,
-    RecordingError,
-    RunFolder,
-    account_failures,
-    accounting_flags,
-    load_run_folder,
-    read_recording,
-)
-from metrics.freshness import invalidate, provenance, scores_path
-from metrics.health import SoundProfile, episode_stats, run_health, window_sound, with_flags
+from metrics import scoring
+from metrics.episodes import Failure, RecordingError, RunFolder, read_recording
+from metrics.health import SoundProfile, episode_stats, window_sound
 from metrics.mpe.aggregate import aggregate
 from metrics.mpe.measure import failed_windows, measure_episode, sound_window
 from metrics.mpe.verdicts import METRICS, WINDOW_METRICS, Thresholds
-from metrics.scoring import ASR_PAD_S, asr_audio, reused_inputs, store_measurements
+from metrics.scoring import ASR_PAD_S, asr_audio, reused_inputs
 from metrics.spans import Span
 from metrics.thresholds import Limit, validate_overrides
 
@@ -180,9 +171,7 @@ def score_run(run_dir: Path, *, asr: Any = None, judge: Any = None, overrides: d
     (UsageError otherwise); scores under them go to their own file, named in the result's "scores_file".
     """
     run_dir = Path(run_dir)
-    folder = load_run_folder(run_dir, BENCHMARK, check_audio=not reuse_measurements)
-    if not folder.case_ids:
-        raise FileNotFoundError(f"{run_dir}: no *.rec.json episodes to score")
+    folder = scoring.scored_folder(run_dir, BENCHMARK, reuse_measurements)
     recorded = recorded_protocol(folder)
     th_recorded = Thresholds.from_params(recorded)
     fixed = [f.name for f in fields(MPEProtocol) if f.name not in THRESHOLD_LIMITS]
@@ -199,51 +188,26 @@ def score_run(run_dir: Path, *, asr: Any = None, judge: Any = None, overrides: d
 
         asr = asr or scoring_asr()
         judge = judge or get_judge("heuristic")
-        invalidate(run_dir)  # old scores must not outlive a rescore that stops halfway
-        measurements, stats = measure_run(folder, asr, judge, vad_from_params, progress=progress)
-        failed_records, failed_entries, uncounted = account_failures(folder, windows_of_failure)
-        measurements += failed_records
-        digests = store_measurements(run_dir, folder, measurements, stats)
-        adapter = folder.adapter()
+        base, measurements, stats = scoring.measure_and_store(
+            run_dir, folder, lambda: measure_run(folder, asr, judge, vad_from_params, progress=progress),
+            windows_of_failure)
         # The native settings whisper ran with (dataset_builder.numerics): its verdicts can move with them.
         runtime = getattr(asr, "runtime", None)
-        base = {"adapter": adapter.get("name"), "adapter_info": adapter, "asr": asr.name,
-                "asr_runtime": runtime() if callable(runtime) else None, "asr_pad_s": ASR_PAD_S,
-                "judge": {"name": judge.name, "heuristic": bool(judge.heuristic)},
-                "failed_episodes": failed_entries, "failed_uncounted": uncounted, **digests}
-    n_dataset = (folder.info or {}).get("n_dataset_cases")
+        base |= {"asr": asr.name, "asr_runtime": runtime() if callable(runtime) else None, "asr_pad_s": ASR_PAD_S,
+                 "judge": {"name": judge.name, "heuristic": bool(judge.heuristic)}}
 
     def result_for(t: Thresholds, over: dict[str, float]) -> dict[str, Any]:
-        path = scores_path(run_dir, over)
         return {
-            "benchmark": BENCHMARK,
-            "adapter": base["adapter"],
-            "adapter_info": base["adapter_info"],
-            "asr": base["asr"],
-            "asr_runtime": base.get("asr_runtime"),
-            "asr_pad_s": base.get("asr_pad_s"),  # None: measured before spans were padded for the ASR
-            "judge": base["judge"],
+            **scoring.scores_head(BENCHMARK, base, asr_runtime=True),
             "thresholds": asdict(t),
             "recorded_thresholds": asdict(th_recorded),
-            "overrides": over,
-            "scores_file": str(path),
-            "n_episodes": folder.n_episodes,
-            "n_failed": len(base["failed_episodes"]),
-            "failed_episodes": base["failed_episodes"],
-            "failed_uncounted": base["failed_uncounted"],
+            **scoring.scores_file(run_dir, over),
+            **scoring.failure_counts(folder, base),
             "failed_windows": failed_window_counts(measurements),
             "unparseable_verdicts": unparseable_verdicts(measurements),
-            "health": with_flags(run_health(stats, measurements),
-                                 accounting_flags(base["failed_uncounted"], folder.n_episodes, n_dataset)),
+            **scoring.health_block(folder, base, measurements, stats),
             **aggregate(measurements, t),
-            **provenance(folder),
-            "measurements_digest": base["measurements_digest"],
-            "health_digest": base["health_digest"],
+            **scoring.digests_block(folder, base),
         }
 
-    if not reuse_measurements and applied:
-        # A fresh measurement also refreshes the recorded-threshold scores.json, which --reuse builds on.
-        atomic_write_json(scores_path(run_dir, {}), result_for(th_recorded, {}))
-    result = result_for(th, applied)
-    atomic_write_json(Path(result["scores_file"]), result)
-    return result
+    return scoring.write_scores(run_dir, result_for, th, applied, th_recorded, fresh=not reuse_measurements)

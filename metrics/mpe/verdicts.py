@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from dataset_builder.protocols import MPEProtocol
+from dataset_builder.benchmark_params import MPEProtocol
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from dataset_builder.protocols import ProtocolParams
+from dataset_builder.benchmark_params import ProtocolParams
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from metrics.evaluate_module import IFEvalMetric
+from metrics.evaluate_modules.base import IFEvalMetric
 from metrics.ifeval.headline import headline
 from metrics.ifeval.verdicts import Thresholds
 

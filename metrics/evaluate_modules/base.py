@@ -1,5 +1,5 @@
-"""What every `evaluate` metric script under metrics/<name>/ shares: the module info, the one input column (a JSON
-string per stored measurement), the parsing of those lines, and each benchmark's citation.
+"""What every `evaluate` metric script under metrics/evaluate_modules/<name>/ shares: the module info, the one input
+column (a JSON string per stored measurement), the parsing of those lines, and each benchmark's citation.
 
 A script subclasses its benchmark's base (`MPEMetric`, `M3Metric`, `IFEvalMetric`) and keeps only its own text and
 its `_compute`:

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from dataset_builder.protocols import MPEProtocol
-from metrics.evaluate_module import MPEMetric
+from dataset_builder.benchmark_params import MPEProtocol
+from metrics.evaluate_modules.base import MPEMetric
 from metrics.mpe.headline import headline
 from metrics.mpe.verdicts import Thresholds
 
-# The defaults are the protocol's (dataset_builder/protocols.py): one definition for the runner, the scorer and
+# The defaults are the protocol's (dataset_builder/benchmark_params.py): one definition for the runner, the scorer and
 # this module.
 _YIELD_S = MPEProtocol.yield_tolerance_s
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from metrics.evaluate_module import MPEMetric
+from metrics.evaluate_modules.base import MPEMetric
 from metrics.mpe.headline import headline
 from metrics.mpe.verdicts import Thresholds
 

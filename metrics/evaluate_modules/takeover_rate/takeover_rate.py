@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from metrics.evaluate_module import M3Metric
+from metrics.evaluate_modules.base import M3Metric
 from metrics.m3 import rules as m3_rules
 from metrics.m3.headline import headline
 

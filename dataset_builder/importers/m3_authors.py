@@ -53,10 +53,23 @@ from typing import Any
 import numpy as np
 import soundfile as sf
 
-from dataset_builder.atomic import atomic_write_json
+from dataset_builder.atomic import whole_ms
 from dataset_builder.audio import SESSION_SR, resample, wav_bytes
 from dataset_builder.errors import UsageError
-from dataset_builder.m3.events import (
+from dataset_builder.importers import common
+from dataset_builder.m3.language import LANGUAGES as LANGUAGE_RULES
+from dataset_builder.m3.schema import (
+    CONTEXT_S,
+    DOMAINS,
+    EVENT_CONDITIONS,
+    EVENT_TYPES,
+    LANGUAGES,
+    WINDOW_S,
+    M3Event,
+    Utterance,
+    config_name,
+)
+from dataset_builder.rules.m3_events import (
     BC,
     TURN,
     Event,
@@ -70,28 +83,14 @@ from dataset_builder.m3.events import (
     prompt_start,
     read_words,
 )
-from dataset_builder.m3.language import LANGUAGES as LANGUAGE_RULES
-from dataset_builder.m3.schema import (
-    CONTEXT_S,
-    DOMAINS,
-    EVENT_CONDITIONS,
-    EVENT_TYPES,
-    LANGUAGES,
-    WINDOW_S,
-    M3Event,
-    Utterance,
-    config_name,
-)
 from dataset_builder.schema import SchemaError
 
 LABELS = ("TURN", "TURN_SHIFT", "TURN_HOLD", "SHORTPAUSE", "BC", "BARGE_IN")
 EVENT_OF = {"TURN_SHIFT": "SHIFT", "TURN_HOLD": "PAUSE", "BC": "BC", "BARGE_IN": "BARGE_IN"}
-MS = SESSION_SR // 1000
-TIME_SLACK_MS = 10  # a label or word may pass the audio's end by the annotation's resolution (10 ms)
+LAYOUT = "M3-DuplexBench authors' release"
 SHARD_ROWS = 16  # rows hold up to ~130 s of 2-channel PCM16 (~12 MB)
-IMPORT_DIR = "import"  # OUT/import/{config}.json: one summary per imported config; the card is made from them
 SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # ids become file names ({case_id}.wav)
-CARD_TEMPLATE = Path(__file__).resolve().parent.parent.parent / "cards" / "m3_import.md"
+CARD_TEMPLATE = common.CARDS / "m3_import.md"
 CARD_METADATA = {
     "pretty_name": "M3-DuplexBench (imported from the authors' released data)",
     "license": "other",  # the source corpus's terms apply, not ours (see the card)
@@ -101,7 +100,7 @@ CARD_METADATA = {
     "tags": ["full-duplex", "spoken-dialogue", "turn-taking", "backchannel", "barge-in", "benchmark"],
 }
 _PARAMS = EventParams()
-_OVERLAP_MAX_MS = round(_PARAMS.shift_overlap_max_s * 1000)
+_OVERLAP_MAX_MS = whole_ms(_PARAMS.shift_overlap_max_s)
 
 # Skip reasons (summary keys); each is a label our definitions cannot evaluate.
 NO_TURNS = "TURN_SHIFT / TURN_HOLD without a TURN ending at its start and one starting at its end"
@@ -109,10 +108,6 @@ OVERLAP = f"TURN_SHIFT overlapping by more than {_PARAMS.shift_overlap_max_s:g} 
 NO_BARGE_TURN = "BARGE_IN without a TURN of its channel starting at it"
 NO_HOST = "BARGE_IN with no TURN of the other party under way"
 BC_OUTSIDE = "user BC outside the system's TURNs (not evaluated, DESIGN.md)"
-
-
-def _ms(seconds: float) -> int:
-    return int(round(seconds * 1000))
 
 
 # ------------------------------------------------------------------------------------------------ reading
@@ -142,7 +137,7 @@ class Dialogue:
 
     @property
     def duration_ms(self) -> int:
-        return self.frames * 1000 // self.sample_rate
+        return common.audio_ms(self.frames, self.sample_rate)
 
 
 def _bad(where: str, fld: str | None, message: str) -> SchemaError:
@@ -154,7 +149,7 @@ def _time(value: Any, where: str, fld: str) -> tuple[int, int]:
         isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) for x in value)
     if not ok:
         raise _bad(where, fld, f"expected [start, end] in seconds, got {json.dumps(value)[:80]}")
-    return _ms(value[0]), _ms(value[1])
+    return whole_ms(value[0]), whole_ms(value[1])
 
 
 def _labels(events: Any, where: str, duration_ms: int) -> list[Label]:
@@ -174,7 +169,7 @@ def _labels(events: Any, where: str, duration_ms: int) -> list[Label]:
             if label not in LABELS:
                 raise _bad(where, f"{fld}.event", f"unknown event {label!r}; their labels are {', '.join(LABELS)}")
             a, b = _time(item.get("time"), where, f"{fld}.time")
-            if min(a, b) < 0 or max(a, b) > duration_ms + TIME_SLACK_MS:
+            if min(a, b) < 0 or max(a, b) > duration_ms + common.TIME_SLACK_MS:
                 raise _bad(where, f"{fld}.time", f"[{a / 1000:g}, {b / 1000:g}] s is outside the audio "
                                                  f"(0 to {duration_ms / 1000:g} s)")
             # A TURN_SHIFT's end is the taker's start, before its start when they overlap; a SHORTPAUSE may be 0.
@@ -198,7 +193,7 @@ def _wav_info(wav: Path, where: str) -> tuple[int, int]:
 
 def _words(path: Path, duration_ms: int) -> tuple[Word, ...]:
     words = read_words(path)
-    late = next((w for w in words if _ms(w.end_s) > duration_ms + TIME_SLACK_MS), None)
+    late = next((w for w in words if whole_ms(w.end_s) > duration_ms + common.TIME_SLACK_MS), None)
     if late is not None:
         raise _bad(str(path), "end", f"the word {late.text!r} ends at {late.end_s:g} s, after the audio's end "
                                      f"({duration_ms / 1000:g} s)")
@@ -235,9 +230,9 @@ def read_split(data_dir: Path, split: str = "test") -> list[Dialogue]:
             raise _bad(where, "events", "missing")
         wav = data_dir / "audio" / f"{did}.wav"
         sr, frames = _wav_info(wav, where)
-        labels = _labels(record["events"], where, frames * 1000 // sr)
+        labels = _labels(record["events"], where, common.audio_ms(frames, sr))
         align = data_dir / "txt_align" / f"{did}.txt"
-        words = _words(align, frames * 1000 // sr) if align.is_file() else None
+        words = _words(align, common.audio_ms(frames, sr)) if align.is_file() else None
         out.append(Dialogue(did, where, tuple(labels), wav, sr, frames, words))
     if not out:
         raise UsageError(f"{jsonl} holds no dialogue")
@@ -347,9 +342,10 @@ def extractor_check(m: Mapped) -> str:
         ours = extract_events([i for i in m.ipus if i.channel == 0], [i for i in m.ipus if i.channel == 1], _PARAMS)
     except ValueError:
         return "not comparable"
-    key = [(r.event.type, _ms(r.event_start_s), _ms(r.event_end_s), _ms(r.prompt_start_s))
+    key = [(r.event.type, whole_ms(r.event_start_s), whole_ms(r.event_end_s), whole_ms(r.prompt_start_s))
            for r in evaluated_events(ours, m.ipus, m.user_channel, CONTEXT_S)]
-    theirs = [(r.event.type, _ms(r.event_start_s), _ms(r.event_end_s), _ms(r.prompt_start_s)) for r in m.evaluated]
+    theirs = [(r.event.type, whole_ms(r.event_start_s), whole_ms(r.event_end_s), whole_ms(r.prompt_start_s))
+              for r in m.evaluated]
     return "same" if sorted(key) == sorted(theirs) else "differ"
 
 
@@ -377,15 +373,15 @@ def event_rows(m: Mapped, language: str, domain: str) -> Iterator[tuple[M3Event,
     joiner = LANGUAGE_RULES[language].joiner
     names = {id(i): f"{'u' if i.channel == uc else 's'}{k:03d}" for k, i in enumerate(m.ipus)}
     for k, r in enumerate(m.evaluated):
-        tau, b, s, t = (_ms(x) for x in (r.context_start_s, r.prompt_start_s, r.event_start_s, r.event_end_s))
-        w = s + round(WINDOW_S * 1000)
-        utts = tuple(Utterance(names[id(i)], _speaker(i, uc), i.kind, i.text, max(_ms(i.start_s) - tau, 0) / 1000,
-                               (_ms(i.end_s) - tau) / 1000) for i in m.ipus
-                     if _ms(i.end_s) > tau and _ms(i.start_s) < w)
+        tau, b, s, t = (whole_ms(x) for x in (r.context_start_s, r.prompt_start_s, r.event_start_s, r.event_end_s))
+        w = s + whole_ms(WINDOW_S)
+        utts = tuple(Utterance(names[id(i)], _speaker(i, uc), i.kind, i.text, max(whole_ms(i.start_s) - tau, 0) / 1000,
+                               (whole_ms(i.end_s) - tau) / 1000) for i in m.ipus
+                     if whole_ms(i.end_s) > tau and whole_ms(i.start_s) < w)
         question = reply = ""
         if r.event.type == "SHIFT":
             question = _question(m, r, joiner)
-            taker = next((i for i in m.ipus if i.channel != uc and i.is_turn and _ms(i.start_s) == t), None)
+            taker = next((i for i in m.ipus if i.channel != uc and i.is_turn and whole_ms(i.start_s) == t), None)
             reply = taker.text if taker is not None else ""
         transcribed = all(u.text for u in utts) and (r.event.type != "SHIFT" or bool(question and reply))
         event = M3Event(
@@ -413,14 +409,6 @@ def dialogue_audio(d: Dialogue, user_channel: int) -> np.ndarray:
     return resample(np.ascontiguousarray(audio), int(sr), SESSION_SR)
 
 
-def cut(audio: np.ndarray, tau_ms: int, w_ms: int) -> np.ndarray:
-    """The dialogue over [τ(L), s + Δ), zero-padded past its end (as the builder's rows)."""
-    clip = np.zeros(((w_ms - tau_ms) * MS, 2), np.float32)
-    part = audio[tau_ms * MS:w_ms * MS]
-    clip[:part.shape[0]] = part
-    return clip
-
-
 # ------------------------------------------------------------------------------------------------ import
 
 
@@ -435,30 +423,21 @@ def infer_language_domain(data_dir: Path, language: str | None, domain: str | No
         raise UsageError(f"cannot tell the {'language' if lang is None else 'domain'} of {data_dir} from its path "
                          "(their layout: .../data/{lang}/{domain}/{dataset}); give --language "
                          f"({'/'.join(LANGUAGES)}) and --domain ({'/'.join(DOMAINS)})")
-    if lang not in LANGUAGES:
-        raise UsageError(f"--language {lang!r}: M3 languages are {', '.join(LANGUAGES)}")
-    if dom not in DOMAINS:
-        raise UsageError(f"--domain {dom!r}: M3 domains are {', '.join(DOMAINS)}")
+    common.check_language_domain(lang, dom)
     return lang, dom
-
-
-def _check_out(out: Path) -> None:
-    if (out / "README.md").exists() and not (out / IMPORT_DIR).is_dir():
-        raise UsageError(f"{out} holds a dataset that was not imported (a build?); import into another --out")
 
 
 def import_m3(data_dir: Path | str, out: Path | str, *, user_channel: int = 0, split: str = "test",
               language: str | None = None, domain: str | None = None) -> dict[str, Any]:
     """Import `DATA_DIR/{split}.jsonl` (module doc) as the config `m3_{domain}_{language}` of the dataset folder
     `out`; returns the summary also written to `out/import/{config}.json`."""
-    from dataset_builder.hf_dataset import write_config
-    from dataset_builder.m3.rows import event_to_row, m3_features
+    from dataset_builder.m3.rows import event_to_row
 
     data_dir, out = Path(data_dir), Path(out)
     if user_channel not in (0, 1):
         raise UsageError(f"--user-channel must be 0 or 1, got {user_channel}")
     lang, dom = infer_language_domain(data_dir, language, domain)
-    _check_out(out)
+    common.check_out(out, LAYOUT)
     mapped = [map_dialogue(d, user_channel) for d in read_split(data_dir, split)]
     # Every row's record is made (and validated) before any audio is read or anything written.
     plans = [(m, list(event_rows(m, lang, dom))) for m in mapped]
@@ -477,16 +456,13 @@ def import_m3(data_dir: Path | str, out: Path | str, *, user_channel: int = 0, s
                 continue
             audio = dialogue_audio(m.dialogue, user_channel)
             for event, (tau, w) in items:
-                clip = cut(audio, tau, w)
+                clip = common.window(audio, tau, w)
                 events[event.event_type] += 1
                 audio_s += clip.shape[0] / SESSION_SR
                 yield event_to_row(event, wav_bytes(clip))
 
-    write_config(out, config, rows(), m3_features(), shard_size=SHARD_ROWS)
-    summary = _summary(data_dir, split, config, lang, dom, user_channel, plans, events, audio_s)
-    atomic_write_json(out / IMPORT_DIR / f"{config}.json", summary)
-    write_import_card(out)
-    return summary
+    return common.write_import(out, config, rows(), SHARD_ROWS, write_card=write_card, summary=lambda: _summary(
+        data_dir, split, config, lang, dom, user_channel, plans, events, audio_s))
 
 
 def _summary(data_dir: Path, split: str, config: str, lang: str, dom: str, user_channel: int,
@@ -502,7 +478,7 @@ def _summary(data_dir: Path, split: str, config: str, lang: str, dom: str, user_
         labels.update(x.label for x in m.dialogue.labels)
     rows = [e for _, items in plans for e, _ in items]
     return {
-        "source": str(data_dir.resolve()), "split": split, "layout": "M3-DuplexBench authors' release",
+        "source": str(data_dir.resolve()), "split": split, "layout": LAYOUT,
         "config": config, "language": lang, "domain": dom, "user_channel": user_channel,
         "dialogues": len(mapped), "dialogue_s": round(sum(m.dialogue.frames / m.dialogue.sample_rate
                                                            for m in mapped), 3),
@@ -522,16 +498,11 @@ def _summary(data_dir: Path, split: str, config: str, lang: str, dom: str, user_
 # ------------------------------------------------------------------------------------------------ card
 
 
-def write_import_card(out: Path) -> None:
+def write_card(out: Path) -> None:
     """`out/README.md` for every config imported into `out` (from the `import/*.json` summaries)."""
-    from dataset_builder.card_tables import md_table, shared_context
-    from dataset_builder.hf_dataset import write_card
-    from dataset_builder.m3.rows import m3_features
-    from dataset_builder.protocols import M3Protocol
+    from dataset_builder.card_tables import md_table
 
-    summaries = [json.loads(p.read_text(encoding="utf-8")) for p in sorted((out / IMPORT_DIR).glob("*.json"))]
-    summaries = [s for s in summaries if any((out / "data" / s["config"]).glob("*.parquet"))]
-    features = m3_features()
+    summaries = common.imported_summaries(out)
     sources = md_table(["config", "source folder", "split", "user channel", "dialogues", "hours", "with txt_align"],
                        [[f"`{s['config']}`", f"`{s['source']}`", s["split"], s["user_channel"], s["dialogues"],
                          f"{s['dialogue_s'] / 3600:.2f}", s["with_txt_align"]] for s in summaries])
@@ -545,10 +516,6 @@ def write_import_card(out: Path) -> None:
                      [[f"`{s['config']}`", " / ".join(str(s["extractor_check"].get(k, 0))
                                                       for k in ("same", "differ", "not comparable"))]
                       for s in summaries])
-    context = {**shared_context(out, [s["config"] for s in summaries], M3Protocol()),
-               "sources_table": sources, "counts_table": counts, "left_out_table": left, "check_table": check,
-               "configs_list": ", ".join(f"`{s['config']}`" for s in summaries),
-               "window_s": f"{WINDOW_S:g}", "context_s": f"{CONTEXT_S:g}"}
-    metadata = {**CARD_METADATA, "language": sorted({s["language"] for s in summaries})}
-    write_card(out, {s["config"]: {"features": features} for s in summaries}, template=CARD_TEMPLATE,
-               context=context, metadata=metadata)
+    common.write_import_card(out, summaries, CARD_TEMPLATE, CARD_METADATA, {
+        "sources_table": sources, "counts_table": counts, "left_out_table": left, "check_table": check,
+        "window_s": f"{WINDOW_S:g}", "context_s": f"{CONTEXT_S:g}"})

@@ -1,4 +1,5 @@
-"""The `evaluate` metric module metrics/duplex_mpe: loads offline, gives exact known answers, equals `aggregate`.
+"""The `evaluate` metric module metrics/evaluate_modules/duplex_mpe: loads offline, gives exact known answers, equals
+`aggregate`.
 
 The measurements are hand-written records with the fields metrics/mpe/measure.py stores, chosen so every
 threshold under test sits well clear of the latencies it is compared with.
@@ -16,13 +17,14 @@ from typing import Any
 
 import pytest
 
-from metrics.evaluate_module import IFEvalMetric, M3Metric, MeasurementsMetric, MPEMetric
+from metrics import EVALUATE_MODULES, metric_names
+from metrics.evaluate_modules.base import IFEvalMetric, M3Metric, MeasurementsMetric, MPEMetric
 from metrics.mpe.aggregate import aggregate
 from metrics.mpe.verdicts import Thresholds
 
 ROOT = Path(__file__).resolve().parent.parent
-MODULE_DIR = ROOT / "metrics" / "duplex_mpe"
-MODULES = sorted(p.name for p in (ROOT / "metrics").iterdir() if (p / f"{p.name}.py").is_file())
+MODULE_DIR = EVALUATE_MODULES / "duplex_mpe"
+MODULES = metric_names()
 
 
 def t_window(pair: str, cond: str, active: bool, onset: float | None, verdict: str | None) -> dict[str, Any]:
@@ -183,7 +185,7 @@ def test_every_script_is_loaded_as_its_own_class_on_the_shared_base() -> None:
     assert all(inspect.isabstract(base) for base in (MeasurementsMetric, MPEMetric, M3Metric, IFEvalMetric))
     citations = {"duplex_mpe": "@misc{duplex_mpe,", "m3": "@misc{m3_duplexbench,", "ifeval": "@misc{dsb_ifeval,"}
     for name in MODULES:
-        module = evaluate.load(str(ROOT / "metrics" / name), keep_in_memory=True)
+        module = evaluate.load(str(EVALUATE_MODULES / name), keep_in_memory=True)
         cls = type(module)
         assert cls.__module__.endswith(f".{name}") and issubclass(cls, MeasurementsMetric), (name, cls)
         assert module.features == datasets.Features({"measurements": datasets.Value("string")})

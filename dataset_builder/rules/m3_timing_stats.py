@@ -1,7 +1,7 @@
 """Timing statistics the synthetic M3 pipeline samples from (paper §III-B1, step 1 and 4; DESIGN.md "Timeline").
 
 `stats_from_dialogues` measures them on extracted events (a corpus a user owns, through `duplex-eval events
---stats-out`); `default_stats` reads the shipped defaults (`timing_stats_default.json`, per language x domain,
+--stats-out`); `default_stats` reads the shipped defaults (`m3_timing_stats_default.json`, per language x domain,
 each number with its provenance). Both are `TimingStats`, saved as validated JSON and sampled with a seeded
 `random.Random`, so a build is reproducible from (stats file, seed).
 
@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from dataset_builder.atomic import atomic_write_json
-from dataset_builder.m3.events import TIME_EPS_S, Event, EventParams, Ipu
+from dataset_builder.rules.m3_events import TIME_EPS_S, Event, EventParams, Ipu
 from dataset_builder.schema import SchemaError
 
 FORMAT = "duplex-eval/m3-timing-stats/1"
 DEFAULTS_FORMAT = "duplex-eval/m3-timing-defaults/1"
-DEFAULTS_FILE = Path(__file__).with_name("timing_stats_default.json")
+DEFAULTS_FILE = Path(__file__).with_name("m3_timing_stats_default.json")
 MEASURED_PROBS = tuple(i / 20 for i in range(21))
 # Measured quantiles fold the most extreme 1 % on each side into the 1st / 99th percentile: a 30 s silence in a
 # corpus must not become a 30 s pause in a synthetic dialogue.

@@ -16,7 +16,7 @@ Their layout (the v1.0 release, `DanielLin94144/Full-Duplex-Bench`, `v1_v1.5/`; 
 A model writes `{ID}/output.wav` beside `input.wav`, time-aligned with it and as long; their `get_transcript/asr.py`
 turns it into `output.json` (words with times) and `evaluation/evaluate.py --task TASK` scores a task folder.
 
-Their tasks in our events (one definition, shared with the run export, `metrics/m3/fdb_export.py`):
+Their tasks in our events (one definition, `dataset_builder/rules/fdb_tasks.py`, shared with the run export):
 
 | FDB v1 task (file) | our event | s, t |
 |---|---|---|
@@ -57,40 +57,25 @@ from typing import Any
 import numpy as np
 import soundfile as sf
 
-from dataset_builder.atomic import atomic_write_json
+from dataset_builder.atomic import whole_ms
 from dataset_builder.audio import SESSION_SR, resample, wav_bytes
 from dataset_builder.errors import UsageError
-from dataset_builder.m3.events import TURN, Event, EventParams, Ipu, Word, _join, ipus_from_words, prompt_start
+from dataset_builder.importers import common
 from dataset_builder.m3.schema import (
     CONTEXT_S,
-    DOMAINS,
     EVENT_CONDITIONS,
     EVENT_TYPES,
-    LANGUAGES,
     WINDOW_S,
     M3Event,
     Utterance,
     config_name,
 )
+from dataset_builder.rules.fdb_tasks import EVENT_OF_FILE, LAYOUT, LEFT_OUT_EVENTS, TASKS
+from dataset_builder.rules.m3_events import TURN, Event, EventParams, Ipu, Word, _join, ipus_from_words, prompt_start
 from dataset_builder.schema import SchemaError
 
-# Their v1 tasks: our event type -> (their evaluate.py --task, the annotation file, its "text" placeholder).
-TASKS: dict[str, tuple[str, str, str]] = {
-    "SHIFT": ("smooth_turn_taking", "turn_taking.json", "[TURN-TAKING]"),
-    "PAUSE": ("pause_handling", "pause.json", "[PAUSE]"),
-    "BARGE_IN": ("user_interruption", "interrupt.json", ""),
-}
-EVENT_OF_FILE = {file: event for event, (_, file, _) in TASKS.items()}
-LEFT_OUT_EVENTS = {
-    "BC": "FDB v1's backchannel task scores the model's own backchannels while the user holds a long turn; our BC "
-          "is the user's backchannel during the model's turn (FDB v1.5's user_backchannel)",
-}
-LAYOUT = "Full-Duplex-Bench v1"
-IMPORT_DIR = "import"
 SHARD_ROWS = 32
-MS = SESSION_SR // 1000
-TIME_SLACK_MS = 10
-CARD_TEMPLATE = Path(__file__).resolve().parent.parent.parent / "cards" / "fdb_import.md"
+CARD_TEMPLATE = common.CARDS / "fdb_import.md"
 CARD_METADATA = {
     "pretty_name": "Full-Duplex-Bench v1 samples as M3-DuplexBench events (imported)",
     "license": "cc-by-nc-4.0",  # FDB's data licence (their dataset README); the source corpora's terms apply too
@@ -106,10 +91,6 @@ SHIFT_TOO_EARLY = "turn_taking.json timestamp[1] more than 0.4 s before timestam
 EMPTY_SPAN = "a pause / interruption that ends where it starts or earlier"
 _PARAMS = EventParams()
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
-
-
-def _ms(seconds: float) -> int:
-    return int(round(seconds * 1000))
 
 
 def _bad(where: Path | str, message: str, fld: str | None = None) -> SchemaError:
@@ -143,7 +124,7 @@ class Sample:
 
     @property
     def duration_ms(self) -> int:
-        return self.frames * 1000 // self.sample_rate
+        return common.audio_ms(self.frames, self.sample_rate)
 
 
 def _number(x: Any) -> bool:
@@ -168,8 +149,8 @@ def read_spans(path: Path, duration_ms: int) -> list[Span]:
         ts = item.get("timestamp") if isinstance(item, dict) else None
         if not (isinstance(ts, list) and len(ts) == 2 and all(_number(x) for x in ts)):
             raise _bad(path, f"expected [start, end] in seconds, got {json.dumps(ts)[:80]}", f"[{i}].timestamp")
-        s, t = _ms(ts[0]), _ms(ts[1])
-        if min(s, t) < 0 or max(s, t) > duration_ms + TIME_SLACK_MS:
+        s, t = whole_ms(ts[0]), whole_ms(ts[1])
+        if min(s, t) < 0 or max(s, t) > duration_ms + common.TIME_SLACK_MS:
             raise _bad(path, f"[{ts[0]:g}, {ts[1]:g}] s is outside input.wav (0 to {duration_ms / 1000:g} s)",
                        f"[{i}].timestamp")
         texts = {k: item.get(k, "") for k in ("context", "interrupt")} if event_type == "BARGE_IN" else {}
@@ -236,7 +217,7 @@ def read_folder(root: Path | str) -> list[Sample]:
             raise _bad(wav, f"not a readable audio file ({' '.join(str(err).split())})") from None
         if info.channels != 1:
             raise _bad(wav, f"{info.channels} channels; FDB's input.wav is the user alone, mono")
-        duration_ms = int(info.frames) * 1000 // int(info.samplerate)
+        duration_ms = common.audio_ms(int(info.frames), int(info.samplerate))
         present = [f for f in EVENT_OF_FILE if (folder / f).is_file()]
         if len(present) > 1:
             raise _bad(folder, f"holds {' and '.join(present)}; an FDB v1 sample has one task file")
@@ -261,7 +242,7 @@ def _turn_pauses(turns: Sequence[Ipu]) -> list[Event]:
 
 def _utterances(ipus: Sequence[Ipu], w_ms: int) -> tuple[Utterance, ...]:
     return tuple(Utterance(f"u{k:03d}", "user", "turn" if i.kind == TURN else "bc", i.text, i.start_s, i.end_s)
-                 for k, i in enumerate(ipus) if _ms(i.start_s) < w_ms and i.end_s > i.start_s)
+                 for k, i in enumerate(ipus) if whole_ms(i.start_s) < w_ms and i.end_s > i.start_s)
 
 
 def sample_events(sample: Sample, language: str, domain: str) -> list[tuple[M3Event, int]]:
@@ -276,15 +257,15 @@ def sample_events(sample: Sample, language: str, domain: str) -> list[tuple[M3Ev
             b = prompt_start(Event(span.event_type, s, t, 0, 1, s), turns, pauses) if turns else 0.0
         else:
             b = s
-        tau_ms = 0 if b <= CONTEXT_S else _ms(min((i.start_s for i in ipus if i.end_s > b - CONTEXT_S), default=b))
-        w_ms = span.s_ms + round(WINDOW_S * 1000)
+        tau_ms = 0 if b <= CONTEXT_S else whole_ms(min((i.start_s for i in ipus if i.end_s > b - CONTEXT_S), default=b))
+        w_ms = span.s_ms + whole_ms(WINDOW_S)
         if ipus:
             utts = _utterances(ipus, w_ms)
         else:  # no words: what the task file says
             utts = ()
             if span.event_type == "BARGE_IN":
                 ctx = (Utterance("u000", "user", "turn", span.context, 0.0, round(sample.context_wav_s, 3)),) \
-                    if span.context and sample.context_wav_s and _ms(sample.context_wav_s) <= span.s_ms else ()
+                    if span.context and sample.context_wav_s and whole_ms(sample.context_wav_s) <= span.s_ms else ()
                 utts = (*ctx, Utterance(f"u{len(ctx):03d}", "user", "turn", span.interrupt, s, t))
         question = _join([u.text for u in utts if b - 1e-9 <= u.start_s < s]) if span.event_type == "SHIFT" else ""
         transcribed = span.event_type != "SHIFT" and bool(utts) and all(u.text for u in utts)
@@ -305,7 +286,7 @@ def sample_events(sample: Sample, language: str, domain: str) -> list[tuple[M3Ev
 
 
 def _skip_reason(span: Span) -> str | None:
-    if span.event_type == "SHIFT" and span.t_ms < span.s_ms - round(_PARAMS.shift_overlap_max_s * 1000):
+    if span.event_type == "SHIFT" and span.t_ms < span.s_ms - whole_ms(_PARAMS.shift_overlap_max_s):
         return SHIFT_TOO_EARLY
     if span.event_type in ("PAUSE", "BARGE_IN") and span.t_ms <= span.s_ms:
         return EMPTY_SPAN
@@ -313,43 +294,23 @@ def _skip_reason(span: Span) -> str | None:
 
 
 def input_audio(sample: Sample) -> np.ndarray:
-    """input.wav as float32 mono at 24 kHz."""
+    """input.wav as (n, 2) float32 at 24 kHz: the user on channel 0, channel 1 silent (FDB has no system side)."""
     x, sr = sf.read(str(sample.folder / "input.wav"), dtype="float32", always_2d=False)
-    return resample(np.asarray(x, np.float32), int(sr), SESSION_SR)
-
-
-def clip(user: np.ndarray, tau_ms: int, w_ms: int) -> np.ndarray:
-    """(n, 2): the user over [τ, s + Δ) on channel 0, zero-padded past its end; channel 1 silent."""
-    out = np.zeros(((w_ms - tau_ms) * MS, 2), np.float32)
-    part = user[tau_ms * MS:w_ms * MS]
-    out[:len(part), 0] = part
-    return out
+    user = resample(np.asarray(x, np.float32), int(sr), SESSION_SR)
+    return np.column_stack([user, np.zeros_like(user)])
 
 
 # ------------------------------------------------------------------------------------------------ import
 
 
-def _check_out(out: Path) -> None:
-    if (out / "README.md").exists() and not (out / IMPORT_DIR).is_dir():
-        raise UsageError(f"{out} holds a dataset that was not imported (a build?); import into another --out")
-    for p in sorted((out / IMPORT_DIR).glob("*.json")):
-        layout = json.loads(p.read_text(encoding="utf-8")).get("layout")
-        if layout != LAYOUT:
-            raise UsageError(f"{out} holds data imported from another layout ({layout}); import into another --out")
-
-
 def import_fdb(folder: Path | str, out: Path | str, *, language: str = "en", domain: str = "chat") -> dict[str, Any]:
     """Import every FDB v1 sample under `folder` (module doc) as the config `m3_{domain}_{language}` of the
     dataset folder `out`; returns the summary also written to `out/import/{config}.json`."""
-    from dataset_builder.hf_dataset import write_config
-    from dataset_builder.m3.rows import event_to_row, m3_features
+    from dataset_builder.m3.rows import event_to_row
 
     folder, out = Path(folder), Path(out)
-    if language not in LANGUAGES:
-        raise UsageError(f"--language {language!r}: M3 languages are {', '.join(LANGUAGES)}")
-    if domain not in DOMAINS:
-        raise UsageError(f"--domain {domain!r}: M3 domains are {', '.join(DOMAINS)}")
-    _check_out(out)
+    common.check_language_domain(language, domain)
+    common.check_out(out, LAYOUT)
     samples = read_folder(folder)
     skipped: Counter[str] = Counter()
     plans: list[tuple[Sample, list[tuple[M3Event, int]]]] = []
@@ -372,38 +333,33 @@ def import_fdb(folder: Path | str, out: Path | str, *, language: str = "en", dom
     def rows() -> Iterator[dict[str, Any]]:
         nonlocal audio_s
         for sample, events in plans:
-            user = input_audio(sample)
+            audio = input_audio(sample)
             for event, tau in events:
-                x = clip(user, tau, tau + _ms(event.window_end_s))
+                x = common.window(audio, tau, tau + whole_ms(event.window_end_s))
                 audio_s += x.shape[0] / SESSION_SR
                 yield event_to_row(event, wav_bytes(x))
 
-    write_config(out, config, rows(), m3_features(), shard_size=SHARD_ROWS)
-    events = Counter(e.event_type for _, evs in plans for e, _ in evs)
-    summary = {
-        "source": str(folder.resolve()), "layout": LAYOUT, "config": config, "language": language, "domain": domain,
-        "samples": len(samples), "sample_rates": sorted({s.sample_rate for s in samples}),
-        "with_transcription": sum(s.words is not None for s in samples),
-        "task_files": dict(sorted(Counter(s.task_file or "(none)" for s in samples).items())),
-        "rows": n_rows, "events": {t: events.get(t, 0) for t in EVENT_TYPES},
-        "cases": {t: events.get(t, 0) * len(EVENT_CONDITIONS[t]) for t in EVENT_TYPES},
-        "untranscribed_rows": sum(not e.transcribed for _, evs in plans for e, _ in evs),
-        "row_audio_s": round(audio_s, 3), "skipped": dict(sorted(skipped.items())),
-    }
-    atomic_write_json(out / IMPORT_DIR / f"{config}.json", summary)
-    write_import_card(out)
-    return summary
+    def summary() -> dict[str, Any]:
+        events = Counter(e.event_type for _, evs in plans for e, _ in evs)
+        return {
+            "source": str(folder.resolve()), "layout": LAYOUT, "config": config, "language": language,
+            "domain": domain, "samples": len(samples), "sample_rates": sorted({s.sample_rate for s in samples}),
+            "with_transcription": sum(s.words is not None for s in samples),
+            "task_files": dict(sorted(Counter(s.task_file or "(none)" for s in samples).items())),
+            "rows": n_rows, "events": {t: events.get(t, 0) for t in EVENT_TYPES},
+            "cases": {t: events.get(t, 0) * len(EVENT_CONDITIONS[t]) for t in EVENT_TYPES},
+            "untranscribed_rows": sum(not e.transcribed for _, evs in plans for e, _ in evs),
+            "row_audio_s": round(audio_s, 3), "skipped": dict(sorted(skipped.items())),
+        }
+
+    return common.write_import(out, config, rows(), SHARD_ROWS, summary=summary, write_card=write_card)
 
 
-def write_import_card(out: Path) -> None:
+def write_card(out: Path) -> None:
     """`out/README.md` for every config imported into `out` from FDB samples."""
-    from dataset_builder.card_tables import md_table, shared_context
-    from dataset_builder.hf_dataset import write_card
-    from dataset_builder.m3.rows import m3_features
-    from dataset_builder.protocols import M3Protocol
+    from dataset_builder.card_tables import md_table
 
-    summaries = [json.loads(p.read_text(encoding="utf-8")) for p in sorted((out / IMPORT_DIR).glob("*.json"))]
-    summaries = [s for s in summaries if any((out / "data" / s["config"]).glob("*.parquet"))]
+    summaries = common.imported_summaries(out)
     sources = md_table(["config", "source folder", "samples", "task files", "sample rates (Hz)",
                         "with transcription.json"],
                        [[f"`{s['config']}`", f"`{s['source']}`", s["samples"],
@@ -415,10 +371,6 @@ def write_import_card(out: Path) -> None:
     left = md_table(["config", "skipped", "samples or entries"],
                     [[f"`{s['config']}`", k, v] for s in summaries for k, v in s["skipped"].items()]
                     or [["-", "nothing", 0]])
-    context = {**shared_context(out, [s["config"] for s in summaries], M3Protocol()),
-               "sources_table": sources, "counts_table": counts, "left_out_table": left,
-               "configs_list": ", ".join(f"`{s['config']}`" for s in summaries), "window_s": f"{WINDOW_S:g}",
-               "bc_note": LEFT_OUT_EVENTS["BC"]}
-    metadata = {**CARD_METADATA, "language": sorted({s["language"] for s in summaries})}
-    write_card(out, {s["config"]: {"features": m3_features()} for s in summaries}, template=CARD_TEMPLATE,
-               context=context, metadata=metadata)
+    common.write_import_card(out, summaries, CARD_TEMPLATE, CARD_METADATA, {
+        "sources_table": sources, "counts_table": counts, "left_out_table": left, "window_s": f"{WINDOW_S:g}",
+        "bc_note": LEFT_OUT_EVENTS["BC"]})
