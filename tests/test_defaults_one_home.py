@@ -132,7 +132,8 @@ def test_metric_card_states_the_modules_defaults(name: str) -> None:
 def test_step_timeout_is_run_options() -> None:
     parser = argparse.ArgumentParser()
     add_run_arguments(parser)
-    args = parser.parse_args(["--dataset", "d", "--adapter", "a", "--out", "o"])
+    # With --config named, the dataset folder is not read (without it, the config is inferred from the folder).
+    args = parser.parse_args(["--dataset", "d", "--config", "mpe", "--adapter", "a", "--out", "o"])
     assert config_from_args(args).step_timeout_s == RunOptions().step_timeout_s
     assert RunConfig(dataset="d", adapter="a", out="o").step_timeout_s == RunOptions().step_timeout_s
 
