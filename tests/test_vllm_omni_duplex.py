@@ -161,14 +161,6 @@ def test_openai_realtime_against_the_vllm_omni_endpoint(t_cases, speak, tmp_path
         "turn_detection"] is None
 
 
-def test_check_adapter_against_the_stand_in(speak) -> None:
-    from eval.conformance import FAIL, check_adapter
-
-    with FakeRealtimeServer(Behaviour(reply=speak(ANSWER), transcript=ANSWER, duplex=True)) as server:
-        results = check_adapter("vllm-omni-duplex", {"url": server.url})
-    assert not [r for r in results if r.status == FAIL], results
-
-
 def test_arguments_and_registry() -> None:
     assert adapter_target("vllm-omni-duplex") == "adapters.vllm_omni_duplex:VllmOmniDuplexAgent"
     with pytest.raises(UsageError, match="sessions must be a positive integer"):
