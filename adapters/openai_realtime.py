@@ -120,14 +120,16 @@ class RealtimeConfig:
         return {"type": "session.update", "session": session}
 
 
-def session_url(url: str, model: str | None) -> str:
-    """`url` with `?model=` added unless it already names one (a gateway may route by path instead)."""
+def session_url(url: str, model: str | None, extra: dict[str, str] | None = None) -> str:
+    """`url` with `?model=` added unless it already names one (a gateway may route by path instead), and the
+    `extra` query parameters it does not already carry."""
     parts = urlsplit(url)
     if parts.scheme not in ("ws", "wss"):
         raise UsageError(f"openai-realtime: url must start with ws:// or wss://, got scheme {parts.scheme!r}")
     query = parse_qsl(parts.query, keep_blank_values=True)
     if model and not any(k == "model" for k, _ in query):
         query.append(("model", model))
+    query += [(k, v) for k, v in (extra or {}).items() if not any(q == k for q, _ in query)]
     return urlunsplit(parts._replace(query=urlencode(query)))
 
 
@@ -157,8 +159,14 @@ class _Chunk:
 class _Session:
     """One connection (one case): what it has received, guarded by a lock; its tasks run on the agent's loop."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, model_owned: bool = False) -> None:
         self.loop = loop
+        # A full-duplex model owns turn-taking (vLLM-Omni's duplex dialect): it stops speaking by its own decision,
+        # announced as a cleared output buffer or a cancelled response, not by the server's VAD.
+        self.model_owned = model_owned
+        self.decisions: dict[str, int] = {}  # the model's listen/speak decisions (`response.speak`), counted
+        self.streaming: set[str] = set()  # responses whose audio has started and is not done or cancelled
+        self.stats = {"frames": 0, "underruns": 0}  # steps, and steps starved mid-response (server behind)
         self.lock = threading.Lock()
         self.ws: Any = None
         self.outbox: asyncio.Queue[str | None] = asyncio.Queue()
@@ -248,17 +256,26 @@ class _Session:
             self._on_transcript(event)
         elif kind == "input_audio_buffer.speech_started":
             self._on_user_speech()
+        elif kind == "response.speak":  # vLLM-Omni's duplex dialect: the model decided to listen or to speak
+            with self.lock:
+                decision = str(event.get("decision") or "unknown")
+                self.decisions[decision] = self.decisions.get(decision, 0) + 1
+        elif self.model_owned and (kind == "output_audio_buffer.cleared" or (
+                kind == "response.done" and (event.get("response") or {}).get("status") == "cancelled")):
+            self._on_user_speech()  # the model yielded (a barge-in it heard): stop playing what it cut
         elif kind == "response.created":
             with self.lock:
                 self.active.add(str((event.get("response") or {}).get("id") or ""))
         elif kind in AUDIO_DONE:
             with self.lock:
                 self.audio_done.add(str(event.get("item_id") or ""))
+                self.streaming.discard(str(event.get("response_id") or ""))
                 self._release_text()
         elif kind == "response.done":
             with self.lock:
                 response_id = str((event.get("response") or {}).get("id") or "")
                 self.active.discard(response_id)
+                self.streaming.discard(response_id)
                 self.audio_done |= {i for i, r in self.item_response.items() if r == response_id}
                 self._release_text()
 
@@ -272,6 +289,7 @@ class _Session:
             if (response_id and response_id in self.cancelled) or (item_id and item_id in self.cancelled):
                 return
             self.chunks.append(_Chunk(response_id, item_id, audio))
+            self.streaming.add(response_id)
             self.received[item_id] = self.received.get(item_id, 0) + audio.size
             self.item_response[item_id] = response_id
 
@@ -316,6 +334,7 @@ class _Session:
             for item in {c.item_id for c in self.chunks}:
                 self.text_waiting.pop(item, None)
             self.chunks.clear()
+            self.streaming -= self.cancelled
 
     def _fail(self, reason: str) -> None:
         with self.lock:
@@ -344,6 +363,9 @@ class _Session:
                     self.chunks.popleft()
                 else:
                     chunk.audio = chunk.audio[m:]
+            # Live feasibility from the client's side: a response is mid-stream and nothing of it is here to play.
+            self.stats["frames"] += 1
+            self.stats["underruns"] += int(k < n and bool(self.streaming))
             self._release_text()
             text = "".join(self.text_ready) or None
             self.text_ready = []
@@ -426,16 +448,22 @@ class OpenAIRealtimeAgent:
     def reset(self, system_prompt: str | None, seed: int) -> None:
         """A fresh server session per case. `seed` cannot reach a served model: its sampling is its own."""
         self._close_session()
+        self._session = self._open_session(system_prompt)
+
+    def _session_update(self, system_prompt: str | None) -> dict[str, Any]:
+        return self.config.session_update(system_prompt)
+
+    def _open_session(self, system_prompt: str | None, model_owned: bool = False) -> _Session:
         headers, secret = self._headers()
-        session = _Session(self._loop_running())
+        session = _Session(self._loop_running(), model_owned)
         try:
-            self._run(session.open(self.url, headers, secret, self.config.session_update(system_prompt),
+            self._run(session.open(self.url, headers, secret, self._session_update(system_prompt),
                                    self.connect_timeout_s), self.connect_timeout_s * 2 + 5)
         except BaseException:
             with contextlib.suppress(Exception):  # the reason the session did not open is the one to report
                 self._run(session.aclose(), 10)
             raise
-        self._session = session
+        return session
 
     def step(self, user_frame: np.ndarray, forced_model_frame: np.ndarray | None = None) -> Frame:
         session = self._session

@@ -79,7 +79,9 @@ class BatchedDuplexAgent(DuplexAgent, Protocol):
                    forced_mask: np.ndarray | None = None) -> list[Frame]:
         """One tick for every slot: `user_frames` is float32 [batch_size, frame_size]; `forced`, when given, is
         [batch_size, frame_size] teacher-forced model audio, applied only to the slots where the bool
-        `forced_mask` [batch_size] is True (all slots when it is None). Returns batch_size Frames."""
+        `forced_mask` [batch_size] is True (all slots when it is None). Returns batch_size Frames; an exception
+        in a slot's place fails that slot's episode alone (one of N served sessions dropped), while raising fails
+        every episode in flight."""
         ...
 
 

@@ -15,6 +15,9 @@ _REGISTRY = LazyRegistry("adapter", {
     "moshi": "adapters.moshi:MoshiAgent",
     "personaplex": "adapters.moshi:PersonaPlexAgent",
     "openai-realtime": "adapters.openai_realtime:OpenAIRealtimeAgent",
+    "moshi-server": "adapters.moshi_server:MoshiServerAgent",
+    "vllm-omni-duplex": "adapters.vllm_omni_duplex:VllmOmniDuplexAgent",
+    "turn-based": "adapters.turn_based:TurnBasedAgent",
     "minicpm-o": "adapters.minicpm_o:MiniCPMOAgent",
     "freeze-omni": "adapters.freeze_omni:FreezeOmniAgent",
 }, option="--adapter", arg_option="--adapter-arg")

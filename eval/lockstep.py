@@ -8,7 +8,8 @@ slot with `reset_slot`; when its episode ends (its plan is done, or it failed) t
 takes the next case. A slot without a case hears silence and its output is ignored. Each slot's own stream
 clock starts when its case enters, so each episode is written exactly as `run_episode` would write it.
 
-Failures stay with their episode: a frame of the wrong shape or with NaN fails that slot's episode only; an error
+Failures stay with their episode: a frame of the wrong shape or with NaN, or an exception returned in a slot's place
+(a served session that broke), fails that slot's episode only; an error
 raised by `step_batch`, a wrong number of frames, or a stall past the step timeout (which applies to the whole
 `step_batch` call) fails every episode in flight, and after a stall the agent is replaced (`reload`) since its
 stalled call may still be running. Cases the agent cannot run (a capability missing) and cases whose plan failed
@@ -99,6 +100,11 @@ class LockstepRunner:
                     continue
                 for i in live:
                     run = self._run(i)
+                    if isinstance(frames[i], BaseException):  # that slot's episode broke, the others go on
+                        err = frames[i]
+                        run.fail(f"step_batch raised {type(err).__name__} for this slot: {err} at t={run.t_s:.3f}s")
+                        yield self._finish(i)
+                        continue
                     run.accept(frames[i], step_s)
                     if run.done:
                         yield self._finish(i)

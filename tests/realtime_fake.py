@@ -15,7 +15,7 @@ import base64
 import json
 import logging
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -40,6 +40,11 @@ class Behaviour:
     error_after_s: float | None = None  # send an `error` once this much user audio has arrived
     refuse_session: bool = False
     energy: float = 0.01  # RMS above which a window is speech
+    # vLLM-Omni's duplex dialect (`/v1/realtime?duplex=1`): the model owns turn-taking. No VAD events are sent; it
+    # announces each decision as `response.speak`, and yields to a barge-in by deciding to listen, clearing its
+    # output buffer and cancelling the response. A session without `duplex=1` in its URL is refused.
+    duplex: bool = False
+    drop_connections: frozenset[int] = frozenset()  # 1-based connection numbers whose reply drops the connection
 
 
 @dataclass
@@ -99,7 +104,10 @@ class FakeRealtimeServer:
         conn = Connection(headers={k: v for k, v in ws.request.headers.raw_items()}, path=ws.request.path)
         self.connections.append(conn)
         await _send(ws, {"type": "session.created", "session": {"id": f"sess_{len(self.connections)}"}})
-        model = _Model(self.behaviour, conn, ws)
+        behaviour = self.behaviour
+        if len(self.connections) in behaviour.drop_connections:
+            behaviour = replace(behaviour, drop_after_deltas=behaviour.drop_after_deltas or 3)
+        model = _Model(behaviour, conn, ws)
         try:
             async for raw in ws:
                 await model.on_event(json.loads(raw))
@@ -131,7 +139,7 @@ class _Model:
         kind = event["type"]
         if kind == "session.update":
             self.conn.session_updates.append(event)
-            if self.b.refuse_session:
+            if self.b.refuse_session or (self.b.duplex and "duplex=1" not in self.conn.path):
                 await _send(self.ws, {"type": "error", "error": {"type": "invalid_request_error",
                                                                  "code": "model_not_found",
                                                                  "message": "The model does not exist."}})
@@ -139,7 +147,7 @@ class _Model:
             session = event["session"]
             turn = session["turn_detection"] if "turn_detection" in session else \
                 session["audio"]["input"]["turn_detection"]
-            self.detect = turn is not None
+            self.detect = turn is not None or self.b.duplex
             if turn and "silence_duration_ms" in turn:
                 self.silence_ms = turn["silence_duration_ms"]
             await _send(self.ws, {"type": "session.updated", "session": session})
@@ -167,14 +175,16 @@ class _Model:
             self.last_voiced = self.heard
             if self.speaking_since is None:
                 self.speaking_since = self.heard - WINDOW
-                await _send(self.ws, {"type": "input_audio_buffer.speech_started",
-                                      "audio_start_ms": self.speaking_since * 1000 // SR, "item_id": "user_item"})
+                if not self.b.duplex:
+                    await _send(self.ws, {"type": "input_audio_buffer.speech_started",
+                                          "audio_start_ms": self.speaking_since * 1000 // SR, "item_id": "user_item"})
                 await self.barge_in()
         elif self.speaking_since is not None and self.heard - self.last_voiced >= self.silence_ms * SR // 1000:
             self.conn.utterances.append((self.speaking_since, self.last_voiced))
             self.speaking_since = None
-            await _send(self.ws, {"type": "input_audio_buffer.speech_stopped",
-                                  "audio_end_ms": self.last_voiced * 1000 // SR, "item_id": "user_item"})
+            if not self.b.duplex:
+                await _send(self.ws, {"type": "input_audio_buffer.speech_stopped",
+                                      "audio_end_ms": self.last_voiced * 1000 // SR, "item_id": "user_item"})
             if not self.answered and self.last_voiced >= self.b.respond_after_s * SR:
                 self.answered = True
                 self.conn.reply_at.append(self.heard)
@@ -185,6 +195,9 @@ class _Model:
             return
         self.reply_task.cancel()
         rid, iid = f"resp_{self.conn.replies}", f"item_{self.conn.replies}"
+        if self.b.duplex:
+            await _send(self.ws, {"type": "response.speak", "decision": "listen", "response_id": rid})
+            await _send(self.ws, {"type": "output_audio_buffer.cleared", "response_id": rid})
         if self.b.late_delta:
             await _send(self.ws, self.delta(rid, iid, np.full(WINDOW * 4, 0.5, np.float32)))
         await _send(self.ws, {"type": "response.done", "response": {"id": rid, "status": "cancelled"}})
@@ -199,6 +212,8 @@ class _Model:
         rid, iid = f"resp_{self.conn.replies}", f"item_{self.conn.replies}"
         text_kind = ("response.output_audio_transcript.delta" if self.b.naming == "ga"
                      else "response.audio_transcript.delta")
+        if self.b.duplex:
+            await _send(self.ws, {"type": "response.speak", "decision": "speak", "response_id": rid})
         await _send(self.ws, {"type": "response.created", "response": {"id": rid, "status": "in_progress"}})
         words = self.b.transcript.split(" ") if self.b.transcript else []
         step = SR * self.b.delta_ms // 1000

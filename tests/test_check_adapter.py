@@ -89,6 +89,22 @@ def fake_realtime_server(tmp: Path, tts: Any) -> Iterator[dict[str, Any]]:
             os.environ[REALTIME_KEY_ENV] = old
 
 
+@contextlib.contextmanager
+def stand_in_server(tts: Any, kind: str) -> Iterator[dict[str, Any]]:
+    """The local stand-in of a served model: moshi's /api/chat, or vLLM-Omni's /v1/realtime?duplex=1."""
+    answer = "Twelve times three is thirty six."
+    if kind == "moshi":
+        from tests.moshi_server_fake import FakeMoshiServer, MoshiBehaviour
+
+        with FakeMoshiServer(MoshiBehaviour(reply=assistant_says(tts, answer), transcript=answer)) as server:
+            yield {"url": server.url}
+        return
+    from tests.realtime_fake import Behaviour, FakeRealtimeServer
+
+    with FakeRealtimeServer(Behaviour(reply=assistant_says(tts, answer), transcript=answer, duplex=True)) as server:
+        yield {"url": server.url}
+
+
 SETUPS: dict[str, Factory] = {
     "silent": fixed(),
     "oracle": fixed(cache_dir=str(TTS_CACHE)),
@@ -98,6 +114,9 @@ SETUPS: dict[str, Factory] = {
     "minicpm-o": fake_minicpm_o,
     "freeze-omni": fake_freeze_omni,
     "openai-realtime": fake_realtime_server,
+    "moshi-server": lambda tmp, tts: stand_in_server(tts, "moshi"),
+    "vllm-omni-duplex": lambda tmp, tts: stand_in_server(tts, "vllm"),
+    "turn-based": fixed(inner="tests.test_turn_based:FixedReply", inner_args='{"min_turn_s": 0.5}'),
 }
 
 

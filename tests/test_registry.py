@@ -16,7 +16,8 @@ NEEDS_CACHE = {"oracle", "cascade"}
 # Adapters that cannot be built without a model, weights or a server: tests/test_check_adapter.py builds each
 # in its test construction (its SETUPS table: a tiny random model, an API fake, a local server) and steps it
 # through every conformance check.
-NEEDS_SETUP = {"moshi", "personaplex", "minicpm-o", "freeze-omni", "openai-realtime"}
+NEEDS_SETUP = {"moshi", "personaplex", "minicpm-o", "freeze-omni", "openai-realtime", "moshi-server",
+               "vllm-omni-duplex", "turn-based"}
 
 
 def test_adapters_needing_setup_are_built_by_the_conformance_tests() -> None:

@@ -1,0 +1,289 @@
+"""`moshi-server`: a Moshi-family model served by `moshi.server` or NVIDIA's PersonaPlex server (docs/models.md).
+
+The wire protocol (kyutai-labs/moshi `rust/protocol.md`, `moshi/moshi/server.py`): one websocket at `/api/chat`,
+binary messages whose first byte is the kind — 0x00 handshake (the server is ready: the model's streaming state is
+reset and, for PersonaPlex, its voice and role prompts have been played in), 0x01 audio (Ogg pages of 24 kHz mono
+Opus), 0x02 text (a UTF-8 piece of the inner monologue), 0x05 error (UTF-8). Other kinds are ignored, as the
+protocol says. PersonaPlex reads `text_prompt`, `voice_prompt` and `seed` from the query string.
+
+How it maps onto the step protocol. `realtime = True`: the runner paces it in wall-clock time, as a microphone
+would. Each step Opus-encodes the user frame (1920 samples, Mimi's 80 ms frame) and sends it; the server answers
+each 80 ms it hears with one frame of model audio (silence included), which is queued here and played out one frame
+per step after a jitter buffer of `buffer_frames` frames fills once at the start of the session. So the model
+channel lags the user channel by the server's compute and network time plus the buffer, as a caller would hear it.
+A server that falls behind real time empties the buffer: the step plays zeros and counts an underrun, and the
+session's counts (underruns, frames played, the most audio ever queued) are kept in `session_stats` and logged at
+close: that is the live feasibility of the server, measured from the client. Text pieces are released with the
+audio that arrived with them.
+
+Anything that breaks a session (a dropped connection, an error message, a missing handshake) makes the next step
+raise `RealtimeSessionError`, so the episode is recorded as failed with that reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import numpy as np
+
+from adapters.openai_realtime import RealtimeSessionError
+from adapters.protocol import Frame
+from dataset_builder.errors import UsageError
+
+log = logging.getLogger(__name__)
+
+SAMPLE_RATE = 24_000  # Mimi's rate; the Opus stream is 24 kHz mono
+FRAME = 1920  # Mimi's 12.5 Hz frame
+KIND_HANDSHAKE, KIND_AUDIO, KIND_TEXT, KIND_ERROR = 0, 1, 2, 5
+SERVERS = ("moshi", "personaplex")
+
+
+def _opus() -> Any:
+    try:
+        import sphn
+    except ImportError:
+        raise UsageError("moshi-server needs sphn for Opus: pip install -e \".[moshi]\"") from None
+    return sphn
+
+
+def chat_url(url: str, server: str, text_prompt: str | None, voice_prompt: str, seed: int | None) -> str:
+    """The session's URL: PersonaPlex's server reads `text_prompt` and `voice_prompt` (both required) and `seed`."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("ws", "wss"):
+        raise UsageError(f"moshi-server: url must start with ws:// or wss://, got scheme {parts.scheme!r}")
+    if server == "moshi":
+        return url
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
+             if k not in ("text_prompt", "voice_prompt", "seed")]
+    query += [("text_prompt", text_prompt or ""), ("voice_prompt", voice_prompt)]
+    if seed is not None:
+        query.append(("seed", str(seed)))
+    return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+@dataclass
+class SessionStats:
+    """A session's live feasibility as the client saw it."""
+
+    frames: int = 0  # steps played since the buffer first filled
+    underruns: int = 0  # of those, steps with no model audio queued: the server was behind real time
+    max_queued: int = 0  # the most model audio ever waiting, in samples
+
+    def to_dict(self) -> dict[str, int]:
+        return {"frames": self.frames, "underruns": self.underruns, "max_queued": self.max_queued}
+
+
+@dataclass
+class _Session:
+    loop: asyncio.AbstractEventLoop
+    ws: Any = None
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    failure: str | None = None
+    closing: bool = False
+    pcm: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
+    received: int = 0  # samples of model audio received
+    played: int = 0
+    texts: list[tuple[int, str]] = field(default_factory=list)  # (samples received when it arrived, piece)
+    started: bool = False  # the jitter buffer filled once
+    stats: SessionStats = field(default_factory=SessionStats)
+    outbox: asyncio.Queue[bytes | None] = field(default_factory=asyncio.Queue)
+    reader: Any = None
+    writer: Any = None
+
+    async def open(self, url: str, timeout_s: float) -> None:
+        from websockets.asyncio.client import connect
+
+        sphn = _opus()
+        self.reader, self.writer = sphn.OpusStreamReader(SAMPLE_RATE), sphn.OpusStreamWriter(SAMPLE_RATE)
+        self.ws = await connect(url, open_timeout=timeout_s, close_timeout=2.0, max_size=2**24)
+        # PersonaPlex plays its prompts in before the handshake: the wait covers them.
+        async with asyncio.timeout(timeout_s):
+            while True:
+                message = await self.ws.recv()
+                if isinstance(message, bytes) and message[:1] == bytes([KIND_HANDSHAKE]):
+                    break
+                if isinstance(message, bytes) and message[:1] == bytes([KIND_ERROR]):
+                    raise RealtimeSessionError(f"the server refused the session: {_utf8(message[1:])}")
+        self.tasks = [asyncio.create_task(self._read()), asyncio.create_task(self._write())]
+
+    async def aclose(self) -> None:
+        self.closing = True
+        self.outbox.put_nowait(None)
+        if len(self.tasks) == 2:
+            await asyncio.wait([self.tasks[1]], timeout=2.0)
+        if self.ws is not None:
+            await self.ws.close()
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+
+    async def _read(self) -> None:
+        from websockets.exceptions import ConnectionClosed
+
+        try:
+            async for message in self.ws:
+                if isinstance(message, bytes) and message:
+                    self._on_message(message)
+        except ConnectionClosed:
+            pass
+        except Exception as err:  # a bad Opus page or a bug here fails the episode, never plays silence
+            self._fail(f"handling a server message raised {type(err).__name__}: {err}")
+            return
+        if not self.closing:
+            code = self.ws.close_code
+            how = "dropped (no close frame)" if code in (None, 1006) else f"closed with code {code}"
+            self._fail(f"the connection to the moshi server was {how} mid-episode")
+
+    async def _write(self) -> None:
+        from websockets.exceptions import ConnectionClosed
+
+        while (message := await self.outbox.get()) is not None:
+            try:
+                await self.ws.send(message)
+            except ConnectionClosed:
+                return  # the reader records why
+
+    def _on_message(self, message: bytes) -> None:
+        kind, payload = message[0], message[1:]
+        if kind == KIND_AUDIO:
+            pcm = np.asarray(self.reader.append_bytes(payload), np.float32).reshape(-1)
+            with self.lock:
+                self.pcm = np.concatenate([self.pcm, pcm])
+                self.received += pcm.size
+                self.stats.max_queued = max(self.stats.max_queued, self.pcm.size)
+        elif kind == KIND_TEXT:
+            with self.lock:
+                self.texts.append((self.received, _utf8(payload)))
+        elif kind == KIND_ERROR:
+            self._fail(f"the moshi server sent an error: {_utf8(payload)}")
+
+    def _fail(self, reason: str) -> None:
+        with self.lock:
+            if self.failure is None and not self.closing:
+                self.failure = reason
+                log.warning("moshi-server: %s", reason)
+
+    # -- called from the stepping thread ----------------------------------------------------------------------
+    def send_audio(self, frame: np.ndarray) -> None:
+        data = self.writer.append_pcm(np.asarray(frame, np.float32))
+        if data:
+            self.loop.call_soon_threadsafe(self.outbox.put_nowait, bytes([KIND_AUDIO]) + bytes(data))
+
+    def take(self, n: int, buffer: int) -> tuple[np.ndarray, str | None]:
+        out = np.zeros(n, np.float32)
+        with self.lock:
+            if self.failure is not None:
+                raise RealtimeSessionError(self.failure)
+            if not self.started and self.pcm.size >= buffer:
+                self.started = True
+            if self.started:
+                self.stats.frames += 1
+                k = min(n, self.pcm.size)
+                out[:k], self.pcm = self.pcm[:k], self.pcm[k:]
+                self.played += k
+                self.stats.underruns += int(k < n)
+            # A piece comes with the last frame of audio received before it (moshi sends a frame's audio, then its
+            # text): it is due once that frame has started playing.
+            due = [t for at, t in self.texts if self.started and at - n < self.played]
+            self.texts = [(at, t) for at, t in self.texts if not (self.started and at - n < self.played)]
+        return out, "".join(due) or None
+
+
+def _utf8(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")
+
+
+class MoshiServerAgent:
+    """A model behind `moshi.server` / PersonaPlex's server; one websocket session per case."""
+
+    name = "moshi-server"
+    realtime = True
+    sample_rate = SAMPLE_RATE
+    frame_size = FRAME
+
+    def __init__(self, url: str = "ws://localhost:8998/api/chat", server: str = "moshi", voice_prompt: str = "NATF2.pt",
+                 buffer_frames: int = 2, connect_timeout_s: float = 60.0, send_seed: bool = True,
+                 model: str | None = None) -> None:
+        if server not in SERVERS:
+            raise UsageError(f"moshi-server: server must be one of {SERVERS}, got {server!r}")
+        if buffer_frames < 0:
+            raise UsageError(f"moshi-server: buffer_frames must be >= 0, got {buffer_frames}")
+        chat_url(url, server, None, voice_prompt, None)  # a wrong scheme is a usage error now, not a failed episode
+        self.url, self.server, self.voice_prompt = url, server, voice_prompt
+        self.buffer_frames, self.connect_timeout_s, self.send_seed = buffer_frames, connect_timeout_s, send_seed
+        # The moshi server takes no prompt; PersonaPlex's takes the role prompt as `text_prompt`.
+        self.capabilities: frozenset[str] = frozenset({"text_output"} | ({"system_prompt"} if server == "personaplex"
+                                                                          else set()))
+        self.version = f"1/{server}/{model or 'server-default'}"
+        self.session_stats: dict[str, int] | None = None  # the last closed session's live feasibility
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._session: _Session | None = None
+
+    def runtime(self) -> dict[str, Any]:
+        """The client's settings that shape the recording (rec.json): its jitter buffer and the server flavour."""
+        return {"server": self.server, "buffer_frames": self.buffer_frames,
+                "voice_prompt": self.voice_prompt if self.server == "personaplex" else None}
+
+    def _loop_running(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+            self._thread = threading.Thread(target=self._loop.run_forever, name="moshi-server", daemon=True)
+            self._thread.start()
+        return self._loop
+
+    def _run(self, coro: Any, timeout_s: float) -> Any:
+        future = asyncio.run_coroutine_threadsafe(coro, self._loop_running())
+        try:
+            return future.result(timeout_s)
+        except TimeoutError:
+            future.cancel()
+            raise RealtimeSessionError(f"no answer from the moshi server within {timeout_s:.0f}s") from None
+
+    def reset(self, system_prompt: str | None, seed: int) -> None:
+        """A fresh server session per case (the server resets its streaming state for each connection)."""
+        self._close_session()
+        url = chat_url(self.url, self.server, system_prompt, self.voice_prompt, seed if self.send_seed else None)
+        session = _Session(self._loop_running())
+        try:
+            self._run(session.open(url, self.connect_timeout_s), self.connect_timeout_s * 2 + 5)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self._run(session.aclose(), 10)
+            raise
+        self._session = session
+
+    def step(self, user_frame: np.ndarray, forced_model_frame: np.ndarray | None = None) -> Frame:
+        session = self._session
+        if session is None:
+            raise RealtimeSessionError("step before reset: no session is open")
+        if session.failure is not None:
+            raise RealtimeSessionError(session.failure)
+        session.send_audio(user_frame)
+        audio, text = session.take(self.frame_size, self.buffer_frames * self.frame_size)
+        return Frame(audio, text)
+
+    def _close_session(self) -> None:
+        session, self._session = self._session, None
+        if session is not None:
+            self._run(session.aclose(), 10)
+            self.session_stats = session.stats.to_dict()
+            if session.stats.underruns:
+                log.warning("moshi-server: the server fell behind real time in %d of %d frames",
+                            session.stats.underruns, session.stats.frames)
+
+    def close(self) -> None:
+        self._close_session()
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            if self._thread is not None:
+                self._thread.join(5)
+            self._loop.close()
+            self._loop = self._thread = None

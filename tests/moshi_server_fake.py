@@ -1,0 +1,162 @@
+"""A stand-in for `moshi.server` / PersonaPlex's server: a local websocket at /api/chat speaking their protocol.
+
+Written from the protocol's public definition (kyutai-labs/moshi `rust/protocol.md`): the first byte of each binary
+message is its kind (0x00 handshake, 0x01 Ogg/Opus audio at 24 kHz, 0x02 text, 0x05 error). Like the real server it
+answers every 80 ms frame of user audio it decodes with one frame of model audio (silence when it says nothing) and
+sends the inner monologue as text pieces after the audio of their frame. Its "model": an energy VAD over each frame;
+once the user has been quiet `silence_frames` frames after an utterance ending past `respond_after_s`, it
+says the reply clip, one word of its transcript per frame from the first; when the user speaks over the reply for
+`barge_frames` frames it stops (a full-duplex model yielding). It can also drop the TCP connection after some
+reply frames, or send an error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+import numpy as np
+import sphn
+
+SR, FRAME = 24_000, 1920
+
+
+@dataclass
+class MoshiBehaviour:
+    reply: np.ndarray  # float32 at 24 kHz
+    transcript: str = ""
+    respond_after_s: float = 0.0
+    silence_frames: int = 5  # 400 ms of quiet ends the user's turn
+    barge_frames: int = 2  # 160 ms of user speech over the reply stops it
+    energy: float = 0.01
+    drop_after_frames: int | None = None  # abort the connection after this many reply frames
+    error_after_s: float | None = None
+    require_prompt: bool = False  # PersonaPlex's server: text_prompt and voice_prompt must be in the query
+
+
+@dataclass
+class MoshiConnection:
+    query: dict[str, str]
+    user: list[np.ndarray] = field(default_factory=list)  # the decoded user audio, frame by frame
+    reply_frames: list[int] = field(default_factory=list)  # user frame index at which each reply frame was sent
+    cut_at: int | None = None  # user frame at which the reply stopped for a barge-in
+    close_code: int | None = None
+
+
+class FakeMoshiServer:
+    def __init__(self, behaviour: MoshiBehaviour) -> None:
+        self.behaviour = behaviour
+        self.connections: list[MoshiConnection] = []
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="fake-moshi", daemon=True)
+        self.server: Any = None
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/api/chat"
+
+    def __enter__(self) -> FakeMoshiServer:
+        from websockets.asyncio.server import serve
+
+        async def start() -> None:
+            self.server = await serve(self._handle, "127.0.0.1", 0, logger=logging.getLogger("tests.fake_moshi"))
+            self.port = self.server.sockets[0].getsockname()[1]
+
+        self.thread.start()
+        asyncio.run_coroutine_threadsafe(start(), self.loop).result(10)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        async def stop() -> None:
+            self.server.close()
+            await self.server.wait_closed()
+
+        asyncio.run_coroutine_threadsafe(stop(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+        self.loop.close()
+
+    async def _handle(self, ws: Any) -> None:
+        parts = urlsplit(ws.request.path)
+        conn = MoshiConnection(query=dict(parse_qsl(parts.query, keep_blank_values=True)))
+        self.connections.append(conn)
+        b = self.behaviour
+        try:
+            if parts.path != "/api/chat":
+                await ws.close(1008, "unknown path")
+                return
+            if b.require_prompt and not {"text_prompt", "voice_prompt"} <= conn.query.keys():
+                await ws.send(b"\x05" + b"text_prompt and voice_prompt are required")
+                await ws.close()
+                return
+            await ws.send(b"\x00")
+            await _Model(b, conn, ws).serve()
+        except Exception:  # a dropped connection ends the handler like a closed one
+            pass
+        finally:
+            conn.close_code = ws.close_code
+
+
+class _Model:
+    def __init__(self, b: MoshiBehaviour, conn: MoshiConnection, ws: Any) -> None:
+        self.b, self.conn, self.ws = b, conn, ws
+        self.reader, self.writer = sphn.OpusStreamReader(SR), sphn.OpusStreamWriter(SR)
+        self.pending = np.zeros(0, np.float32)
+        self.voiced_run = 0
+        self.quiet_run = 0
+        self.heard_speech = False
+        self.last_voiced = 0  # user frames heard up to the last voiced one
+        self.speaking_at: int | None = None  # reply sample position while speaking
+        self.answered = False
+        self.errored = False
+        self.words = b.transcript.split(" ") if b.transcript else []
+
+    async def serve(self) -> None:
+        async for message in self.ws:
+            if not isinstance(message, bytes) or not message or message[0] != 1:
+                continue
+            pcm = np.asarray(self.reader.append_bytes(message[1:]), np.float32).reshape(-1)
+            self.pending = np.concatenate([self.pending, pcm])
+            while self.pending.size >= FRAME:
+                frame, self.pending = self.pending[:FRAME], self.pending[FRAME:]
+                await self.on_frame(frame)
+
+    async def on_frame(self, frame: np.ndarray) -> None:
+        self.conn.user.append(frame)
+        t = len(self.conn.user)  # user frames heard
+        if self.b.error_after_s is not None and not self.errored and t * FRAME >= self.b.error_after_s * SR:
+            self.errored = True
+            await self.ws.send(b"\x05" + b"the fake model failed on purpose")
+        voiced = float(np.sqrt(np.mean(frame**2))) > self.b.energy
+        self.voiced_run = self.voiced_run + 1 if voiced else 0
+        self.quiet_run = 0 if voiced else self.quiet_run + 1
+        self.heard_speech |= voiced
+        self.last_voiced = t if voiced else self.last_voiced
+        if self.speaking_at is not None and self.voiced_run >= self.b.barge_frames:
+            self.speaking_at, self.conn.cut_at = None, t  # yield the floor
+        turn_over = self.quiet_run == self.b.silence_frames and self.last_voiced * FRAME >= self.b.respond_after_s * SR
+        if self.speaking_at is None and not self.answered and self.heard_speech and turn_over:
+            self.answered, self.speaking_at = True, 0
+        out, text = np.zeros(FRAME, np.float32), None
+        if self.speaking_at is not None:
+            k = len(self.conn.reply_frames)
+            chunk = self.b.reply[self.speaking_at:self.speaking_at + FRAME]
+            out[:chunk.size] = chunk
+            text = (" " if k else "") + self.words[k] if k < len(self.words) else None
+            self.conn.reply_frames.append(t)
+            self.speaking_at += FRAME
+            if self.speaking_at >= self.b.reply.size:
+                self.speaking_at = None
+            if self.b.drop_after_frames is not None and len(self.conn.reply_frames) >= self.b.drop_after_frames:
+                self.ws.transport.abort()
+                return
+        data = self.writer.append_pcm(out)
+        if data:
+            await self.ws.send(b"\x01" + bytes(data))
+        if text:
+            await self.ws.send(b"\x02" + text.encode())
