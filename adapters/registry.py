@@ -17,6 +17,10 @@ _REGISTRY = LazyRegistry("adapter", {
     "openai-realtime": "adapters.openai_realtime:OpenAIRealtimeAgent",
     "minicpm-o": "adapters.minicpm_o:MiniCPMOAgent",
     "freeze-omni": "adapters.freeze_omni:FreezeOmniAgent",
+    "moshiko": "adapters.moshi:MoshikoAgent",
+    "moshika": "adapters.moshi:MoshikaAgent",
+    "j-moshi": "adapters.moshi:JMoshiAgent",
+    "llm-jp-moshi": "adapters.moshi:LLMJpMoshiAgent",
 }, option="--adapter", arg_option="--adapter-arg")
 # What an agent must have: the protocol's attributes and its methods.
 _MEMBERS = sorted({*DuplexAgent.__annotations__, *(n for n in vars(DuplexAgent) if not n.startswith("_"))})

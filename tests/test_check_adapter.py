@@ -98,6 +98,11 @@ SETUPS: dict[str, Factory] = {
     "minicpm-o": fake_minicpm_o,
     "freeze-omni": fake_freeze_omni,
     "openai-realtime": fake_realtime_server,
+    # The Moshi-family presets (adapters/moshi.py PRESETS): each preset's code path on the tiny random model.
+    "moshiko": fixed(tiny=True),
+    "moshika": fixed(tiny=True),
+    "j-moshi": fixed(tiny=True),
+    "llm-jp-moshi": fixed(tiny=True),
 }
 
 

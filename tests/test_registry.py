@@ -17,6 +17,7 @@ NEEDS_CACHE = {"oracle", "cascade"}
 # in its test construction (its SETUPS table: a tiny random model, an API fake, a local server) and steps it
 # through every conformance check.
 NEEDS_SETUP = {"moshi", "personaplex", "minicpm-o", "freeze-omni", "openai-realtime"}
+NEEDS_SETUP |= {"moshiko", "moshika", "j-moshi", "llm-jp-moshi"}  # Moshi-family presets: weights
 
 
 def test_adapters_needing_setup_are_built_by_the_conformance_tests() -> None:
