@@ -89,6 +89,13 @@ def fake_realtime_server(tmp: Path, tts: Any) -> Iterator[dict[str, Any]]:
             os.environ[REALTIME_KEY_ENV] = old
 
 
+@contextlib.contextmanager
+def fake_flm_audio(tmp: Path, tts: Any) -> Iterator[dict[str, Any]]:
+    from tests.fake_flm_audio import fake_parts
+
+    yield {"parts": fake_parts(), "device": "cpu"}
+
+
 SETUPS: dict[str, Factory] = {
     "silent": fixed(),
     "oracle": fixed(cache_dir=str(TTS_CACHE)),
@@ -103,6 +110,7 @@ SETUPS: dict[str, Factory] = {
     "moshika": fixed(tiny=True),
     "j-moshi": fixed(tiny=True),
     "llm-jp-moshi": fixed(tiny=True),
+    "flm-audio": fake_flm_audio,
 }
 
 
