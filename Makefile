@@ -5,7 +5,7 @@ APT_PKGS := libavutil57 libavcodec59 libavformat59 libavdevice59 libavfilter8 li
             chromium
 STAMP := .venv/.installed
 
-.PHONY: setup demo test test-fast lint bench mutate docs clean
+.PHONY: setup demo test test-fast lint bench gpu-smoke mutate docs clean
 
 # System libraries: Debian's FFmpeg 5.1 (torchcodec 0.13 decodes dataset audio with it), espeak-ng, and chromium
 # (the report's browser test drives it through playwright; no browser is downloaded). Checked again whenever this
@@ -53,6 +53,12 @@ bench: setup
 	@$(PY) benchmarks/bench_ifeval_build.py
 	@$(PY) benchmarks/bench_ja_speech.py
 	@$(PY) benchmarks/bench_batch.py
+
+# The in-process adapters on their real weights (already in the local Hugging Face cache): 5 cases of every config,
+# one at a time and batched, compared sample for sample, with step p50/p99 against the frame (docs/models.md#gpu-smoke).
+# Without a CUDA GPU it refuses in one line with exit status 3.
+gpu-smoke: setup
+	@$(PY) benchmarks/gpu_smoke.py
 
 # Mutation testing, on demand (not in CI): mutmut over the scoring rules, statistics, schedulers and gold answers
 # ([tool.mutmut] in pyproject.toml, scope in tests/mutation_report.py), a fresh run each time (about 10 minutes on

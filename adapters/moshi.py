@@ -37,6 +37,10 @@ copies the 8 model steps' weights into the 8 user steps); here the user's tokens
 
 `tiny=True` builds a tiny randomly initialised Mimi + LM (and a character-level tokenizer) from a fixed seed, for
 tests and benchmarks; no weights are read.
+
+Presets (`PRESETS`, docs/models.md#the-moshi-family-presets): the Moshi-family checkpoints the papers evaluate,
+each a Hugging Face repo in moshi's layout plus the prompt handling it needs. `preset=NAME` (or the registered
+adapter of the same name) picks the repo and the agent class; `hf_repo` / `weights_dir` still override the files.
 """
 
 from __future__ import annotations
@@ -75,6 +79,37 @@ TINY_MIMI = {"seanet": {"dimension": 32, "n_filters": 4},
              "quantizer": {"dimension": 16, "n_q": 8, "bins": 64, "input_dimension": 32, "output_dimension": 32}}
 TINY_LM = {"dim": 64, "num_heads": 4, "num_layers": 2, "hidden_scale": 2, "card": 64, "context": 250,
            "depformer_dim": 32, "depformer_dim_feedforward": 64, "depformer_num_heads": 2, "depformer_num_layers": 1}
+
+
+@dataclass(frozen=True)
+class MoshiPreset:
+    """One Moshi-family checkpoint: where its weights are and how it is prompted (docs/models.md)."""
+
+    repo: str  # Hugging Face repo id in moshi's layout (model.safetensors, Mimi, SentencePiece tokenizer)
+    language: str  # what it was trained to speak: which benchmark configs it is meant for
+    prompts: str  # "none" (no conditioning pathway) or "persona" (PersonaPlex's voice + role prompt)
+    note: str
+
+
+# Repo ids checked against their Hub pages (docs/models.md says how); llm-jp-moshi's could not be.
+PRESETS: dict[str, MoshiPreset] = {
+    "moshiko": MoshiPreset("kyutai/moshiko-pytorch-bf16", "en", "none", "Kyutai's Moshi, male voice (the default)"),
+    "moshika": MoshiPreset("kyutai/moshika-pytorch-bf16", "en", "none", "Kyutai's Moshi, female voice"),
+    "j-moshi": MoshiPreset("nu-dialogue/j-moshi-ext", "ja", "none",
+                           "J-Moshi (Nagoya University): moshiko fine-tuned on J-CHAT and synthetic dialogues; "
+                           "nu-dialogue/j-moshi is the variant without the synthetic data"),
+    "llm-jp-moshi": MoshiPreset("llm-jp/llm-jp-moshi-v1", "ja", "none",
+                                "LLM-jp-Moshi (NII LLM-jp): Moshi fine-tuned on Japanese dialogue; repo id not "
+                                "verified here, pass hf_repo= if it differs"),
+    "personaplex": MoshiPreset("nvidia/personaplex-7b-v1", "en", "persona",
+                               "NVIDIA PersonaPlex: voice prompt (audio) + role prompt (text); gated repo"),
+}
+
+
+def preset_of(name: str) -> MoshiPreset:
+    if name not in PRESETS:
+        raise UsageError(f"unknown moshi preset {name!r}; known: {sorted(PRESETS)}")
+    return PRESETS[name]
 
 
 def import_moshi(device: str) -> Any:
@@ -236,14 +271,32 @@ class MoshiAgent:
     sample_rate = SAMPLE_RATE
     frame_size = FRAME_SIZE
     realtime = False
-    default_repo = "kyutai/moshiko-pytorch-bf16"
+    default_preset = "moshiko"
+
+    def __new__(cls, *args: Any, preset: str | None = None, **kwargs: Any) -> MoshiAgent:
+        # `--adapter moshi --adapter-arg preset=personaplex` must build the agent that plays PersonaPlex's prompts:
+        # a preset with prompts picks its subclass (Python then runs that class's __init__).
+        if preset is not None and cls is MoshiAgent and preset_of(preset).prompts == "persona":
+            cls = PersonaPlexAgent
+        return super().__new__(cls)
 
     def __init__(self, hf_repo: str | None = None, weights_dir: str | None = None, moshi_weight: str | None = None,
                  mimi_weight: str | None = None, tokenizer: str | None = None, config_path: str | None = None,
                  device: str | None = None, dtype: str | None = None, batch_size: int = 1, temp: float = 0.8,
                  temp_text: float = 0.7, top_k: int = 250, top_k_text: int = 25, tiny: bool = False,
-                 tiny_seed: int = 0) -> None:
+                 tiny_seed: int = 0, preset: str | None = None) -> None:
         import torch
+
+        self.preset = preset or self.default_preset
+        spec = preset_of(self.preset)
+        if (spec.prompts == "persona") != isinstance(self, PersonaPlexAgent):
+            fix = "--adapter personaplex" if spec.prompts == "persona" else f"--adapter {self.preset}"
+            raise UsageError(f"{type(self).__name__} cannot run preset {self.preset!r} "
+                             f"(prompts: {spec.prompts}): use {fix}")
+        if preset is not None:  # runs are labelled with the checkpoint they ran
+            self.name = self.preset
+        self.language = spec.language  # the configs it is meant for (Japanese: M3's *_ja)
+        self.default_repo = spec.repo
 
         if device is None:
             device = "cuda" if torch.cuda.is_available() and not tiny else "cpu"
@@ -261,7 +314,7 @@ class MoshiAgent:
             models = load_pretrained(hf_repo or self.default_repo, weights_dir=weights_dir,
                                      moshi_weight=moshi_weight, mimi_weight=mimi_weight, tokenizer=tokenizer,
                                      config_path=config_path, device=device, dtype=_dtype(dtype, device),
-                                     use_repo_config=self.name == "moshi")
+                                     use_repo_config=spec.prompts != "persona")
         self.version = f"moshi-{MOSHI_VERSION}:{models.source}"
         self.tokenizer = models.tokenizer
         self.capabilities = frozenset({"teacher_forcing"} | ({"text_output"} if self.tokenizer else set()))
@@ -521,12 +574,12 @@ class PersonaPlexAgent(MoshiAgent):
     """
 
     name = "personaplex"
-    default_repo = "nvidia/personaplex-7b-v1"
+    default_preset = "personaplex"
 
     def __init__(self, voice_prompt: str | None = "NATF2", voice_dir: str | None = None, **kwargs: Any) -> None:
         self.voice_prompt = None if kwargs.get("tiny") and voice_prompt == "NATF2" else voice_prompt
         self.voice_dir = voice_dir
-        self._hf_repo = kwargs.get("hf_repo") or self.default_repo
+        self._hf_repo = kwargs.get("hf_repo") or PRESETS[self.default_preset].repo
         super().__init__(**kwargs)
         self.capabilities = self.capabilities | {"system_prompt"}
 
@@ -608,3 +661,21 @@ class PersonaPlexAgent(MoshiAgent):
             frames += [(self._sine_code, self._silence_code, int(t)) for t in self.tokenizer.encode(text)]
             frames += silence
         return frames
+
+
+# One registered adapter per Moshi-family preset (adapters/registry.py), so `--adapter j-moshi` works like
+# `--adapter moshi --adapter-arg preset=j-moshi`.
+class MoshikoAgent(MoshiAgent):
+    name = default_preset = "moshiko"
+
+
+class MoshikaAgent(MoshiAgent):
+    name = default_preset = "moshika"
+
+
+class JMoshiAgent(MoshiAgent):
+    name = default_preset = "j-moshi"
+
+
+class LLMJpMoshiAgent(MoshiAgent):
+    name = default_preset = "llm-jp-moshi"

@@ -20,6 +20,11 @@ _REGISTRY = LazyRegistry("adapter", {
     "turn-based": "adapters.turn_based:TurnBasedAgent",
     "minicpm-o": "adapters.minicpm_o:MiniCPMOAgent",
     "freeze-omni": "adapters.freeze_omni:FreezeOmniAgent",
+    "moshiko": "adapters.moshi:MoshikoAgent",
+    "moshika": "adapters.moshi:MoshikaAgent",
+    "j-moshi": "adapters.moshi:JMoshiAgent",
+    "llm-jp-moshi": "adapters.moshi:LLMJpMoshiAgent",
+    "flm-audio": "adapters.flm_audio:FLMAudioAgent",
 }, option="--adapter", arg_option="--adapter-arg")
 # What an agent must have: the protocol's attributes and its methods.
 _MEMBERS = sorted({*DuplexAgent.__annotations__, *(n for n in vars(DuplexAgent) if not n.startswith("_"))})

@@ -105,6 +105,13 @@ def stand_in_server(tts: Any, kind: str) -> Iterator[dict[str, Any]]:
         yield {"url": server.url}
 
 
+@contextlib.contextmanager
+def fake_flm_audio(tmp: Path, tts: Any) -> Iterator[dict[str, Any]]:
+    from tests.fake_flm_audio import fake_parts
+
+    yield {"parts": fake_parts(), "device": "cpu"}
+
+
 SETUPS: dict[str, Factory] = {
     "silent": fixed(),
     "oracle": fixed(cache_dir=str(TTS_CACHE)),
@@ -117,6 +124,12 @@ SETUPS: dict[str, Factory] = {
     "moshi-server": lambda tmp, tts: stand_in_server(tts, "moshi"),
     "vllm-omni-duplex": lambda tmp, tts: stand_in_server(tts, "vllm"),
     "turn-based": fixed(inner="tests.test_turn_based:FixedReply", inner_args='{"min_turn_s": 0.5}'),
+    # The Moshi-family presets (adapters/moshi.py PRESETS): each preset's code path on the tiny random model.
+    "moshiko": fixed(tiny=True),
+    "moshika": fixed(tiny=True),
+    "j-moshi": fixed(tiny=True),
+    "llm-jp-moshi": fixed(tiny=True),
+    "flm-audio": fake_flm_audio,
 }
 
 

@@ -18,6 +18,8 @@ NEEDS_CACHE = {"oracle", "cascade"}
 # through every conformance check.
 NEEDS_SETUP = {"moshi", "personaplex", "minicpm-o", "freeze-omni", "openai-realtime", "moshi-server",
                "vllm-omni-duplex", "turn-based"}
+NEEDS_SETUP |= {"moshiko", "moshika", "j-moshi", "llm-jp-moshi"}  # Moshi-family presets: weights
+NEEDS_SETUP |= {"flm-audio"}  # its code and weights: a fake LMGen in the tests
 
 
 def test_adapters_needing_setup_are_built_by_the_conformance_tests() -> None:
