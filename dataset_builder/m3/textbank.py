@@ -87,6 +87,12 @@ class ChatTopic:
         tagged = [p for p, secs in self.premises.items() if index in secs.get(section, ())]
         return not tagged or premise in tagged
 
+    @property
+    def threaded(self) -> bool:
+        """Whether the topic is cut into stories (`premises:`), so that every exchange follows only an opening
+        it continues (the loader rejects a threaded topic with an untagged exchange)."""
+        return bool(self.premises)
+
 
 @dataclass(frozen=True)
 class RelationTexts:
@@ -350,6 +356,22 @@ def _premises(raw: object, path: Path, sections: dict[str, tuple[Exchange, ...]]
                 continue
             out[str(name)][str(section)] = tuple(idx)
     topic = ChatTopic("", {}, sections["opening"], sections["middle"], sections["closing"], "", premises=out)
+    # Once a topic is cut into stories, every exchange belongs to one an opening starts: an untagged line would
+    # follow any opening (the non-sequitur the premises exist to prevent), a line under a premise no opening has
+    # would never be said.
+    opened = {p for p, secs in out.items() if secs.get("opening")}
+    for section in SECTIONS:
+        for i in range(len(sections[section])):
+            tagged = [p for p, secs in out.items() if i in secs.get(section, ())]
+            if not tagged:
+                problems.fail(where(path, None, f"{section}[{i}]"), "under no premise: list it under the stories "
+                              "it continues (premises.<story>.{section})", section)
+            elif section != "opening" and not opened.intersection(tagged):
+                problems.fail(where(path, None, f"{section}[{i}]"), f"no opening starts its premise(s) "
+                              f"{', '.join(tagged)}: it is never said", section)
+            elif section == "opening" and len(tagged) > 1:
+                problems.fail(where(path, None, f"{section}[{i}]"), f"an opening sets one story, not "
+                              f"{', '.join(tagged)}", section)
     for i in range(len(sections["opening"])):
         premise = topic.premise_of(i)
         fit = sum(topic.fits("middle", j, premise) for j in range(len(sections["middle"])))
