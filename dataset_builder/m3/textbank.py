@@ -326,6 +326,9 @@ def load_topic(path: Path, lang: Language, problems: Problems) -> ChatTopic | No
     if not isinstance(register, str):
         problems.fail(where(path, register, "register"), "register is a word (casual, polite)", register)
         register = ""
+    if data.get("premises") is None:  # every topic is cut into stories, so no middle follows an unrelated opening
+        problems.fail(where(path, topic, "premises"), "no premises: list each story's opening, middles and closings "
+                      "(../README.md, premises)")
     premises = _premises(data.get("premises"), path, sections, problems)
     return ChatTopic(str(topic), slots, sections["opening"], sections["middle"], sections["closing"],
                      where(path, topic, "topic"), str(alternatives), register, premises)
@@ -599,6 +602,23 @@ def checked_bank(languages: list[str] | None = None, root: Path = TEXTS_DIR) -> 
 def load_bank(languages: tuple[str, ...] | None = None) -> TextBank:
     """The shipped banks (all languages with a folder, or `languages`), read once per process."""
     return checked_bank(list(languages) if languages is not None else None)
+
+
+def thread_report(bank: LanguageBank) -> dict[str, int]:
+    """How the chat topics are cut into stories (`premises:`): topics, stories, exchanges under no story (the
+    loader rejects any), and the fewest middles an opening has to draw from."""
+    untagged, fewest, stories = 0, -1, 0
+    for topic in bank.chat.values():
+        stories += len(topic.premises)
+        for section, exchanges in (("opening", topic.opening), ("middle", topic.middle), ("closing", topic.closing)):
+            untagged += sum(not any(i in secs.get(section, ()) for secs in topic.premises.values())
+                            for i in range(len(exchanges)))
+        for i in range(len(topic.opening)):
+            premise = topic.premise_of(i)
+            fit = sum(topic.fits("middle", j, premise) for j in range(len(topic.middle))) if premise else 0
+            fewest = fit if fewest < 0 else min(fewest, fit)
+    return {"topics": len(bank.chat), "stories": stories, "untagged_exchanges": untagged,
+            "fewest_middles": max(fewest, 0)}
 
 
 def size_report(bank: LanguageBank) -> list[str]:
