@@ -56,7 +56,9 @@ class Shape:
     task_questions: tuple[int, int] = (10, 13)  # user questions per task dialogue
     max_follow_ups: int = 3
     closing_p: float = 0.6  # a chat topic ends with a closing exchange when one fits
-    transition_p: dict[str, float] = field(default_factory=lambda: {"chat": 0.85, "task": 0.75})
+    # A chat topic is always changed with a lead-in ("Anyway, ...", "話変わるけど、"): a reader takes a bare jump to an
+    # unrelated story for a non-sequitur.
+    transition_p: dict[str, float] = field(default_factory=lambda: {"chat": 1.0, "task": 0.75})
     opener_p: float = 0.9  # the first task question has a lead-in
     reaction_p: float = 0.6  # a follow-up question starts with a reaction to the last answer
     long_answer_p: float = 0.3  # a task answer runs on after its value ("..., if I'm remembering that right")
