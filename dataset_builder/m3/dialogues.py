@@ -323,7 +323,7 @@ def _compose(lang: Language, lead: str, template: str, values: dict[str, str]) -
 
 # Discourse markers a chat line may start with: said after a lead-in or a barge-in opener that already says the
 # same ("Oh, that reminds me, oh, by the way, ..."; "あ、その話で思い出した、そういえば、..."), they are dropped.
-_MARKER = {"en": re.compile(r"^(?:(?:oh|so|anyway|by the way|actually),\s*)+", re.IGNORECASE),
+_MARKER = {"en": re.compile(r"^(?:(?:oh|so|anyway|by the way|actually),\s*|so\s+)+", re.IGNORECASE),
            "ja": re.compile(r"^(?:(?:あ|あっ|そういえば|そうそう|ところで|ねえ|ねえねえ)、)+")}
 
 
