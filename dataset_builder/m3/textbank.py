@@ -367,19 +367,19 @@ def _premises(raw: object, path: Path, sections: dict[str, tuple[Exchange, ...]]
         for i in range(len(sections[section])):
             tagged = [p for p, secs in out.items() if i in secs.get(section, ())]
             if not tagged:
-                problems.fail(where(path, None, f"{section}[{i}]"), "under no premise: list it under the stories "
-                              "it continues (premises.<story>.{section})", section)
+                problems.fail(sections[section][i].where, "under no premise: list it under each story it "
+                              f"continues (premises.<story>.{section})", section)
             elif section != "opening" and not opened.intersection(tagged):
-                problems.fail(where(path, None, f"{section}[{i}]"), f"no opening starts its premise(s) "
+                problems.fail(sections[section][i].where, f"no opening starts its premise(s) "
                               f"{', '.join(tagged)}: it is never said", section)
             elif section == "opening" and len(tagged) > 1:
-                problems.fail(where(path, None, f"{section}[{i}]"), f"an opening sets one story, not "
+                problems.fail(sections[section][i].where, f"an opening sets one story, not "
                               f"{', '.join(tagged)}", section)
     for i in range(len(sections["opening"])):
         premise = topic.premise_of(i)
         fit = sum(topic.fits("middle", j, premise) for j in range(len(sections["middle"])))
         if fit < MIN_MIDDLES:
-            problems.fail(where(path, None, f"opening[{i}]"), f"only {fit} middle(s) fit its premise "
+            problems.fail(sections["opening"][i].where, f"only {fit} middle(s) fit its premise "
                           f"{premise or '(none)'!r}; at least {MIN_MIDDLES}")
     return out
 
