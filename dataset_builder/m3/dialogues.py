@@ -495,7 +495,10 @@ def _pick_exchange(ledger: Ledger, key: str, exchanges: Sequence[Exchange], rng:
         return max(min(said(t) for t in ln.texts) for ln in lines)
 
     order = [i for i in ledger.order(key, len(exchanges), rng) if not exclude or i not in exclude]
-    # Freshness first (a repeat is worse than a joined turn), but anything said at most once is fresh enough.
+    # The other speaker first among the fresh ones (said at most once): two exchanges joined in one speaker's turn
+    # read as two unrelated statements back to back ("Good idea, I'll do that now. I reset my password three times
+    # this week."). Else freshness first: a repeat over the 1 % rule is worse than a joined turn.
+    order = [i for i in order if exchanges[i].first_speaker != prev and stale(i) <= 1] or order
     fresh_enough = max(min(map(stale, order)), 1)
     order = [i for i in order if stale(i) <= fresh_enough]
     fits = [i for i in order if exchanges[i].first_speaker != prev]
