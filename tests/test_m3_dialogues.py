@@ -13,11 +13,11 @@ import pytest
 
 from dataset_builder.m3.chat_lexicon import load_lexicon
 from dataset_builder.m3.dialogues import (
+    _MARKER,
     PRESETS,
     SHAPE,
     Dialogue,
     DialogueUtterance,
-    _MARKER,
     generate,
     generate_dialogues,
 )
