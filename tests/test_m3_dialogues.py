@@ -5,6 +5,7 @@ re-derived from the facts, and aliases that no wrong answer contains."""
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Callable
 
@@ -12,6 +13,7 @@ import pytest
 
 from dataset_builder.m3.chat_lexicon import load_lexicon
 from dataset_builder.m3.dialogues import (
+    _MARKER,
     PRESETS,
     SHAPE,
     Dialogue,
@@ -110,6 +112,40 @@ def test_chat_topics_hang_together(dialogues: dict, lang: str) -> None:
     registers = {t.register for t in bank.chat.values()}
     if len(registers) > 1:  # both registers are used across the config
         assert {bank.chat[d.topics[0]].register for d in dialogues[lang, "chat"]} == registers
+
+
+def _said_pattern(template: str) -> re.Pattern[str]:
+    """A bank line as it may be said: its slots filled with anything, its pauses split, a leading discourse marker
+    dropped after a lead-in."""
+    text = re.sub(r"^[US]: ", "", template)
+    text = _MARKER["ja" if re.search(r"[\u3040-\u30ff]", text) else "en"].sub("", text, count=1)
+    pieces = re.split(r"(\{\w+\})", text)
+    body = "".join(".+?" if re.fullmatch(r"\{\w+\}", p) else r"\s*".join(map(re.escape, p.replace("|", " ").split()))
+                   for p in pieces)
+    return re.compile(body, re.IGNORECASE)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_chat_middles_follow_only_the_story_their_opening_starts(dialogues: dict, lang: str) -> None:
+    """Each topic's middles and closings are drawn from the stories (premises) of its opening: every exchange
+    whose first line a dialogue says is one its opening's story lists."""
+    bank = load_bank((lang,)).language(lang)
+    checked = 0
+    for d in dialogues[lang, "chat"]:
+        # The whole dialogue: a topic's first line may join the last turn of the topic before (one speaker).
+        said = " ".join(u.text for u in d.utterances if u.kind == "turn")
+        for name in d.topics:
+            topic = bank.chat[name]
+            openings = [i for i, ex in enumerate(topic.opening)
+                        if any(_said_pattern(t).search(said) for t in ex.lines[0].texts)]
+            assert openings, (d.dialogue_id, name)
+            premises = {topic.premise_of(i) for i in openings}
+            for section, exchanges in (("middle", topic.middle), ("closing", topic.closing)):
+                for j, ex in enumerate(exchanges):
+                    if any(_said_pattern(t).search(said) for t in ex.lines[0].texts):
+                        assert any(topic.fits(section, j, p) for p in premises), (d.dialogue_id, name, section, j)
+                        checked += 1
+    assert checked >= 2 * len(dialogues[lang, "chat"])
 
 
 @pytest.mark.parametrize("lang", LANGS)

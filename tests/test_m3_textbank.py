@@ -16,6 +16,7 @@ from dataset_builder.m3.textbank import (
     load_bank,
     load_bank_unchecked,
     missing_files,
+    thread_report,
 )
 from dataset_builder.m3.texts.__main__ import main as check_main
 
@@ -52,6 +53,8 @@ middle:
 closing:
   - - "S: Anyway, say hello to your brother for me."
     - "U: I will, he always asks about you."
+premises:
+  out: {opening: [0], middle: [0, 1], closing: [0]}
 """
 
 RELATIONS = """\
@@ -166,6 +169,39 @@ def test_a_relation_without_questions_and_too_few_middles(tmp_path: Path) -> Non
     problems = _problems(tmp_path, {"en/task/relations.yaml": relations, "en/chat/lake.yaml": one_middle})
     assert any("relations.yaml: completed" in p and "has no questions" in p for p in problems), problems
     assert any("lake.yaml" in p and "fewer than 2 middle exchanges" in p for p in problems), problems
+
+
+@pytest.mark.parametrize("premises, where, rule", [
+    ("", "lake.yaml:1: premises", "no premises"),
+    ("premises:\n  out: {opening: [0], middle: [0], closing: [0]}\n", "lake.yaml:10: middle[1]",
+     "under no premise"),
+    ("premises:\n  out: {opening: [0], middle: [0, 1]}\n  later: {closing: [0]}\n", "lake.yaml:13: closing[0]",
+     "no opening starts its premise(s) later"),
+    ("premises:\n  out: {opening: [0], middle: [0, 1], closing: [0]}\n  home: {opening: [0], middle: [1]}\n",
+     "lake.yaml:5: opening[0]", "an opening sets one story, not out, home"),
+    ("premises:\n  out: {opening: [0], middle: [0], closing: [0]}\n  home: {middle: [1]}\n",
+     "lake.yaml:5: opening[0]", "only 1 middle(s) fit its premise 'out'"),
+    ("premises:\n  out: {opening: [0], middle: [0, 2], closing: [0]}\n", "lake.yaml:16: premises.out",
+     "middle: expected a list of indices 0..1"),
+])
+def test_every_exchange_belongs_to_a_story_an_opening_starts(tmp_path: Path, premises: str, where: str,
+                                                             rule: str) -> None:
+    """A topic is cut into stories (premises): an exchange under none, or only under stories no opening starts,
+    an opening in two stories, or a story that leaves an opening fewer than two middles is a load error."""
+    topic = FILES["en/chat/lake.yaml"]
+    topic = topic[:topic.index("premises:")] + premises
+    problems = _problems(tmp_path, {"en/chat/lake.yaml": topic})
+    assert any(where in p and rule in p for p in problems), problems
+
+
+def test_thread_report_counts_stories_and_untagged_exchanges(tmp_path: Path) -> None:
+    bank, _ = load_bank_unchecked(["en"], _write(tmp_path))
+    assert thread_report(bank.language("en")) == {"topics": 2, "stories": 2, "untagged_exchanges": 0,
+                                                  "fewest_middles": 2}
+    topic = FILES["en/chat/lake.yaml"].replace("middle: [0, 1], closing: [0]", "middle: [0]")
+    bank, _ = load_bank_unchecked(["en"], _write(tmp_path, {"en/chat/lake.yaml": topic}))
+    assert thread_report(bank.language("en")) == {"topics": 2, "stories": 2, "untagged_exchanges": 2,
+                                                  "fewest_middles": 2}
 
 
 def test_warnings_do_not_stop_a_build(tmp_path: Path) -> None:

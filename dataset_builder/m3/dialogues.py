@@ -56,7 +56,9 @@ class Shape:
     task_questions: tuple[int, int] = (10, 13)  # user questions per task dialogue
     max_follow_ups: int = 3
     closing_p: float = 0.6  # a chat topic ends with a closing exchange when one fits
-    transition_p: dict[str, float] = field(default_factory=lambda: {"chat": 0.85, "task": 0.75})
+    # A chat topic is always changed with a lead-in ("Anyway, ...", "話変わるけど、"): a reader takes a bare jump to an
+    # unrelated story for a non-sequitur.
+    transition_p: dict[str, float] = field(default_factory=lambda: {"chat": 1.0, "task": 0.75})
     opener_p: float = 0.9  # the first task question has a lead-in
     reaction_p: float = 0.6  # a follow-up question starts with a reaction to the last answer
     long_answer_p: float = 0.3  # a task answer runs on after its value ("..., if I'm remembering that right")
@@ -321,7 +323,7 @@ def _compose(lang: Language, lead: str, template: str, values: dict[str, str]) -
 
 # Discourse markers a chat line may start with: said after a lead-in or a barge-in opener that already says the
 # same ("Oh, that reminds me, oh, by the way, ..."; "あ、その話で思い出した、そういえば、..."), they are dropped.
-_MARKER = {"en": re.compile(r"^(?:(?:oh|so|anyway|by the way|actually),\s*)+", re.IGNORECASE),
+_MARKER = {"en": re.compile(r"^(?:(?:oh|so|anyway|by the way|actually),\s*|so\s+)+", re.IGNORECASE),
            "ja": re.compile(r"^(?:(?:あ|あっ|そういえば|そうそう|ところで|ねえ|ねえねえ)、)+")}
 
 
@@ -493,7 +495,10 @@ def _pick_exchange(ledger: Ledger, key: str, exchanges: Sequence[Exchange], rng:
         return max(min(said(t) for t in ln.texts) for ln in lines)
 
     order = [i for i in ledger.order(key, len(exchanges), rng) if not exclude or i not in exclude]
-    # Freshness first (a repeat is worse than a joined turn), but anything said at most once is fresh enough.
+    # The other speaker first among the fresh ones (said at most once): two exchanges joined in one speaker's turn
+    # read as two unrelated statements back to back ("Good idea, I'll do that now. I reset my password three times
+    # this week."). Else freshness first: a repeat over the 1 % rule is worse than a joined turn.
+    order = [i for i in order if exchanges[i].first_speaker != prev and stale(i) <= 1] or order
     fresh_enough = max(min(map(stale, order)), 1)
     order = [i for i in order if stale(i) <= fresh_enough]
     fits = [i for i in order if exchanges[i].first_speaker != prev]

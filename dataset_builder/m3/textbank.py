@@ -87,6 +87,12 @@ class ChatTopic:
         tagged = [p for p, secs in self.premises.items() if index in secs.get(section, ())]
         return not tagged or premise in tagged
 
+    @property
+    def threaded(self) -> bool:
+        """Whether the topic is cut into stories (`premises:`), so that every exchange follows only an opening
+        it continues (the loader rejects a threaded topic with an untagged exchange)."""
+        return bool(self.premises)
+
 
 @dataclass(frozen=True)
 class RelationTexts:
@@ -320,6 +326,9 @@ def load_topic(path: Path, lang: Language, problems: Problems) -> ChatTopic | No
     if not isinstance(register, str):
         problems.fail(where(path, register, "register"), "register is a word (casual, polite)", register)
         register = ""
+    if data.get("premises") is None:  # every topic is cut into stories, so no middle follows an unrelated opening
+        problems.fail(where(path, topic, "premises"), "no premises: list each story's opening, middles and closings "
+                      "(../README.md, premises)")
     premises = _premises(data.get("premises"), path, sections, problems)
     return ChatTopic(str(topic), slots, sections["opening"], sections["middle"], sections["closing"],
                      where(path, topic, "topic"), str(alternatives), register, premises)
@@ -350,11 +359,27 @@ def _premises(raw: object, path: Path, sections: dict[str, tuple[Exchange, ...]]
                 continue
             out[str(name)][str(section)] = tuple(idx)
     topic = ChatTopic("", {}, sections["opening"], sections["middle"], sections["closing"], "", premises=out)
+    # Once a topic is cut into stories, every exchange belongs to one an opening starts: an untagged line would
+    # follow any opening (the non-sequitur the premises exist to prevent), a line under a premise no opening has
+    # would never be said.
+    opened = {p for p, secs in out.items() if secs.get("opening")}
+    for section in SECTIONS:
+        for i in range(len(sections[section])):
+            tagged = [p for p, secs in out.items() if i in secs.get(section, ())]
+            if not tagged:
+                problems.fail(sections[section][i].where, "under no premise: list it under each story it "
+                              f"continues (premises.<story>.{section})", section)
+            elif section != "opening" and not opened.intersection(tagged):
+                problems.fail(sections[section][i].where, f"no opening starts its premise(s) "
+                              f"{', '.join(tagged)}: it is never said", section)
+            elif section == "opening" and len(tagged) > 1:
+                problems.fail(sections[section][i].where, f"an opening sets one story, not "
+                              f"{', '.join(tagged)}", section)
     for i in range(len(sections["opening"])):
         premise = topic.premise_of(i)
         fit = sum(topic.fits("middle", j, premise) for j in range(len(sections["middle"])))
         if fit < MIN_MIDDLES:
-            problems.fail(where(path, None, f"opening[{i}]"), f"only {fit} middle(s) fit its premise "
+            problems.fail(sections["opening"][i].where, f"only {fit} middle(s) fit its premise "
                           f"{premise or '(none)'!r}; at least {MIN_MIDDLES}")
     return out
 
@@ -577,6 +602,23 @@ def checked_bank(languages: list[str] | None = None, root: Path = TEXTS_DIR) -> 
 def load_bank(languages: tuple[str, ...] | None = None) -> TextBank:
     """The shipped banks (all languages with a folder, or `languages`), read once per process."""
     return checked_bank(list(languages) if languages is not None else None)
+
+
+def thread_report(bank: LanguageBank) -> dict[str, int]:
+    """How the chat topics are cut into stories (`premises:`): topics, stories, exchanges under no story (the
+    loader rejects any), and the fewest middles an opening has to draw from."""
+    untagged, fewest, stories = 0, -1, 0
+    for topic in bank.chat.values():
+        stories += len(topic.premises)
+        for section, exchanges in (("opening", topic.opening), ("middle", topic.middle), ("closing", topic.closing)):
+            untagged += sum(not any(i in secs.get(section, ()) for secs in topic.premises.values())
+                            for i in range(len(exchanges)))
+        for i in range(len(topic.opening)):
+            premise = topic.premise_of(i)
+            fit = sum(topic.fits("middle", j, premise) for j in range(len(topic.middle))) if premise else 0
+            fewest = fit if fewest < 0 else min(fewest, fit)
+    return {"topics": len(bank.chat), "stories": stories, "untagged_exchanges": untagged,
+            "fewest_middles": max(fewest, 0)}
 
 
 def size_report(bank: LanguageBank) -> list[str]:
