@@ -9,10 +9,11 @@ run as fast as they step; only `realtime=True` agents are paced in wall-clock ti
 from __future__ import annotations
 
 import importlib.metadata
+import queue
+import threading
 import time
 import tomllib
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as StepTimeout
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -94,16 +95,53 @@ def _timed(fn: Callable[..., Any], *args: Any) -> tuple[Any, float]:
     return out, time.perf_counter() - t0
 
 
+def _serve(todo: queue.SimpleQueue, done: queue.SimpleQueue) -> None:
+    """TimedCall's worker: runs the steps it is given, in order, until told to stop (None)."""
+    while (job := todo.get()) is not None:
+        n, fn, args = job
+        try:
+            done.put((n, _timed(fn, *args), None))
+        except BaseException as err:  # handed to the caller, which decides (as a future's result would)
+            done.put((n, None, err))
+
+
 class TimedCall:
     """Calls an agent's step function, in a worker thread when a per-step timeout is set, and times it.
 
     A stall or an exception of the agent becomes EpisodeFailure; the caller decides which episodes it fails.
     After a stall the worker thread may still be blocked: `close` abandons it (the runner then replaces the agent).
+    The worker is one thread fed through two queues: an episode makes thousands of steps, and an executor's
+    futures cost more per step than the agents the tests drive. Steps run one at a time, in order; a step's
+    timeout counts from its request, so one asked for after a stall waits behind the blocked step, as in a
+    one-thread pool, and a late result of an abandoned step is never taken for a later one's.
     """
 
     def __init__(self, timeout_s: float | None) -> None:
         self.timeout_s = timeout_s
-        self.pool = ThreadPoolExecutor(1, thread_name_prefix="agent-step") if timeout_s else None
+        self._todo: queue.SimpleQueue | None = None
+        self._done: queue.SimpleQueue = queue.SimpleQueue()
+        self._sent = 0
+        self._closed = False
+        if timeout_s:
+            self._todo = queue.SimpleQueue()
+            threading.Thread(target=_serve, args=(self._todo, self._done), name="agent-step", daemon=True).start()
+
+    def _in_worker(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Any, float]:
+        assert self._todo is not None and self.timeout_s
+        if self._closed:
+            raise RuntimeError("cannot schedule new futures after shutdown")
+        deadline = time.monotonic() + self.timeout_s
+        self._sent += 1
+        self._todo.put((self._sent, fn, args))
+        while True:
+            try:
+                n, out, err = self._done.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise StepTimeout from None
+            if n == self._sent:  # else: the late result of a step abandoned before
+                if err is not None:
+                    raise err
+                return out
 
     def __call__(self, fn: Callable[..., Any], *args: Any, t_s: float | None, what: str = "step"
                  ) -> tuple[Any, float]:
@@ -111,9 +149,9 @@ class TimedCall:
         of episodes, each at its own time: the caller adds it per episode)."""
         at = "" if t_s is None else f" at t={t_s:.3f}s"
         try:
-            if self.pool is None:
+            if self._todo is None:
                 return _timed(fn, *args)
-            return self.pool.submit(_timed, fn, *args).result(timeout=self.timeout_s)
+            return self._in_worker(fn, args)
         except StepTimeout:
             raise EpisodeFailure(f"{STALL_PREFIX}: no frame within {self.timeout_s}s{at}") from None
         except EpisodeFailure:
@@ -122,8 +160,14 @@ class TimedCall:
             raise EpisodeFailure(f"{what} raised {type(err).__name__}: {err}{at}") from err
 
     def close(self) -> None:
-        if self.pool is not None:
-            self.pool.shutdown(wait=False, cancel_futures=True)
+        if self._todo is not None and not self._closed:
+            self._closed = True
+            while True:  # steps not started are dropped
+                try:
+                    self._todo.get_nowait()
+                except queue.Empty:
+                    break
+            self._todo.put(None)
 
 
 class CaseLike(Protocol):

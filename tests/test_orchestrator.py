@@ -7,6 +7,7 @@ audio actually is. The scheduler's waits are checked against the protocol's numb
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from dataset_builder.audio import SESSION_SR, read_wav
 from dataset_builder.benchmark_params import MPEProtocol
 from dataset_builder.episode import Episode
 from dataset_builder.schema import Case, Clip, Script, Speaker, Turn
-from eval.orchestrator import RunOptions, run_episode
+from eval.orchestrator import STALL_PREFIX, EpisodeFailure, RunOptions, TimedCall, run_episode
 from eval.plans.mpe import plan
 from tests.fake_agents import (
     BrokenAgent,
@@ -272,3 +273,37 @@ def test_protocol_changes_move_the_waits(case4, tmp_path: Path) -> None:
     assert 2.25 - 0.001 <= wait <= 2.25 + 0.02 + 0.001
     assert _event(ep, "t03").start_s - _event(ep, "t02").end_s == pytest.approx(1.5, abs=0.0011)
     assert ep.params["protocol"]["t_onset_window_s"] == 2.0
+
+
+def test_timed_call_worker_keeps_order_and_timeouts() -> None:
+    """With a step timeout the agent runs in one worker thread: its value or its error comes back, a blocked step
+    becomes a stall, and the next step waits behind it and gets its own result, never the abandoned one's."""
+    inline = TimedCall(None)
+    assert inline(threading.current_thread, t_s=0.0)[0] is threading.current_thread()
+    call = TimedCall(0.5)
+    try:
+        thread, seconds = call(threading.current_thread, t_s=0.0)
+        assert thread.name == "agent-step" and thread is not threading.current_thread() and seconds >= 0.0
+        assert call(str.upper, "ok", t_s=None)[0] == "OK"
+        with pytest.raises(EpisodeFailure, match=r"^reset raised ValueError: bad at t=1\.250s$"):
+            call(_raise_value_error, t_s=1.25, what="reset")
+        release = threading.Event()
+        with pytest.raises(EpisodeFailure, match=f"^{STALL_PREFIX}: no frame within 0.5s at t=2.000s$"):
+            call(lambda: release.wait(30) and "late", t_s=2.0)
+        release.set()
+        assert call(str.lower, "NEXT", t_s=3.0)[0] == "next"  # the late "late" is dropped
+        for timed in (call, inline):
+            with pytest.raises(EpisodeFailure, match=f"^{STALL_PREFIX}: "):
+                timed(_raise_timeout, t_s=None)
+    finally:
+        call.close()
+    with pytest.raises(EpisodeFailure, match="after shutdown"):
+        call(str, t_s=None)
+
+
+def _raise_timeout() -> None:
+    raise TimeoutError  # an agent's own timeout reads as a stall, with a timeout set or not
+
+
+def _raise_value_error() -> None:
+    raise ValueError("bad")

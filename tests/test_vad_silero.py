@@ -115,3 +115,45 @@ def test_spans_equal_the_library_on_real_speech(pauses: np.ndarray) -> None:
     got = [(round(s.start_s * VAD_SR), round(s.end_s * VAD_SR)) for s in SileroVAD(IFEVAL).spans(x16, VAD_SR)]
     assert got == want
     assert len(want) >= 3, want
+
+
+def test_digital_silence_reuses_the_models_own_output(pauses: np.ndarray, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under the library's rules every chunk reaches the model, silence too; a silent channel takes the model's
+    output on zeros from the per-process prefix (metrics/vad.py, `_ZERO_PROBS`): probabilities, spans and the
+    streamed state after the silence are exactly what running the model on every chunk gives."""
+    import metrics.vad as vad
+
+    x16 = resample(pauses, SR, VAD_SR)
+    silent = [np.zeros(n, np.float32) for n in (300 * CHUNK + 7, 41 * CHUNK, 600 * CHUNK - 5)]
+    # The signals as fed to a model that sees every chunk: nothing memoised, no zero prefix kept.
+    monkeypatch.setattr(vad, "_PROBS_MEMO", {})
+    monkeypatch.setattr(vad, "_ZERO_PROBS", [])
+    monkeypatch.setattr(vad, "_ZERO_STATES", [])
+    monkeypatch.setattr(vad, "_ZERO_RUN_MAX", 0)
+    runs = [SileroVAD(IFEVAL)._compute_probs16(x) for x in (*silent, x16)]
+    assert not vad._ZERO_PROBS and runs[0][0] != runs[0][-1]  # its state never settles: not a constant
+    monkeypatch.setattr(vad, "_ZERO_RUN_MAX", 400)  # the longest silence outgrows the prefix
+    session = vad._silero_session()
+    calls: list[int] = []
+
+    class Counted:
+        def run(self, *args: object) -> object:
+            calls.append(1)
+            return session.run(*args)
+
+    monkeypatch.setattr(vad, "_silero_session", lambda: Counted())
+    n_calls = []
+    for x, want in zip((*silent, x16), runs, strict=True):
+        calls.clear()
+        assert np.array_equal(SileroVAD(IFEVAL)._compute_probs16(x), want)
+        n_calls.append(len(calls))
+    # 301 chunks kept; none run for 41; 600 run past the 301 known, keeping up to 400; the 21 whole chunks of the
+    # recording's opening 0.7 s of silence come from the prefix
+    assert n_calls[:3] == [301, 0, 299] and len(vad._ZERO_PROBS) == 400
+    assert n_calls[3] == runs[3].size - 21, n_calls
+    streamed = vad.StreamingVAD(IFEVAL, sr=VAD_SR)  # a live channel: same spans, chunk by chunk
+    for k in range(0, x16.size, 4000):
+        streamed.push(x16[k : k + 4000])
+    assert streamed.spans
+    assert [(s.start_s, s.end_s) for s in streamed.spans] == [
+        (s.start_s, s.end_s) for s in spans_from_probs(runs[-1], x16.size, IFEVAL)][: len(streamed.spans)]
