@@ -17,7 +17,7 @@ from silero_vad.utils_vad import get_speech_timestamps
 
 from dataset_builder.audio import VAD_SR, resample
 from metrics.m3.extract import EVENTS_VAD
-from metrics.vad import VAD_PRESETS, SileroVAD, VADParams, merge_samples, span_tracker
+from metrics.vad import CHUNK, VAD_PRESETS, SileroVAD, VADParams, merge_samples, span_tracker, spans_from_probs
 from tests.test_vad_silero_rules import LIBRARY_DIGESTS, SETTINGS, digest, ours, probability_runs, setting
 
 IFEVAL = VAD_PRESETS["ifeval"]
