@@ -137,13 +137,15 @@ def test_forced_context_reaches_only_its_own_slot(reference, cases, tmp_path: Pa
     jobs = jobs_for(agent, cases)
     lockstep(agent, jobs, tmp_path)
     full = [(c, p) for c, p in jobs if getattr(c, "condition", "") == "full"]
-    assert full
+    # a Full case whose model had not yet spoken is forced silence, which an unforced slot may give too
+    assert [p for _, p in full if np.abs(p.forced).max() > 0.01], "no Full case with model speech in its context"
     for case, plan in full:
         raw = np.round(read_wav(tmp_path / f"{case.case_id}.wav")[0] * 32768).astype(np.int16)
         np.testing.assert_array_equal(raw[:len(plan.forced), 1], to_pcm16(plan.forced))
         twin = case.case_id.removesuffix("-full") + "-user"
         user_raw = np.round(read_wav(tmp_path / f"{twin}.wav")[0] * 32768).astype(np.int16)
-        assert not np.array_equal(user_raw[:len(plan.forced), 1], raw[:len(plan.forced), 1])
+        if np.abs(plan.forced).max() > 0.01:
+            assert not np.array_equal(user_raw[:len(plan.forced), 1], raw[:len(plan.forced), 1])
 
 
 @pytest.mark.parametrize("mode", ["nan", "shape"])

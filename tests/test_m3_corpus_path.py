@@ -61,4 +61,4 @@ def test_own_corpus_timing_to_a_built_config(tmp_path: Path, capsys: pytest.Capt
     assert shift["source"] == "data/m3_task_en (SHIFT rows, t - s)" and shift["n"] >= 5
     # every built SHIFT was sampled from the corpus's gaps
     assert 0.40 - 0.01 <= shift["mean_s"] <= 0.50 + 0.01
-    assert "SHIFT mean" in printed and "vs the paper's 0.45 s" in printed
+    assert "task SHIFT mean vs the paper" in printed and "s vs 0.45 s" in printed
