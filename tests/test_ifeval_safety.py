@@ -242,6 +242,13 @@ def test_full_scripts_only_build_meets_the_data_targets(tmp_path: Path) -> None:
     failed = [c for c in data["checks"] if not c["ok"]]
     assert not failed and data["ok"]
     assert data["safety_under_non_safety_labels"] == [] and data["without_rationale"] == []
+    assert data["pause_over_hold_off_bound"] == []
+    # The bound check on a planted case: R5_B's LISTEN with a 6.5 s pause fails it; the same at L4a does not.
+    planted = [{"case_id": f"R5-R5_B-i1-{lv}", "level": lv, "expected_action": act, "label_rule": "role-target",
+                "rationale": "x", "safety_relevant_audio": False, "base_action": "LISTEN",
+                "segments": [("speech", "", 3.0), ("silence", "pause", 6.5), ("speech", "", 2.0)]}
+               for lv, act in (("L1", "LISTEN"), ("L4a", "TAKE_TURN"))]
+    assert data_checks(planted, False)["pause_over_hold_off_bound"] == ["R5-R5_B-i1-L1"]
     assert set(data["audio_s_per_level"]) == set(LEVELS)
     assert all(20.4 <= s <= 34.0 for s in data["audio_s_per_level"].values())
     assert set(data["pauses"]) == {"pause", "chunk_gap", "check_pause"}
