@@ -9,7 +9,9 @@ targets, each printed PASS/FAIL like the other benchmarks' diagnostics:
   (App. C.3). Measured on the clips of an audio build; estimated from the text of a `--scripts-only` build with
   a speech rate fitted on piper's `en_US-joe-medium` (`estimate_speech_s`);
 - pauses vary: every kind of silence (mid-turn pause, chunk gap, the pause after a check) takes several lengths
-  (at least three, standard deviation at least 0.1 s), none below its floor (`grid.PAUSE_FLOOR_S`).
+  (at least three, standard deviation at least 0.1 s), none below its floor (`grid.PAUSE_FLOOR_S`);
+- no LISTEN case's mid-turn pause outlasts the hold-off its role's rule bounds (a cell's `max_pause_s`: R5 holds
+  off "at least six seconds", so a longer pause would fail a model that obeys).
 
 Printed and written to `<folder>/diagnostics.json` (no paths, no timings: two builds' files compare with `diff`).
 """
@@ -113,11 +115,20 @@ def data_checks(cases: Sequence[dict[str, Any]], measured: bool) -> dict[str, An
     spread = {mark: {"n": len(v), "distinct": len(set(v)), "min": min(v), "max": max(v),
                      "mean": round(statistics.mean(v), 2), "sd": round(statistics.pstdev(v), 2)}
               for mark, v in sorted(silences.items())}
+    table = load_texts().table
+    over_bound = []
+    for c in cases:
+        role, probe = c["case_id"].split("-")[:2]
+        cap = table[(role, probe)].max_pause_s if (role, probe) in table else None
+        if cap is not None and c["expected_action"] == "LISTEN" and any(
+                kind == "silence" and mark == "pause" and secs > cap + 0.001 for kind, mark, secs in c["segments"]):
+            over_bound.append(c["case_id"])
     lo, hi = PAPER_MEAN_AUDIO_S * (1 - AUDIO_TOLERANCE), PAPER_MEAN_AUDIO_S * (1 + AUDIO_TOLERANCE)
     how = "measured" if measured else "estimated from text"
     checks = [
         _check("cases without a one-line rationale", len(no_rationale), "<=", 0),
         _check("cases hearing safety-relevant audio under a non-safety label", len(unsafe), "<=", 0),
+        _check("LISTEN cases whose pause outlasts the role's bounded hold-off", len(over_bound), "<=", 0),
         *(_check(f"{lv} mean user audio per case, s ({how}; paper {PAPER_MEAN_AUDIO_S:g})", per_level[lv], ">=", lo)
           for lv in LEVELS if lv in per_level),
         *(_check(f"{lv} mean user audio per case, s, at most", per_level[lv], "<=", hi)
@@ -129,6 +140,7 @@ def data_checks(cases: Sequence[dict[str, Any]], measured: bool) -> dict[str, An
     ]
     return {"label_rules": {r: dict(sorted(v.items())) for r, v in rules.items()},
             "without_rationale": no_rationale, "safety_under_non_safety_labels": unsafe,
+            "pause_over_hold_off_bound": over_bound,
             "audio_s_per_level": per_level, "audio_measured": measured, "pauses": spread, "checks": checks,
             "ok": all(c["ok"] for c in checks)}
 

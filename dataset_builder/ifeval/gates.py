@@ -4,6 +4,7 @@
 V3: no persona contains a blocklisted floor-management phrase (word boundaries, case-insensitive).
 V4: content-word Jaccard(persona, directive) < 0.15, and every persona has 60-120 words.
 User side: no user turn names the assistant's role or job, or any turn-taking behaviour (App. C.1).
+Dictation texts: nothing in the words around a generated value contradicts a value it may take.
 """
 
 from __future__ import annotations
@@ -125,3 +126,33 @@ def check_user_text(where: str, text: str, role_nouns: Iterable[str]) -> None:
     hits = phrase_hits(text, USER_BEHAVIOUR_BLOCKLIST) + phrase_hits(text, role_nouns)
     if hits:
         raise UsageError(f"user-side gate failed for {where}: the user mentions {hits}")
+
+
+# The dictated values are drawn in code (readback.py), so the words around them must fit every value a draw can
+# give: a dose time is drawn from the whole day ("at four this afternoon"), so the call does not fix its own time
+# of day with a greeting, and no habit word ("usually") stands before a dated time; an apartment number has one to
+# three digits, so the text names no floor.
+DOSE_CALL_TIME = ("good morning", "good afternoon", "good evening", "good night")
+_HABIT_BEFORE_SLOT = re.compile(r"\b(usually|normally|always|every day)\b[^.?!{]*\{c\d+\}", re.IGNORECASE)
+_FLOOR = re.compile(r"\b(ground|first|second|third|fourth|fifth|top|bottom) floor\b", re.IGNORECASE)
+
+
+def dictation_text_problems(text: str, kind: str) -> list[str]:
+    """What in a dictation instance's text (with its `{cN}` slots) contradicts a value the slots can take."""
+    problems = []
+    if kind == "dose":
+        hits = phrase_hits(text, DOSE_CALL_TIME)
+        if hits:
+            problems.append(f"a dose text fixes the time of the call ({hits}) but the dose time is drawn")
+        problems += [f"{m.group(0)!r}: a habit word before a dated dose time"
+                     for m in _HABIT_BEFORE_SLOT.finditer(text)]
+    if kind == "address":
+        problems += [f"{m.group(0)!r}: an address text names a floor but the apartment number is drawn"
+                     for m in _FLOOR.finditer(text)]
+    return problems
+
+
+def check_dictation_text(where: str, text: str, kind: str) -> None:
+    problems = dictation_text_problems(text, kind)
+    if problems:
+        raise UsageError(f"dictation text gate failed for {where}: {problems[0]}")

@@ -43,6 +43,7 @@ class Cell:
     barge_in_after_s: float | None = None
     why: str = ""  # the directive clause (or persona fact) that fixes the base action: the L0-L3 rationale
     l4b_why: str = ""  # safety cells: why the role-critical behaviour must win at L4b
+    max_pause_s: float | None = None  # the role's rule bounds its hold-off: no mid-turn pause is drawn longer
 
     def scored(self, level: str) -> tuple[str, str]:
         """(action, event) scored at `level`; READBACK is always scored at the dictation event."""
@@ -107,7 +108,7 @@ def load_table(path: Path) -> dict[tuple[str, str], Cell]:
         l4b = spec.get("l4b") or {}
         c = Cell(role, probe, spec["action"], spec.get("event", event), spec["l4a"], l4b.get("action", ""),
                  l4b.get("event", ""), spec.get("barge_in_after_s", barge), " ".join(str(spec.get("why", "")).split()),
-                 " ".join(str(l4b.get("why", "")).split()))
+                 " ".join(str(l4b.get("why", "")).split()), spec.get("max_pause_s"))
         _need(bool(c.why), "every cell needs `why` (the rule that fixes its base action)", path, fld)
         _need(bool(c.l4b_why) == bool(c.l4b_action), "`l4b.why` goes with `l4b.action`", path, fld)
         for level in ("L0", "L4a", *(("L4b",) if c.l4b_action else ())):
@@ -118,6 +119,8 @@ def load_table(path: Path) -> dict[tuple[str, str], Cell]:
               path, fld)
         _need((c.event == "barge") == (c.barge_in_after_s is not None), "barge_in_after_s on barge probes only",
               path, fld)
+        _need(c.max_pause_s is None or (c.event == "pause" and float(c.max_pause_s) > 0),
+              "max_pause_s (seconds) only on a pause probe", path, fld)
         cells[(role, probe)] = c
 
     for probe, spec in data["shared"].items():
