@@ -32,6 +32,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import numpy as np
 
+from adapters.loop_thread import LoopThread
 from adapters.openai_realtime import RealtimeSessionError
 from adapters.protocol import Frame
 from dataset_builder.errors import UsageError
@@ -223,8 +224,7 @@ class MoshiServerAgent:
                                                                           else set()))
         self.version = f"1/{server}/{model or 'server-default'}"
         self.session_stats: dict[str, int] | None = None  # the last closed session's live feasibility
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        self._io = LoopThread("moshi-server", "moshi server", RealtimeSessionError)
         self._session: _Session | None = None
 
     def runtime(self) -> dict[str, Any]:
@@ -232,31 +232,16 @@ class MoshiServerAgent:
         return {"server": self.server, "buffer_frames": self.buffer_frames,
                 "voice_prompt": self.voice_prompt if self.server == "personaplex" else None}
 
-    def _loop_running(self) -> asyncio.AbstractEventLoop:
-        if self._loop is None:
-            self._loop = asyncio.new_event_loop()
-            self._thread = threading.Thread(target=self._loop.run_forever, name="moshi-server", daemon=True)
-            self._thread.start()
-        return self._loop
-
-    def _run(self, coro: Any, timeout_s: float) -> Any:
-        future = asyncio.run_coroutine_threadsafe(coro, self._loop_running())
-        try:
-            return future.result(timeout_s)
-        except TimeoutError:
-            future.cancel()
-            raise RealtimeSessionError(f"no answer from the moshi server within {timeout_s:.0f}s") from None
-
     def reset(self, system_prompt: str | None, seed: int) -> None:
         """A fresh server session per case (the server resets its streaming state for each connection)."""
         self._close_session()
         url = chat_url(self.url, self.server, system_prompt, self.voice_prompt, seed if self.send_seed else None)
-        session = _Session(self._loop_running())
+        session = _Session(self._io.loop)
         try:
-            self._run(session.open(url, self.connect_timeout_s), self.connect_timeout_s * 2 + 5)
+            self._io.run(session.open(url, self.connect_timeout_s), self.connect_timeout_s * 2 + 5)
         except BaseException:
             with contextlib.suppress(Exception):
-                self._run(session.aclose(), 10)
+                self._io.run(session.aclose(), 10)
             raise
         self._session = session
 
@@ -273,7 +258,7 @@ class MoshiServerAgent:
     def _close_session(self) -> None:
         session, self._session = self._session, None
         if session is not None:
-            self._run(session.aclose(), 10)
+            self._io.run(session.aclose(), 10)
             self.session_stats = session.stats.to_dict()
             if session.stats.underruns:
                 log.warning("moshi-server: the server fell behind real time in %d of %d frames",
@@ -281,9 +266,4 @@ class MoshiServerAgent:
 
     def close(self) -> None:
         self._close_session()
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            if self._thread is not None:
-                self._thread.join(5)
-            self._loop.close()
-            self._loop = self._thread = None
+        self._io.stop()

@@ -3,8 +3,9 @@
 One websocket session per case. `reset` connects, sends `session.update` (instructions, 24 kHz PCM16 in and
 out, turn detection) and waits for `session.updated`; `step` appends the user frame to the server's input buffer
 (`input_audio_buffer.append`) and returns whatever model audio has arrived, exactly `frame_size` samples
-(zero-padded). A background thread runs the websocket loop; the service streams audio faster than real time, so
-it queues here and leaves one frame per step, which is what a caller's loudspeaker would play.
+(zero-padded). A background thread runs the websocket loop (adapters/loop_thread.py); the service streams audio
+faster than real time, so it queues here and leaves one frame per step, which is what a caller's loudspeaker
+would play.
 
 Both naming generations of the server events are accepted (beta `response.audio.delta`, GA
 `response.output_audio.delta`, and their transcripts). When the server reports the user started speaking
@@ -37,6 +38,7 @@ import numpy as np
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
+from adapters.loop_thread import LoopThread
 from adapters.protocol import Frame
 from dataset_builder.audio import to_pcm16
 from dataset_builder.errors import UsageError
@@ -409,28 +411,12 @@ class OpenAIRealtimeAgent:
         self.connect_timeout_s = connect_timeout_s
         # The served model changes what a run measures: it is part of the version every rec.json records.
         self.version = f"1/{model or 'server-default'}"
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        self._io = LoopThread("openai-realtime", "realtime server", RealtimeSessionError)
         self._session: _Session | None = None
 
     def __repr__(self) -> str:
         return (f"OpenAIRealtimeAgent(model={self.model!r}, api={self.config.api!r}, frame_size={self.frame_size}, "
                 f"turn_detection={self.config.turn_detection!r}, api_key_env={self.api_key_env!r})")
-
-    def _loop_running(self) -> asyncio.AbstractEventLoop:
-        if self._loop is None:
-            self._loop = asyncio.new_event_loop()
-            self._thread = threading.Thread(target=self._loop.run_forever, name="openai-realtime", daemon=True)
-            self._thread.start()
-        return self._loop
-
-    def _run(self, coro: Any, timeout_s: float) -> Any:
-        future = asyncio.run_coroutine_threadsafe(coro, self._loop_running())
-        try:
-            return future.result(timeout_s)
-        except TimeoutError:
-            future.cancel()
-            raise RealtimeSessionError(f"no answer from the realtime server within {timeout_s:.0f}s") from None
 
     def _headers(self) -> tuple[dict[str, str], str]:
         headers: dict[str, str] = {}
@@ -455,13 +441,13 @@ class OpenAIRealtimeAgent:
 
     def _open_session(self, system_prompt: str | None, model_owned: bool = False) -> _Session:
         headers, secret = self._headers()
-        session = _Session(self._loop_running(), model_owned)
+        session = _Session(self._io.loop, model_owned)
         try:
-            self._run(session.open(self.url, headers, secret, self._session_update(system_prompt),
+            self._io.run(session.open(self.url, headers, secret, self._session_update(system_prompt),
                                    self.connect_timeout_s), self.connect_timeout_s * 2 + 5)
         except BaseException:
             with contextlib.suppress(Exception):  # the reason the session did not open is the one to report
-                self._run(session.aclose(), 10)
+                self._io.run(session.aclose(), 10)
             raise
         return session
 
@@ -478,13 +464,8 @@ class OpenAIRealtimeAgent:
     def _close_session(self) -> None:
         session, self._session = self._session, None
         if session is not None:
-            self._run(session.aclose(), 10)
+            self._io.run(session.aclose(), 10)
 
     def close(self) -> None:
         self._close_session()
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            if self._thread is not None:
-                self._thread.join(5)
-            self._loop.close()
-            self._loop = self._thread = None
+        self._io.stop()

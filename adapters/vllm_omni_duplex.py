@@ -117,7 +117,7 @@ class VllmOmniDuplexAgent(OpenAIRealtimeAgent):
         session, self._slots[slot] = self._slots[slot], None
         if session is None:
             return
-        self._run(session.aclose(), 10)
+        self._io.run(session.aclose(), 10)
         self.session_stats[slot] = stats = {**session.stats, "decisions": dict(session.decisions)}
         if stats["underruns"]:
             log.warning("vllm-omni-duplex: session %d: the server fell behind real time in %d of %d frames",

@@ -13,14 +13,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import logging
-import threading
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from dataset_builder.audio import to_pcm16
+from tests.ws_standin import StandInServer
 
 SR = 24_000
 SERVER_LOGGER = "tests.realtime_fake.server"
@@ -63,42 +62,16 @@ class Connection:
         return np.frombuffer(bytes(self.audio), dtype="<i2")
 
 
-class FakeRealtimeServer:
+class FakeRealtimeServer(StandInServer):
     """Start with `with FakeRealtimeServer(behaviour) as server:`; `server.url` is its ws:// address."""
 
+    path = "/v1/realtime"
+    logger_name = SERVER_LOGGER  # the server logs the headers it received: not what the client logged
+
     def __init__(self, behaviour: Behaviour) -> None:
+        super().__init__()
         self.behaviour = behaviour
         self.connections: list[Connection] = []
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="fake-realtime", daemon=True)
-        self.server: Any = None
-        self.port = 0
-
-    @property
-    def url(self) -> str:
-        return f"ws://127.0.0.1:{self.port}/v1/realtime"
-
-    def __enter__(self) -> FakeRealtimeServer:
-        from websockets.asyncio.server import serve
-
-        async def start() -> None:
-            # Its own logger: what the server logs (the headers it received) is not what the client logged.
-            self.server = await serve(self._handle, "127.0.0.1", 0, logger=logging.getLogger(SERVER_LOGGER))
-            self.port = self.server.sockets[0].getsockname()[1]
-
-        self.thread.start()
-        asyncio.run_coroutine_threadsafe(start(), self.loop).result(10)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        async def stop() -> None:
-            self.server.close()
-            await self.server.wait_closed()
-
-        asyncio.run_coroutine_threadsafe(stop(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5)
-        self.loop.close()
 
     async def _handle(self, ws: Any) -> None:
         conn = Connection(headers={k: v for k, v in ws.request.headers.raw_items()}, path=ws.request.path)
