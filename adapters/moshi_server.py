@@ -36,6 +36,7 @@ from adapters.loop_thread import LoopThread
 from adapters.openai_realtime import RealtimeSessionError
 from adapters.protocol import Frame
 from dataset_builder.errors import UsageError
+from metrics.feasibility import SessionPace
 
 log = logging.getLogger(__name__)
 
@@ -69,18 +70,6 @@ def chat_url(url: str, server: str, text_prompt: str | None, voice_prompt: str, 
 
 
 @dataclass
-class SessionStats:
-    """A session's live feasibility as the client saw it."""
-
-    frames: int = 0  # steps played since the buffer first filled
-    underruns: int = 0  # of those, steps with no model audio queued: the server was behind real time
-    max_queued: int = 0  # the most model audio ever waiting, in samples
-
-    def to_dict(self) -> dict[str, int]:
-        return {"frames": self.frames, "underruns": self.underruns, "max_queued": self.max_queued}
-
-
-@dataclass
 class _Session:
     loop: asyncio.AbstractEventLoop
     ws: Any = None
@@ -93,7 +82,9 @@ class _Session:
     played: int = 0
     texts: list[tuple[int, str]] = field(default_factory=list)  # (samples received when it arrived, piece)
     started: bool = False  # the jitter buffer filled once
-    stats: SessionStats = field(default_factory=SessionStats)
+    # Live feasibility as the client saw it (docs/scale.md): when the audio arrived, and the steps since the buffer
+    # first filled that found none queued (the server behind real time).
+    pace: SessionPace = field(default_factory=lambda: SessionPace(SAMPLE_RATE, FRAME))
     outbox: asyncio.Queue[bytes | None] = field(default_factory=asyncio.Queue)
     reader: Any = None
     writer: Any = None
@@ -158,7 +149,7 @@ class _Session:
             with self.lock:
                 self.pcm = np.concatenate([self.pcm, pcm])
                 self.received += pcm.size
-                self.stats.max_queued = max(self.stats.max_queued, self.pcm.size)
+                self.pace.arrived("", pcm.size, self.pcm.size)
         elif kind == KIND_TEXT:
             with self.lock:
                 self.texts.append((self.received, _utf8(payload)))
@@ -185,16 +176,19 @@ class _Session:
             if not self.started and self.pcm.size >= buffer:
                 self.started = True
             if self.started:
-                self.stats.frames += 1
                 k = min(n, self.pcm.size)
                 out[:k], self.pcm = self.pcm[:k], self.pcm[k:]
                 self.played += k
-                self.stats.underruns += int(k < n)
+                self.pace.step(starved=k < n)
             # A piece comes with the last frame of audio received before it (moshi sends a frame's audio, then its
             # text): it is due once that frame has started playing.
             due = [t for at, t in self.texts if self.started and at - n < self.played]
             self.texts = [(at, t) for at, t in self.texts if not (self.started and at - n < self.played)]
         return out, "".join(due) or None
+
+    def feasibility(self) -> dict[str, Any]:
+        with self.lock:
+            return self.pace.record()
 
 
 def _utf8(data: bytes) -> str:
@@ -223,7 +217,7 @@ class MoshiServerAgent:
         self.capabilities: frozenset[str] = frozenset({"text_output"} | ({"system_prompt"} if server == "personaplex"
                                                                           else set()))
         self.version = f"1/{server}/{model or 'server-default'}"
-        self.session_stats: dict[str, int] | None = None  # the last closed session's live feasibility
+        self.session_stats: dict[str, Any] | None = None  # the last closed session's live feasibility
         self._io = LoopThread("moshi-server", "moshi server", RealtimeSessionError)
         self._session: _Session | None = None
 
@@ -255,14 +249,18 @@ class MoshiServerAgent:
         audio, text = session.take(self.frame_size, self.buffer_frames * self.frame_size)
         return Frame(audio, text)
 
+    def session_feasibility(self, slot: int = 0) -> dict[str, Any] | None:
+        """The open session's live feasibility as the client saw it (adapters.protocol.ServedSession)."""
+        return None if self._session is None else self._session.feasibility()
+
     def _close_session(self) -> None:
         session, self._session = self._session, None
         if session is not None:
             self._io.run(session.aclose(), 10)
-            self.session_stats = session.stats.to_dict()
-            if session.stats.underruns:
+            self.session_stats = stats = session.feasibility()
+            if stats["underruns"]:
                 log.warning("moshi-server: the server fell behind real time in %d of %d frames",
-                            session.stats.underruns, session.stats.frames)
+                            stats["underruns"], stats["frames"])
 
     def close(self) -> None:
         self._close_session()

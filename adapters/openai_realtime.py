@@ -42,6 +42,7 @@ from adapters.loop_thread import LoopThread
 from adapters.protocol import Frame
 from dataset_builder.audio import to_pcm16
 from dataset_builder.errors import UsageError
+from metrics.feasibility import SessionPace
 
 log = logging.getLogger(__name__)
 
@@ -161,14 +162,16 @@ class _Chunk:
 class _Session:
     """One connection (one case): what it has received, guarded by a lock; its tasks run on the agent's loop."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, model_owned: bool = False) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, frame_size: int, model_owned: bool = False) -> None:
         self.loop = loop
         # A full-duplex model owns turn-taking (vLLM-Omni's duplex dialect): it stops speaking by its own decision,
         # announced as a cleared output buffer or a cancelled response, not by the server's VAD.
         self.model_owned = model_owned
         self.decisions: dict[str, int] = {}  # the model's listen/speak decisions (`response.speak`), counted
         self.streaming: set[str] = set()  # responses whose audio has started and is not done or cancelled
-        self.stats = {"frames": 0, "underruns": 0}  # steps, and steps starved mid-response (server behind)
+        # Live feasibility from the client's side (docs/scale.md): when each response's audio arrived, and the steps
+        # at which a response was mid-stream and nothing of it was here to play (the server behind real time).
+        self.pace = SessionPace(SAMPLE_RATE, frame_size)
         self.lock = threading.Lock()
         self.ws: Any = None
         self.outbox: asyncio.Queue[str | None] = asyncio.Queue()
@@ -291,6 +294,7 @@ class _Session:
             if (response_id and response_id in self.cancelled) or (item_id and item_id in self.cancelled):
                 return
             self.chunks.append(_Chunk(response_id, item_id, audio))
+            self.pace.arrived(response_id, audio.size, sum(c.audio.size for c in self.chunks))
             self.streaming.add(response_id)
             self.received[item_id] = self.received.get(item_id, 0) + audio.size
             self.item_response[item_id] = response_id
@@ -365,13 +369,16 @@ class _Session:
                     self.chunks.popleft()
                 else:
                     chunk.audio = chunk.audio[m:]
-            # Live feasibility from the client's side: a response is mid-stream and nothing of it is here to play.
-            self.stats["frames"] += 1
-            self.stats["underruns"] += int(k < n and bool(self.streaming))
+            if k or self.streaming:  # the model's audio was due: starved when a response is mid-stream, short
+                self.pace.step(starved=k < n and bool(self.streaming))
             self._release_text()
             text = "".join(self.text_ready) or None
             self.text_ready = []
         return out, text
+
+    def feasibility(self) -> dict[str, Any]:
+        with self.lock:
+            return self.pace.record()
 
 
 def _describe_error(event: dict[str, Any]) -> str:
@@ -441,7 +448,7 @@ class OpenAIRealtimeAgent:
 
     def _open_session(self, system_prompt: str | None, model_owned: bool = False) -> _Session:
         headers, secret = self._headers()
-        session = _Session(self._io.loop, model_owned)
+        session = _Session(self._io.loop, self.frame_size, model_owned)
         try:
             self._io.run(session.open(self.url, headers, secret, self._session_update(system_prompt),
                                    self.connect_timeout_s), self.connect_timeout_s * 2 + 5)
@@ -460,6 +467,10 @@ class OpenAIRealtimeAgent:
         session.send({"type": "input_audio_buffer.append", "audio": float_to_b64_pcm16(user_frame)})
         audio, text = session.take(self.frame_size)
         return Frame(audio, text)
+
+    def session_feasibility(self, slot: int = 0) -> dict[str, Any] | None:
+        """The open session's live feasibility as the client saw it (adapters.protocol.ServedSession)."""
+        return None if self._session is None else self._session.feasibility()
 
     def _close_session(self) -> None:
         session, self._session = self._session, None

@@ -118,10 +118,15 @@ class VllmOmniDuplexAgent(OpenAIRealtimeAgent):
         if session is None:
             return
         self._io.run(session.aclose(), 10)
-        self.session_stats[slot] = stats = {**session.stats, "decisions": dict(session.decisions)}
+        self.session_stats[slot] = stats = {**session.feasibility(), "decisions": dict(session.decisions)}
         if stats["underruns"]:
             log.warning("vllm-omni-duplex: session %d: the server fell behind real time in %d of %d frames",
                         slot, stats["underruns"], stats["frames"])
+
+    def session_feasibility(self, slot: int = 0) -> dict[str, Any] | None:
+        """Slot `slot`'s open session, as its client saw it: each episode records its own (docs/scale.md)."""
+        session = self._slots[slot]
+        return None if session is None else session.feasibility()
 
     def _close_session(self) -> None:
         for slot in range(len(getattr(self, "_slots", []))):

@@ -5,7 +5,8 @@ utterances its VAD found, the truncations it was asked for, how each connection 
 model with server turn detection: an energy VAD over 20 ms windows with the session's `silence_duration_ms`,
 `speech_started` / `speech_stopped` events, and after the chosen utterance a known reply clip streamed in audio
 deltas with its transcript (a first burst, then twice as fast as real time, like the real service). A barge-in
-cancels the reply. It can also drop the TCP connection mid-reply, send an `error`, or refuse the session.
+cancels the reply. It can also drop the TCP connection mid-reply, send an `error`, refuse the session, or fall
+behind real time on chosen connections.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ class Behaviour:
     respond_after_s: float = 0.0  # answer the first utterance ending at or after this point of the user stream
     naming: str = "ga"  # "ga": response.output_audio.delta; "beta": response.audio.delta
     delta_ms: int = 100
-    burst_ms: int = 1000  # sent at once before pacing at 2x real time, so host jitter cannot starve playback
+    burst_ms: int = 1000  # sent at once before pacing at `pace`, so host jitter cannot starve playback
+    pace: float = 2.0  # after the burst, the reply streams this many times faster than real time
     late_delta: bool = False  # after a barge-in, one more delta of the cancelled reply (a race the client must ignore)
     drop_after_deltas: int | None = None  # abort the TCP connection after this many audio deltas
     error_after_s: float | None = None  # send an `error` once this much user audio has arrived
@@ -44,6 +46,8 @@ class Behaviour:
     # output buffer and cancelling the response. A session without `duplex=1` in its URL is refused.
     duplex: bool = False
     drop_connections: frozenset[int] = frozenset()  # 1-based connection numbers whose reply drops the connection
+    # 1-based connection numbers served by a server falling behind: the reply streams at half real time, no burst
+    slow_connections: frozenset[int] = frozenset()
 
 
 @dataclass
@@ -80,6 +84,8 @@ class FakeRealtimeServer(StandInServer):
         behaviour = self.behaviour
         if len(self.connections) in behaviour.drop_connections:
             behaviour = replace(behaviour, drop_after_deltas=behaviour.drop_after_deltas or 3)
+        if len(self.connections) in behaviour.slow_connections:
+            behaviour = replace(behaviour, burst_ms=0, pace=0.5)
         model = _Model(behaviour, conn, ws)
         try:
             async for raw in ws:
@@ -199,7 +205,7 @@ class _Model:
                 self.ws.transport.abort()
                 return
             if (k + 1) * self.b.delta_ms >= self.b.burst_ms:
-                await asyncio.sleep(self.b.delta_ms / 2000)
+                await asyncio.sleep(self.b.delta_ms / 1000 / self.b.pace)
         rest = " ".join(words[len(range(0, self.b.reply.size, step)):])
         if rest:  # the transcript's tail after the last audio: due once the audio is done and played
             await _send(self.ws, {"type": text_kind, "response_id": rid, "item_id": iid, "delta": rest})
