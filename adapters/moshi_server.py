@@ -11,10 +11,10 @@ would. Each step Opus-encodes the user frame (1920 samples, Mimi's 80 ms frame) 
 each 80 ms it hears with one frame of model audio (silence included), which is queued here and played out one frame
 per step after a jitter buffer of `buffer_frames` frames fills once at the start of the session. So the model
 channel lags the user channel by the server's compute and network time plus the buffer, as a caller would hear it.
-A server that falls behind real time empties the buffer: the step plays zeros and counts an underrun, and the
-session's counts (underruns, frames played, the most audio ever queued) are kept in `session_stats` and logged at
-close: that is the live feasibility of the server, measured from the client. Text pieces are released with the
-audio that arrived with them.
+A server that falls behind real time empties the buffer: the step plays zeros and counts an underrun. The session's
+live feasibility, measured from the client (metrics/feasibility.py `SessionPace`: underruns of frames played, when
+the audio arrived, the most ever queued), goes into each episode's rec.json (`session_feasibility`, docs/scale.md),
+is kept in `session_stats` and logged at close. Text pieces are released with the audio that arrived with them.
 
 Anything that breaks a session (a dropped connection, an error message, a missing handshake) makes the next step
 raise `RealtimeSessionError`, so the episode is recorded as failed with that reason.
@@ -23,18 +23,15 @@ raise `RealtimeSessionError`, so the episode is recorded as failed with that rea
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import threading
-from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import numpy as np
 
 from adapters.loop_thread import LoopThread
-from adapters.openai_realtime import RealtimeSessionError
 from adapters.protocol import Frame
+from adapters.ws_session import RealtimeSessionError, ServedAgent, WebsocketSession
 from dataset_builder.errors import UsageError
 from metrics.feasibility import SessionPace
 
@@ -69,25 +66,20 @@ def chat_url(url: str, server: str, text_prompt: str | None, voice_prompt: str, 
     return urlunsplit(parts._replace(query=urlencode(query)))
 
 
-@dataclass
-class _Session:
-    loop: asyncio.AbstractEventLoop
-    ws: Any = None
-    tasks: list[asyncio.Task[None]] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    failure: str | None = None
-    closing: bool = False
-    pcm: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
-    received: int = 0  # samples of model audio received
-    played: int = 0
-    texts: list[tuple[int, str]] = field(default_factory=list)  # (samples received when it arrived, piece)
-    started: bool = False  # the jitter buffer filled once
-    # Live feasibility as the client saw it (docs/scale.md): when the audio arrived, and the steps since the buffer
-    # first filled that found none queued (the server behind real time).
-    pace: SessionPace = field(default_factory=lambda: SessionPace(SAMPLE_RATE, FRAME))
-    outbox: asyncio.Queue[bytes | None] = field(default_factory=asyncio.Queue)
-    reader: Any = None
-    writer: Any = None
+class _Session(WebsocketSession):
+    name, server, kind = "moshi-server", "moshi server", "message"
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        # Live feasibility as the client saw it (docs/scale.md): when the audio arrived, and the steps since the
+        # buffer first filled that found none queued (the server behind real time).
+        super().__init__(loop, SessionPace(SAMPLE_RATE, FRAME))
+        self.pcm = np.zeros(0, np.float32)
+        self.received = 0  # samples of model audio received
+        self.played = 0
+        self.texts: list[tuple[int, str]] = []  # (samples received when it arrived, piece)
+        self.started = False  # the jitter buffer filled once
+        self.reader: Any = None
+        self.writer: Any = None
 
     async def open(self, url: str, timeout_s: float) -> None:
         from websockets.asyncio.client import connect
@@ -103,44 +95,11 @@ class _Session:
                     break
                 if isinstance(message, bytes) and message[:1] == bytes([KIND_ERROR]):
                     raise RealtimeSessionError(f"the server refused the session: {_utf8(message[1:])}")
-        self.tasks = [asyncio.create_task(self._read()), asyncio.create_task(self._write())]
+        self._start()
 
-    async def aclose(self) -> None:
-        self.closing = True
-        self.outbox.put_nowait(None)
-        if len(self.tasks) == 2:
-            await asyncio.wait([self.tasks[1]], timeout=2.0)
-        if self.ws is not None:
-            await self.ws.close()
-        for task in self.tasks:
-            task.cancel()
-        await asyncio.gather(*self.tasks, return_exceptions=True)
-
-    async def _read(self) -> None:
-        from websockets.exceptions import ConnectionClosed
-
-        try:
-            async for message in self.ws:
-                if isinstance(message, bytes) and message:
-                    self._on_message(message)
-        except ConnectionClosed:
-            pass
-        except Exception as err:  # a bad Opus page or a bug here fails the episode, never plays silence
-            self._fail(f"handling a server message raised {type(err).__name__}: {err}")
-            return
-        if not self.closing:
-            code = self.ws.close_code
-            how = "dropped (no close frame)" if code in (None, 1006) else f"closed with code {code}"
-            self._fail(f"the connection to the moshi server was {how} mid-episode")
-
-    async def _write(self) -> None:
-        from websockets.exceptions import ConnectionClosed
-
-        while (message := await self.outbox.get()) is not None:
-            try:
-                await self.ws.send(message)
-            except ConnectionClosed:
-                return  # the reader records why
+    def _on_raw(self, raw: str | bytes) -> None:
+        if isinstance(raw, bytes) and raw:
+            self._on_message(raw)
 
     def _on_message(self, message: bytes) -> None:
         kind, payload = message[0], message[1:]
@@ -156,17 +115,11 @@ class _Session:
         elif kind == KIND_ERROR:
             self._fail(f"the moshi server sent an error: {_utf8(payload)}")
 
-    def _fail(self, reason: str) -> None:
-        with self.lock:
-            if self.failure is None and not self.closing:
-                self.failure = reason
-                log.warning("moshi-server: %s", reason)
-
     # -- called from the stepping thread ----------------------------------------------------------------------
     def send_audio(self, frame: np.ndarray) -> None:
         data = self.writer.append_pcm(np.asarray(frame, np.float32))
         if data:
-            self.loop.call_soon_threadsafe(self.outbox.put_nowait, bytes([KIND_AUDIO]) + bytes(data))
+            self.send_raw(bytes([KIND_AUDIO]) + bytes(data))
 
     def take(self, n: int, buffer: int) -> tuple[np.ndarray, str | None]:
         out = np.zeros(n, np.float32)
@@ -186,16 +139,12 @@ class _Session:
             self.texts = [(at, t) for at, t in self.texts if not (self.started and at - n < self.played)]
         return out, "".join(due) or None
 
-    def feasibility(self) -> dict[str, Any]:
-        with self.lock:
-            return self.pace.record()
-
 
 def _utf8(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-class MoshiServerAgent:
+class MoshiServerAgent(ServedAgent[_Session]):
     """A model behind `moshi.server` / PersonaPlex's server; one websocket session per case."""
 
     name = "moshi-server"
@@ -231,37 +180,16 @@ class MoshiServerAgent:
         self._close_session()
         url = chat_url(self.url, self.server, system_prompt, self.voice_prompt, seed if self.send_seed else None)
         session = _Session(self._io.loop)
-        try:
-            self._io.run(session.open(url, self.connect_timeout_s), self.connect_timeout_s * 2 + 5)
-        except BaseException:
-            with contextlib.suppress(Exception):
-                self._io.run(session.aclose(), 10)
-            raise
-        self._session = session
+        self._session = self._open(session, session.open(url, self.connect_timeout_s), self.connect_timeout_s * 2 + 5)
 
     def step(self, user_frame: np.ndarray, forced_model_frame: np.ndarray | None = None) -> Frame:
-        session = self._session
-        if session is None:
-            raise RealtimeSessionError("step before reset: no session is open")
-        if session.failure is not None:
-            raise RealtimeSessionError(session.failure)
+        session = self._current()
         session.send_audio(user_frame)
         audio, text = session.take(self.frame_size, self.buffer_frames * self.frame_size)
         return Frame(audio, text)
 
-    def session_feasibility(self, slot: int = 0) -> dict[str, Any] | None:
-        """The open session's live feasibility as the client saw it (adapters.protocol.ServedSession)."""
-        return None if self._session is None else self._session.feasibility()
-
-    def _close_session(self) -> None:
-        session, self._session = self._session, None
-        if session is not None:
-            self._io.run(session.aclose(), 10)
-            self.session_stats = stats = session.feasibility()
-            if stats["underruns"]:
-                log.warning("moshi-server: the server fell behind real time in %d of %d frames",
-                            stats["underruns"], stats["frames"])
-
-    def close(self) -> None:
-        self._close_session()
-        self._io.stop()
+    def _closed(self, session: _Session) -> None:
+        self.session_stats = stats = session.feasibility()
+        if stats["underruns"]:
+            log.warning("moshi-server: the server fell behind real time in %d of %d frames", stats["underruns"],
+                        stats["frames"])
