@@ -11,10 +11,10 @@ would. Each step Opus-encodes the user frame (1920 samples, Mimi's 80 ms frame) 
 each 80 ms it hears with one frame of model audio (silence included), which is queued here and played out one frame
 per step after a jitter buffer of `buffer_frames` frames fills once at the start of the session. So the model
 channel lags the user channel by the server's compute and network time plus the buffer, as a caller would hear it.
-A server that falls behind real time empties the buffer: the step plays zeros and counts an underrun, and the
-session's counts (underruns, frames played, the most audio ever queued) are kept in `session_stats` and logged at
-close: that is the live feasibility of the server, measured from the client. Text pieces are released with the
-audio that arrived with them.
+A server that falls behind real time empties the buffer: the step plays zeros and counts an underrun. The session's
+live feasibility, measured from the client (metrics/feasibility.py `SessionPace`: underruns of frames played, when
+the audio arrived, the most ever queued), goes into each episode's rec.json (`session_feasibility`, docs/scale.md),
+is kept in `session_stats` and logged at close. Text pieces are released with the audio that arrived with them.
 
 Anything that breaks a session (a dropped connection, an error message, a missing handshake) makes the next step
 raise `RealtimeSessionError`, so the episode is recorded as failed with that reason.
@@ -23,18 +23,17 @@ raise `RealtimeSessionError`, so the episode is recorded as failed with that rea
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import threading
-from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import numpy as np
 
-from adapters.openai_realtime import RealtimeSessionError
+from adapters.loop_thread import LoopThread
 from adapters.protocol import Frame
+from adapters.ws_session import RealtimeSessionError, ServedAgent, WebsocketSession
 from dataset_builder.errors import UsageError
+from metrics.feasibility import SessionPace
 
 log = logging.getLogger(__name__)
 
@@ -67,35 +66,20 @@ def chat_url(url: str, server: str, text_prompt: str | None, voice_prompt: str, 
     return urlunsplit(parts._replace(query=urlencode(query)))
 
 
-@dataclass
-class SessionStats:
-    """A session's live feasibility as the client saw it."""
+class _Session(WebsocketSession):
+    name, server, kind = "moshi-server", "moshi server", "message"
 
-    frames: int = 0  # steps played since the buffer first filled
-    underruns: int = 0  # of those, steps with no model audio queued: the server was behind real time
-    max_queued: int = 0  # the most model audio ever waiting, in samples
-
-    def to_dict(self) -> dict[str, int]:
-        return {"frames": self.frames, "underruns": self.underruns, "max_queued": self.max_queued}
-
-
-@dataclass
-class _Session:
-    loop: asyncio.AbstractEventLoop
-    ws: Any = None
-    tasks: list[asyncio.Task[None]] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    failure: str | None = None
-    closing: bool = False
-    pcm: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
-    received: int = 0  # samples of model audio received
-    played: int = 0
-    texts: list[tuple[int, str]] = field(default_factory=list)  # (samples received when it arrived, piece)
-    started: bool = False  # the jitter buffer filled once
-    stats: SessionStats = field(default_factory=SessionStats)
-    outbox: asyncio.Queue[bytes | None] = field(default_factory=asyncio.Queue)
-    reader: Any = None
-    writer: Any = None
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        # Live feasibility as the client saw it (docs/scale.md): when the audio arrived, and the steps since the
+        # buffer first filled that found none queued (the server behind real time).
+        super().__init__(loop, SessionPace(SAMPLE_RATE, FRAME))
+        self.pcm = np.zeros(0, np.float32)
+        self.received = 0  # samples of model audio received
+        self.played = 0
+        self.texts: list[tuple[int, str]] = []  # (samples received when it arrived, piece)
+        self.started = False  # the jitter buffer filled once
+        self.reader: Any = None
+        self.writer: Any = None
 
     async def open(self, url: str, timeout_s: float) -> None:
         from websockets.asyncio.client import connect
@@ -111,44 +95,11 @@ class _Session:
                     break
                 if isinstance(message, bytes) and message[:1] == bytes([KIND_ERROR]):
                     raise RealtimeSessionError(f"the server refused the session: {_utf8(message[1:])}")
-        self.tasks = [asyncio.create_task(self._read()), asyncio.create_task(self._write())]
+        self._start()
 
-    async def aclose(self) -> None:
-        self.closing = True
-        self.outbox.put_nowait(None)
-        if len(self.tasks) == 2:
-            await asyncio.wait([self.tasks[1]], timeout=2.0)
-        if self.ws is not None:
-            await self.ws.close()
-        for task in self.tasks:
-            task.cancel()
-        await asyncio.gather(*self.tasks, return_exceptions=True)
-
-    async def _read(self) -> None:
-        from websockets.exceptions import ConnectionClosed
-
-        try:
-            async for message in self.ws:
-                if isinstance(message, bytes) and message:
-                    self._on_message(message)
-        except ConnectionClosed:
-            pass
-        except Exception as err:  # a bad Opus page or a bug here fails the episode, never plays silence
-            self._fail(f"handling a server message raised {type(err).__name__}: {err}")
-            return
-        if not self.closing:
-            code = self.ws.close_code
-            how = "dropped (no close frame)" if code in (None, 1006) else f"closed with code {code}"
-            self._fail(f"the connection to the moshi server was {how} mid-episode")
-
-    async def _write(self) -> None:
-        from websockets.exceptions import ConnectionClosed
-
-        while (message := await self.outbox.get()) is not None:
-            try:
-                await self.ws.send(message)
-            except ConnectionClosed:
-                return  # the reader records why
+    def _on_raw(self, raw: str | bytes) -> None:
+        if isinstance(raw, bytes) and raw:
+            self._on_message(raw)
 
     def _on_message(self, message: bytes) -> None:
         kind, payload = message[0], message[1:]
@@ -157,24 +108,18 @@ class _Session:
             with self.lock:
                 self.pcm = np.concatenate([self.pcm, pcm])
                 self.received += pcm.size
-                self.stats.max_queued = max(self.stats.max_queued, self.pcm.size)
+                self.pace.arrived("", pcm.size, self.pcm.size)
         elif kind == KIND_TEXT:
             with self.lock:
                 self.texts.append((self.received, _utf8(payload)))
         elif kind == KIND_ERROR:
             self._fail(f"the moshi server sent an error: {_utf8(payload)}")
 
-    def _fail(self, reason: str) -> None:
-        with self.lock:
-            if self.failure is None and not self.closing:
-                self.failure = reason
-                log.warning("moshi-server: %s", reason)
-
     # -- called from the stepping thread ----------------------------------------------------------------------
     def send_audio(self, frame: np.ndarray) -> None:
         data = self.writer.append_pcm(np.asarray(frame, np.float32))
         if data:
-            self.loop.call_soon_threadsafe(self.outbox.put_nowait, bytes([KIND_AUDIO]) + bytes(data))
+            self.send_raw(bytes([KIND_AUDIO]) + bytes(data))
 
     def take(self, n: int, buffer: int) -> tuple[np.ndarray, str | None]:
         out = np.zeros(n, np.float32)
@@ -184,11 +129,10 @@ class _Session:
             if not self.started and self.pcm.size >= buffer:
                 self.started = True
             if self.started:
-                self.stats.frames += 1
                 k = min(n, self.pcm.size)
                 out[:k], self.pcm = self.pcm[:k], self.pcm[k:]
                 self.played += k
-                self.stats.underruns += int(k < n)
+                self.pace.step(starved=k < n)
             # A piece comes with the last frame of audio received before it (moshi sends a frame's audio, then its
             # text): it is due once that frame has started playing.
             due = [t for at, t in self.texts if self.started and at - n < self.played]
@@ -200,7 +144,7 @@ def _utf8(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-class MoshiServerAgent:
+class MoshiServerAgent(ServedAgent[_Session]):
     """A model behind `moshi.server` / PersonaPlex's server; one websocket session per case."""
 
     name = "moshi-server"
@@ -222,9 +166,8 @@ class MoshiServerAgent:
         self.capabilities: frozenset[str] = frozenset({"text_output"} | ({"system_prompt"} if server == "personaplex"
                                                                           else set()))
         self.version = f"1/{server}/{model or 'server-default'}"
-        self.session_stats: dict[str, int] | None = None  # the last closed session's live feasibility
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        self.session_stats: dict[str, Any] | None = None  # the last closed session's live feasibility
+        self._io = LoopThread("moshi-server", "moshi server", RealtimeSessionError)
         self._session: _Session | None = None
 
     def runtime(self) -> dict[str, Any]:
@@ -232,58 +175,21 @@ class MoshiServerAgent:
         return {"server": self.server, "buffer_frames": self.buffer_frames,
                 "voice_prompt": self.voice_prompt if self.server == "personaplex" else None}
 
-    def _loop_running(self) -> asyncio.AbstractEventLoop:
-        if self._loop is None:
-            self._loop = asyncio.new_event_loop()
-            self._thread = threading.Thread(target=self._loop.run_forever, name="moshi-server", daemon=True)
-            self._thread.start()
-        return self._loop
-
-    def _run(self, coro: Any, timeout_s: float) -> Any:
-        future = asyncio.run_coroutine_threadsafe(coro, self._loop_running())
-        try:
-            return future.result(timeout_s)
-        except TimeoutError:
-            future.cancel()
-            raise RealtimeSessionError(f"no answer from the moshi server within {timeout_s:.0f}s") from None
-
     def reset(self, system_prompt: str | None, seed: int) -> None:
         """A fresh server session per case (the server resets its streaming state for each connection)."""
         self._close_session()
         url = chat_url(self.url, self.server, system_prompt, self.voice_prompt, seed if self.send_seed else None)
-        session = _Session(self._loop_running())
-        try:
-            self._run(session.open(url, self.connect_timeout_s), self.connect_timeout_s * 2 + 5)
-        except BaseException:
-            with contextlib.suppress(Exception):
-                self._run(session.aclose(), 10)
-            raise
-        self._session = session
+        session = _Session(self._io.loop)
+        self._session = self._open(session, session.open(url, self.connect_timeout_s), self.connect_timeout_s * 2 + 5)
 
     def step(self, user_frame: np.ndarray, forced_model_frame: np.ndarray | None = None) -> Frame:
-        session = self._session
-        if session is None:
-            raise RealtimeSessionError("step before reset: no session is open")
-        if session.failure is not None:
-            raise RealtimeSessionError(session.failure)
+        session = self._current()
         session.send_audio(user_frame)
         audio, text = session.take(self.frame_size, self.buffer_frames * self.frame_size)
         return Frame(audio, text)
 
-    def _close_session(self) -> None:
-        session, self._session = self._session, None
-        if session is not None:
-            self._run(session.aclose(), 10)
-            self.session_stats = session.stats.to_dict()
-            if session.stats.underruns:
-                log.warning("moshi-server: the server fell behind real time in %d of %d frames",
-                            session.stats.underruns, session.stats.frames)
-
-    def close(self) -> None:
-        self._close_session()
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            if self._thread is not None:
-                self._thread.join(5)
-            self._loop.close()
-            self._loop = self._thread = None
+    def _closed(self, session: _Session) -> None:
+        self.session_stats = stats = session.feasibility()
+        if stats["underruns"]:
+            log.warning("moshi-server: the server fell behind real time in %d of %d frames", stats["underruns"],
+                        stats["frames"])

@@ -3,8 +3,9 @@
 One websocket session per case. `reset` connects, sends `session.update` (instructions, 24 kHz PCM16 in and
 out, turn detection) and waits for `session.updated`; `step` appends the user frame to the server's input buffer
 (`input_audio_buffer.append`) and returns whatever model audio has arrived, exactly `frame_size` samples
-(zero-padded). A background thread runs the websocket loop; the service streams audio faster than real time, so
-it queues here and leaves one frame per step, which is what a caller's loudspeaker would play.
+(zero-padded). A background thread runs the websocket loop (adapters/loop_thread.py); the service streams audio
+faster than real time, so it queues here and leaves one frame per step, which is what a caller's loudspeaker
+would play.
 
 Both naming generations of the server events are accepted (beta `response.audio.delta`, GA
 `response.output_audio.delta`, and their transcripts). When the server reports the user started speaking
@@ -23,11 +24,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import json
 import logging
 import os
-import threading
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -35,11 +34,13 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import numpy as np
 from websockets.asyncio.client import connect
-from websockets.exceptions import ConnectionClosed
 
+from adapters.loop_thread import LoopThread
 from adapters.protocol import Frame
+from adapters.ws_session import RealtimeSessionError, ServedAgent, WebsocketSession
 from dataset_builder.audio import to_pcm16
 from dataset_builder.errors import UsageError
+from metrics.feasibility import SessionPace
 
 log = logging.getLogger(__name__)
 
@@ -51,10 +52,6 @@ TRANSCRIPT_DELTAS = frozenset({"response.output_audio_transcript.delta", "respon
 TURN_DETECTION = ("server_vad", "semantic_vad", "none")
 APIS = ("ga", "beta")
 REDACTED = "[redacted]"
-
-
-class RealtimeSessionError(RuntimeError):
-    """The session broke (server error, dropped connection, bad event): the episode fails with this reason."""
 
 
 def pcm16_to_float(data: bytes) -> np.ndarray:
@@ -156,23 +153,20 @@ class _Chunk:
     audio: np.ndarray
 
 
-class _Session:
+class _Session(WebsocketSession):
     """One connection (one case): what it has received, guarded by a lock; its tasks run on the agent's loop."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, model_owned: bool = False) -> None:
-        self.loop = loop
+    name, server, kind = "openai-realtime", "realtime server", "event"
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, frame_size: int, model_owned: bool = False) -> None:
+        # Live feasibility from the client's side (docs/scale.md): when each response's audio arrived, and the steps
+        # at which a response was mid-stream and nothing of it was here to play (the server behind real time).
+        super().__init__(loop, SessionPace(SAMPLE_RATE, frame_size))
         # A full-duplex model owns turn-taking (vLLM-Omni's duplex dialect): it stops speaking by its own decision,
         # announced as a cleared output buffer or a cancelled response, not by the server's VAD.
         self.model_owned = model_owned
         self.decisions: dict[str, int] = {}  # the model's listen/speak decisions (`response.speak`), counted
         self.streaming: set[str] = set()  # responses whose audio has started and is not done or cancelled
-        self.stats = {"frames": 0, "underruns": 0}  # steps, and steps starved mid-response (server behind)
-        self.lock = threading.Lock()
-        self.ws: Any = None
-        self.outbox: asyncio.Queue[str | None] = asyncio.Queue()
-        self.tasks: list[asyncio.Task[None]] = []
-        self.closing = False
-        self.failure: str | None = None
         self.chunks: deque[_Chunk] = deque()
         self.received: dict[str, int] = {}  # item id -> samples of its audio received so far
         self.played: dict[str, int] = {}  # item id -> samples of it handed out so far
@@ -199,43 +193,10 @@ class _Session:
                     break
                 if event.get("type") == "error":
                     raise RealtimeSessionError(f"the server refused the session: {_describe_error(event)}")
-        self.tasks = [asyncio.create_task(self._read()), asyncio.create_task(self._write())]
+        self._start()
 
-    async def aclose(self) -> None:
-        self.closing = True
-        self.outbox.put_nowait(None)
-        if len(self.tasks) == 2:  # flush what the steps queued, so the server heard the whole user stream
-            await asyncio.wait([self.tasks[1]], timeout=2.0)
-        if self.ws is not None:
-            await self.ws.close()
-        for task in self.tasks:
-            task.cancel()
-        await asyncio.gather(*self.tasks, return_exceptions=True)
-
-    async def _read(self) -> None:
-        try:
-            async for raw in self.ws:
-                self._on_event(self._parse(raw))
-        except ConnectionClosed:
-            pass
-        except RealtimeSessionError as err:
-            self._fail(str(err))
-            return
-        except Exception as err:  # a bug here must fail the episode, not leave it playing silence
-            self._fail(f"handling a server event raised {type(err).__name__}: {err}")
-            return
-        if not self.closing:
-            code, reason = self.ws.close_code, self.ws.close_reason
-            how = "dropped (no close frame)" if code in (None, 1006) else f"closed with code {code}"
-            self._fail(f"the connection to the realtime server was {how}{f': {reason}' if reason else ''} "
-                       "mid-episode")
-
-    async def _write(self) -> None:
-        while (message := await self.outbox.get()) is not None:
-            try:
-                await self.ws.send(message)
-            except ConnectionClosed:
-                return  # the reader records why
+    def _on_raw(self, raw: str | bytes) -> None:
+        self._on_event(self._parse(raw))
 
     def _parse(self, raw: str | bytes) -> dict[str, Any]:
         try:
@@ -289,6 +250,7 @@ class _Session:
             if (response_id and response_id in self.cancelled) or (item_id and item_id in self.cancelled):
                 return
             self.chunks.append(_Chunk(response_id, item_id, audio))
+            self.pace.arrived(response_id, audio.size, sum(c.audio.size for c in self.chunks))
             self.streaming.add(response_id)
             self.received[item_id] = self.received.get(item_id, 0) + audio.size
             self.item_response[item_id] = response_id
@@ -336,15 +298,9 @@ class _Session:
             self.chunks.clear()
             self.streaming -= self.cancelled
 
-    def _fail(self, reason: str) -> None:
-        with self.lock:
-            if self.failure is None and not self.closing:
-                self.failure = reason
-                log.warning("openai-realtime: %s", reason)
-
     # -- called from the stepping thread ----------------------------------------------------------------------
     def send(self, event: dict[str, Any]) -> None:
-        self.loop.call_soon_threadsafe(self.outbox.put_nowait, json.dumps(event))
+        self.send_raw(json.dumps(event))
 
     def take(self, n: int) -> tuple[np.ndarray, str | None]:
         """The next n samples of model audio (zero-padded) and the text that became due with them."""
@@ -363,9 +319,8 @@ class _Session:
                     self.chunks.popleft()
                 else:
                     chunk.audio = chunk.audio[m:]
-            # Live feasibility from the client's side: a response is mid-stream and nothing of it is here to play.
-            self.stats["frames"] += 1
-            self.stats["underruns"] += int(k < n and bool(self.streaming))
+            if k or self.streaming:  # the model's audio was due: starved when a response is mid-stream, short
+                self.pace.step(starved=k < n and bool(self.streaming))
             self._release_text()
             text = "".join(self.text_ready) or None
             self.text_ready = []
@@ -380,7 +335,7 @@ def _describe_error(event: dict[str, Any]) -> str:
     return f"{err.get('message') or 'no message'}" + (f" ({kind})" if kind else "")
 
 
-class OpenAIRealtimeAgent:
+class OpenAIRealtimeAgent(ServedAgent[_Session]):
     """A Realtime-protocol websocket model; `realtime=True`, so the orchestrator paces it in wall-clock time.
 
     frame_size 480 (20 ms at 24 kHz): the packet size of live voice clients, so user audio reaches the server's
@@ -409,28 +364,12 @@ class OpenAIRealtimeAgent:
         self.connect_timeout_s = connect_timeout_s
         # The served model changes what a run measures: it is part of the version every rec.json records.
         self.version = f"1/{model or 'server-default'}"
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        self._io = LoopThread("openai-realtime", "realtime server", RealtimeSessionError)
         self._session: _Session | None = None
 
     def __repr__(self) -> str:
         return (f"OpenAIRealtimeAgent(model={self.model!r}, api={self.config.api!r}, frame_size={self.frame_size}, "
                 f"turn_detection={self.config.turn_detection!r}, api_key_env={self.api_key_env!r})")
-
-    def _loop_running(self) -> asyncio.AbstractEventLoop:
-        if self._loop is None:
-            self._loop = asyncio.new_event_loop()
-            self._thread = threading.Thread(target=self._loop.run_forever, name="openai-realtime", daemon=True)
-            self._thread.start()
-        return self._loop
-
-    def _run(self, coro: Any, timeout_s: float) -> Any:
-        future = asyncio.run_coroutine_threadsafe(coro, self._loop_running())
-        try:
-            return future.result(timeout_s)
-        except TimeoutError:
-            future.cancel()
-            raise RealtimeSessionError(f"no answer from the realtime server within {timeout_s:.0f}s") from None
 
     def _headers(self) -> tuple[dict[str, str], str]:
         headers: dict[str, str] = {}
@@ -455,36 +394,12 @@ class OpenAIRealtimeAgent:
 
     def _open_session(self, system_prompt: str | None, model_owned: bool = False) -> _Session:
         headers, secret = self._headers()
-        session = _Session(self._loop_running(), model_owned)
-        try:
-            self._run(session.open(self.url, headers, secret, self._session_update(system_prompt),
-                                   self.connect_timeout_s), self.connect_timeout_s * 2 + 5)
-        except BaseException:
-            with contextlib.suppress(Exception):  # the reason the session did not open is the one to report
-                self._run(session.aclose(), 10)
-            raise
-        return session
+        session = _Session(self._io.loop, self.frame_size, model_owned)
+        return self._open(session, session.open(self.url, headers, secret, self._session_update(system_prompt),
+                                                self.connect_timeout_s), self.connect_timeout_s * 2 + 5)
 
     def step(self, user_frame: np.ndarray, forced_model_frame: np.ndarray | None = None) -> Frame:
-        session = self._session
-        if session is None:
-            raise RealtimeSessionError("step before reset: no session is open")
-        if session.failure is not None:
-            raise RealtimeSessionError(session.failure)
+        session = self._current()
         session.send({"type": "input_audio_buffer.append", "audio": float_to_b64_pcm16(user_frame)})
         audio, text = session.take(self.frame_size)
         return Frame(audio, text)
-
-    def _close_session(self) -> None:
-        session, self._session = self._session, None
-        if session is not None:
-            self._run(session.aclose(), 10)
-
-    def close(self) -> None:
-        self._close_session()
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            if self._thread is not None:
-                self._thread.join(5)
-            self._loop.close()
-            self._loop = self._thread = None

@@ -91,3 +91,14 @@ class GoldAware(Protocol):
     def bind_case(self, case: Any) -> None: ...
 
     def cue(self, event: TimelineCue) -> None: ...
+
+
+class ServedSession(Protocol):
+    """Optional hook of an agent whose model runs on a server (moshi-server, openai-realtime, vllm-omni-duplex).
+
+    The client's step times say nothing about a served model, so the runner asks for the live feasibility of the
+    slot's session as the client saw it (metrics.feasibility.SessionPace.record) when the slot's episode ends, and
+    stores it in that episode's rec.json (`compute.session`, docs/scale.md). None when the slot has no session.
+    """
+
+    def session_feasibility(self, slot: int = 0) -> dict[str, Any] | None: ...

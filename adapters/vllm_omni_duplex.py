@@ -17,8 +17,10 @@ the event names above are those its pull requests and issues describe; the playb
 `sessions=N` opens N concurrent sessions, one per batch slot (`batch_size = N`), so the lockstep runner keeps N
 episodes in flight against one engine, all paced together in wall-clock time; each slot's session is independent
 (its own connection), and a session that breaks fails its own episode only. Live feasibility is measured per
-session from the client: how many steps found a response mid-stream with nothing of it arrived yet
-(`session_stats`, logged when a session closes); the run's step times measure the client alone.
+session from the client (`session_feasibility(slot)`): how many steps found a response mid-stream with nothing of
+it arrived yet, and the server's real-time factor; each episode's rec.json records its own session's
+(docs/scale.md), so one slow session shows in its own episodes only. `session_stats` keeps each slot's last closed
+session with its listen/speak decisions, logged when it closes; the run's step times measure the client alone.
 """
 
 from __future__ import annotations
@@ -117,11 +119,16 @@ class VllmOmniDuplexAgent(OpenAIRealtimeAgent):
         session, self._slots[slot] = self._slots[slot], None
         if session is None:
             return
-        self._run(session.aclose(), 10)
-        self.session_stats[slot] = stats = {**session.stats, "decisions": dict(session.decisions)}
+        self._io.run(session.aclose(), 10)
+        self.session_stats[slot] = stats = {**session.feasibility(), "decisions": dict(session.decisions)}
         if stats["underruns"]:
             log.warning("vllm-omni-duplex: session %d: the server fell behind real time in %d of %d frames",
                         slot, stats["underruns"], stats["frames"])
+
+    def session_feasibility(self, slot: int = 0) -> dict[str, Any] | None:
+        """Slot `slot`'s open session, as its client saw it: each episode records its own (docs/scale.md)."""
+        session = self._slots[slot]
+        return None if session is None else session.feasibility()
 
     def _close_session(self) -> None:
         for slot in range(len(getattr(self, "_slots", []))):

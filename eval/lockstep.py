@@ -37,6 +37,7 @@ from eval.orchestrator import (
     adapter_info,
     record_failed_episode,
     record_skipped_episode,
+    served_session,
     skip_reason,
 )
 from eval.schedule import EpisodePlan
@@ -165,7 +166,9 @@ class LockstepRunner:
         self.forced[i] = 0.0 if forced is None else forced
 
     def _finish(self, i: int) -> Episode:
-        episode = self._run(i).finish()
+        run = self._run(i)
+        run.session = served_session(self.agent, i)  # a served slot's own session (docs/scale.md)
+        episode = run.finish()
         self.slots[i] = None
         self._stage(i, None)
         return episode

@@ -9,6 +9,7 @@ run as fast as they step; only `realtime=True` agents are paced in wall-clock ti
 from __future__ import annotations
 
 import importlib.metadata
+import logging
 import queue
 import threading
 import time
@@ -28,6 +29,8 @@ from dataset_builder.episode import Episode, TimelineEvent
 from eval.schedule import Ctx, EpisodePlan, StepScheduler
 from metrics.feasibility import step_time_record
 from metrics.vad import StreamingVAD
+
+log = logging.getLogger(__name__)
 
 
 def _harness_version() -> str:
@@ -213,6 +216,7 @@ class EpisodeRun:
         self.model_text: list[list[Any]] = []
         self.notes: list[list[Any]] = []
         self.step_s: list[float] = []
+        self.session: dict[str, Any] | None = None  # a served model's session, as its client saw it (served_session)
         self.failure: str | None = None
         self.pos = 0  # stream sample of the frame being stepped
         self.cues_due: list[TimelineCue] = []  # for a "gold_cues" agent, before this step: one frame late
@@ -272,6 +276,11 @@ class EpisodeRun:
         self.model_frames.append(model)
         self.vad.push(model)
 
+    def _compute(self) -> dict[str, Any] | None:
+        """rec.json `compute`: the step times, and a served model's session beside them (docs/scale.md)."""
+        rec = step_time_record(self.step_s, self.batch_size, self.n / self.sr)
+        return rec if rec is None or self.session is None else {**rec, "session": self.session}
+
     def finish(self) -> Episode:
         """Write `{case_id}.wav` and then `{case_id}.rec.json` (its presence marks the episode complete)."""
         sr = self.sr
@@ -290,10 +299,27 @@ class EpisodeRun:
                     "tts_backend": case.tts_backend},
             seed=self.seed, timeline=self.timeline, duration_s=round_ms(len(user_ch) / SESSION_SR), gold=plan.gold,
             model_text=self.model_text, notes=self.notes, wall_s=round_ms(time.perf_counter() - self.wall0),
-            compute=step_time_record(self.step_s, self.batch_size, self.n / sr),
+            compute=self._compute(),
         )
         episode.save(rec_path)
         return episode
+
+
+def served_session(agent: DuplexAgent, slot: int) -> dict[str, Any] | None:
+    """The live feasibility of a served agent's session in `slot` (adapters.protocol.ServedSession), or None.
+
+    Asked when the slot's episode ends, before the next case's reset replaces the session. A failure here must
+    not lose the episode: it is recorded without the session's numbers.
+    """
+    fn = getattr(agent, "session_feasibility", None)
+    if not callable(fn):
+        return None
+    try:
+        rec = fn(slot)
+    except Exception as err:  # the recording is worth more than this measurement
+        log.warning("%s: session_feasibility(%d) raised %s: %s", agent.name, slot, type(err).__name__, err)
+        return None
+    return rec if isinstance(rec, dict) else None
 
 
 def run_episode(agent: DuplexAgent, case: CaseLike, plan: EpisodePlan, out_dir: Path, *, seed: int = 0,
@@ -341,6 +367,7 @@ def run_episode(agent: DuplexAgent, case: CaseLike, plan: EpisodePlan, out_dir: 
         run.fail(str(err))
     finally:
         step.close()
+    run.session = served_session(agent, 0)
     return run.finish()
 
 

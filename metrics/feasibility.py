@@ -12,11 +12,21 @@ batch, and the verdict holds for B concurrent calls.
 
 Quantiles are nearest-rank (the smallest time at least a share q of the steps took no longer than): exact in an
 episode's record, within half a bin (about 3 %) at run level, where they are read from the merged histogram.
+
+A served model (moshi-server, openai-realtime, vllm-omni-duplex) computes on its server, paced in wall-clock time,
+so the client's step times say nothing about it. Its session is measured from the client instead (`SessionPace`,
+rec.json `compute.session`): when each piece of the model's audio arrived against the audio it carried (the
+server's real-time factor and how far behind real time its stream fell) and at how many of the steps the model's
+audio was due and none had arrived (underruns: what a caller hears as a gap). A session is live when at most 1 %
+of those steps starved, the share the step-time verdict allows; `run_feasibility` adds them up over the run
+(`sessions`). With N concurrent sessions (`vllm-omni-duplex sessions=N`) each episode records its own session, so
+one slow session shows in its own episodes and not in the others'.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -65,6 +75,80 @@ def step_time_record(step_s: Sequence[float], batch_size: int, frame_s: float) -
             "hist": [[k, hist[k]] for k in sorted(hist)]}
 
 
+class SessionPace:
+    """One served session's live feasibility as its client saw it (rec.json `compute.session`).
+
+    The adapter calls `arrived` for every piece of model audio it keeps (from its websocket thread) and `step` for
+    every step at which the model's audio was due (from the stepping thread), both under its session lock. A stream
+    is one continuous run of model audio (moshi's whole session; a Realtime response): within it, the wall time
+    from its first piece to each later one, against the audio that came before that piece, says whether the
+    server kept pace with playback from the first piece on.
+    """
+
+    def __init__(self, sample_rate: int, frame_size: int) -> None:
+        self.sample_rate, self.frame_size = sample_rate, frame_size
+        self.frames = 0  # steps at which model audio was due
+        self.underruns = 0  # of those, steps at which none had arrived: the server behind real time
+        self.chunks = 0  # pieces timed (each after the first of its stream)
+        self.audio = 0  # samples in those pieces
+        self.wall_s = 0.0  # wall time from each stream's first piece to its last
+        self.late_s = 0.0  # the most a stream's piece arrived after playback from its first piece needed it
+        self.max_queued = 0  # the most model audio ever waiting to be played, in samples
+        self._streams: dict[str, tuple[float, int, float]] = {}  # stream -> (first arrival, samples so far, last)
+
+    def arrived(self, stream: str, samples: int, queued: int, t: float | None = None) -> None:
+        """`samples` of model audio of `stream` arrived at `t` (perf_counter seconds; now when None), leaving
+        `queued` samples waiting to be played."""
+        t = time.perf_counter() if t is None else t
+        self.max_queued = max(self.max_queued, queued)
+        first = self._streams.get(stream)
+        if first is None:
+            self._streams[stream] = (t, samples, t)
+            return
+        t0, before, last = first
+        self.chunks += 1
+        self.audio += samples
+        self.wall_s += t - last
+        self.late_s = max(self.late_s, (t - t0) - before / self.sample_rate)
+        self._streams[stream] = (t0, before + samples, t)
+
+    def step(self, starved: bool) -> None:
+        """A step at which the model's audio was due; `starved` when none of it had arrived."""
+        self.frames += 1
+        self.underruns += int(starved)
+
+    def record(self) -> dict[str, Any]:
+        """The rec.json `compute.session` record: counts, the server's real-time factor (wall time per second of
+        audio it delivered: below 1 ahead of real time, above 1 behind; None when no piece was timed), the most
+        its stream fell behind, and the verdict."""
+        sr = self.sample_rate
+        audio_ms = self.audio * 1000 / sr
+        return {"frames": self.frames, "underruns": self.underruns, "frame_ms": _round4(self.frame_size * 1000 / sr),
+                "chunks": self.chunks, "audio_ms": _round4(audio_ms), "wall_ms": _round4(self.wall_s * 1000),
+                "rtf": round(self.wall_s * 1000 / audio_ms, 6) if audio_ms else None,
+                "late_max_ms": _round4(self.late_s * 1000), "max_queued_ms": _round4(self.max_queued * 1000 / sr),
+                "live": _starved_ok(self.underruns, self.frames)}
+
+
+def _starved_ok(underruns: int, frames: int) -> bool:
+    """At most 1 % of the due steps starved: the share the step-time verdict allows over the frame."""
+    return underruns <= (1 - LIVE_QUANTILE) * frames
+
+
+def merge_sessions(records: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
+    """Episodes' `compute.session` records added up over a run; None when there are none."""
+    recs = [r for r in records if r]
+    if not recs:
+        return None
+    frames, underruns = sum(r["frames"] for r in recs), sum(r["underruns"] for r in recs)
+    audio_ms, wall_ms = sum(r["audio_ms"] for r in recs), sum(r["wall_ms"] for r in recs)
+    rtfs = [r["rtf"] for r in recs if r.get("rtf") is not None]
+    behind = sum(not r["live"] for r in recs)
+    return {"episodes": len(recs), "frames": frames, "underruns": underruns, "behind": behind,
+            "rtf": round(wall_ms / audio_ms, 6) if audio_ms else None, "rtf_max": max(rtfs) if rtfs else None,
+            "late_max_ms": max(r["late_max_ms"] for r in recs), "live": behind == 0}
+
+
 def _hist_quantile(hist: dict[int, int], n: int, q: float) -> float:
     rank = max(1, math.ceil(q * n))
     seen = 0
@@ -103,6 +187,7 @@ def run_feasibility(episodes: Iterable[Episode]) -> dict[str, Any] | None:
     Ok episodes without a `compute` record (written by a version that did not time steps) are counted apart.
     """
     groups: dict[tuple[float, int], list[dict[str, Any]]] = {}
+    sessions: list[dict[str, Any]] = []
     untimed = 0
     for ep in episodes:
         rec = ep.compute
@@ -110,6 +195,8 @@ def run_feasibility(episodes: Iterable[Episode]) -> dict[str, Any] | None:
             untimed += ep.status == "ok"
             continue
         groups.setdefault((rec["frame_ms"], rec["batch_size"]), []).append(rec)
+        if rec.get("session"):
+            sessions.append(rec["session"])
     out = []
     for (frame_ms, batch), recs in sorted(groups.items()):
         merged = merge_records(recs)
@@ -120,24 +207,39 @@ def run_feasibility(episodes: Iterable[Episode]) -> dict[str, Any] | None:
                     "live": live})
     if not out:
         return None
-    return {"groups": out, "untimed_episodes": untimed, "live": all(g["live"] for g in out)}
+    served = merge_sessions(sessions)
+    if served is None:
+        return {"groups": out, "untimed_episodes": untimed, "live": all(g["live"] for g in out)}
+    # A served model: the verdict is its sessions' (the client's own steps are part of it too, for completeness).
+    return {"groups": out, "sessions": served, "untimed_episodes": untimed,
+            "live": served["live"] and all(g["live"] for g in out)}
 
 
 def feasibility_lines(feas: dict[str, Any] | None) -> list[str]:
-    """What `score` prints about live feasibility: one line per frame duration and batch size."""
+    """What `score` prints about live feasibility: one line per frame duration and batch size, and one for a served
+    model's sessions (then the step times are the client's own)."""
     if not feas:
         return []
     lines = []
+    served = feas.get("sessions")
     for g in feas["groups"]:
         calls = "one call" if g["batch_size"] == 1 else f"{g['batch_size']} calls at once (batched)"
-        head = (f"step time p50 {g['p50_ms']:.3g} ms, p99 {g['p99_ms']:.3g} ms, max {g['max_ms']:.3g} ms per "
+        head = (f"{'client ' if served else ''}step time p50 {g['p50_ms']:.3g} ms, p99 {g['p99_ms']:.3g} ms, "
+                f"max {g['max_ms']:.3g} ms per "
                 f"{g['frame_ms']:g} ms frame (real-time factor p50 {g['rtf_p50']:.3g}, p99 {g['rtf_p99']:.3g}; "
                 f"{g['steps']} steps of {g['episodes']} episodes, {calls})")
-        if g["live"]:
-            lines.append(f"{head}: could have held a live call on this hardware")
-        else:
-            lines.append(f"{head}: p99 over the frame duration ({g['over_frame']}/{g['steps']} steps late): could "
-                         "NOT have held a live call on this hardware")
+        lines.append(f"{head}: could have held a live call on this hardware" if g["live"] else
+                     f"{head}: p99 over the frame duration ({g['over_frame']}/{g['steps']} steps late): could NOT "
+                     "have held a live call on this hardware")
+    if served:
+        rtf = "no audio timed" if served["rtf"] is None else (
+            f"real-time factor {served['rtf']:.3g}, worst episode {served['rtf_max']:.3g}")
+        lines.append(f"served sessions: the server's audio arrived at {rtf} (wall time per second of audio), at most "
+                     f"{served['late_max_ms']:.4g} ms behind real time; playback starved in {served['underruns']}/"
+                     f"{served['frames']} due frames: " + ("the server kept up with every session" if served["live"]
+                                                           else f"{served['behind']} of {served['episodes']} episodes' "
+                                                           "sessions fell behind real time: the server could NOT "
+                                                           "have held every call live"))
     if feas.get("untimed_episodes"):
         lines.append(f"{feas['untimed_episodes']} episode(s) without step times (recorded by a version that did not "
                      "time steps)")

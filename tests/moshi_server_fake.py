@@ -12,15 +12,14 @@ reply frames, or send an error.
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import threading
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 import numpy as np
 import sphn
+
+from tests.ws_standin import StandInServer
 
 SR, FRAME = 24_000, 1920
 
@@ -47,39 +46,14 @@ class MoshiConnection:
     close_code: int | None = None
 
 
-class FakeMoshiServer:
+class FakeMoshiServer(StandInServer):
+    path = "/api/chat"
+    logger_name = "tests.fake_moshi"
+
     def __init__(self, behaviour: MoshiBehaviour) -> None:
+        super().__init__()
         self.behaviour = behaviour
         self.connections: list[MoshiConnection] = []
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="fake-moshi", daemon=True)
-        self.server: Any = None
-        self.port = 0
-
-    @property
-    def url(self) -> str:
-        return f"ws://127.0.0.1:{self.port}/api/chat"
-
-    def __enter__(self) -> FakeMoshiServer:
-        from websockets.asyncio.server import serve
-
-        async def start() -> None:
-            self.server = await serve(self._handle, "127.0.0.1", 0, logger=logging.getLogger("tests.fake_moshi"))
-            self.port = self.server.sockets[0].getsockname()[1]
-
-        self.thread.start()
-        asyncio.run_coroutine_threadsafe(start(), self.loop).result(10)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        async def stop() -> None:
-            self.server.close()
-            await self.server.wait_closed()
-
-        asyncio.run_coroutine_threadsafe(stop(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5)
-        self.loop.close()
 
     async def _handle(self, ws: Any) -> None:
         parts = urlsplit(ws.request.path)

@@ -5,7 +5,8 @@ utterances its VAD found, the truncations it was asked for, how each connection 
 model with server turn detection: an energy VAD over 20 ms windows with the session's `silence_duration_ms`,
 `speech_started` / `speech_stopped` events, and after the chosen utterance a known reply clip streamed in audio
 deltas with its transcript (a first burst, then twice as fast as real time, like the real service). A barge-in
-cancels the reply. It can also drop the TCP connection mid-reply, send an `error`, or refuse the session.
+cancels the reply. It can also drop the TCP connection mid-reply, send an `error`, refuse the session, or fall
+behind real time on chosen connections.
 """
 
 from __future__ import annotations
@@ -13,14 +14,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import logging
-import threading
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from dataset_builder.audio import to_pcm16
+from tests.ws_standin import StandInServer
 
 SR = 24_000
 SERVER_LOGGER = "tests.realtime_fake.server"
@@ -34,7 +34,8 @@ class Behaviour:
     respond_after_s: float = 0.0  # answer the first utterance ending at or after this point of the user stream
     naming: str = "ga"  # "ga": response.output_audio.delta; "beta": response.audio.delta
     delta_ms: int = 100
-    burst_ms: int = 1000  # sent at once before pacing at 2x real time, so host jitter cannot starve playback
+    burst_ms: int = 1000  # sent at once before pacing at `pace`, so host jitter cannot starve playback
+    pace: float = 2.0  # after the burst, the reply streams this many times faster than real time
     late_delta: bool = False  # after a barge-in, one more delta of the cancelled reply (a race the client must ignore)
     drop_after_deltas: int | None = None  # abort the TCP connection after this many audio deltas
     error_after_s: float | None = None  # send an `error` once this much user audio has arrived
@@ -45,6 +46,8 @@ class Behaviour:
     # output buffer and cancelling the response. A session without `duplex=1` in its URL is refused.
     duplex: bool = False
     drop_connections: frozenset[int] = frozenset()  # 1-based connection numbers whose reply drops the connection
+    # 1-based connection numbers served by a server falling behind: the reply streams at half real time, no burst
+    slow_connections: frozenset[int] = frozenset()
 
 
 @dataclass
@@ -63,42 +66,16 @@ class Connection:
         return np.frombuffer(bytes(self.audio), dtype="<i2")
 
 
-class FakeRealtimeServer:
+class FakeRealtimeServer(StandInServer):
     """Start with `with FakeRealtimeServer(behaviour) as server:`; `server.url` is its ws:// address."""
 
+    path = "/v1/realtime"
+    logger_name = SERVER_LOGGER  # the server logs the headers it received: not what the client logged
+
     def __init__(self, behaviour: Behaviour) -> None:
+        super().__init__()
         self.behaviour = behaviour
         self.connections: list[Connection] = []
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="fake-realtime", daemon=True)
-        self.server: Any = None
-        self.port = 0
-
-    @property
-    def url(self) -> str:
-        return f"ws://127.0.0.1:{self.port}/v1/realtime"
-
-    def __enter__(self) -> FakeRealtimeServer:
-        from websockets.asyncio.server import serve
-
-        async def start() -> None:
-            # Its own logger: what the server logs (the headers it received) is not what the client logged.
-            self.server = await serve(self._handle, "127.0.0.1", 0, logger=logging.getLogger(SERVER_LOGGER))
-            self.port = self.server.sockets[0].getsockname()[1]
-
-        self.thread.start()
-        asyncio.run_coroutine_threadsafe(start(), self.loop).result(10)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        async def stop() -> None:
-            self.server.close()
-            await self.server.wait_closed()
-
-        asyncio.run_coroutine_threadsafe(stop(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5)
-        self.loop.close()
 
     async def _handle(self, ws: Any) -> None:
         conn = Connection(headers={k: v for k, v in ws.request.headers.raw_items()}, path=ws.request.path)
@@ -107,6 +84,8 @@ class FakeRealtimeServer:
         behaviour = self.behaviour
         if len(self.connections) in behaviour.drop_connections:
             behaviour = replace(behaviour, drop_after_deltas=behaviour.drop_after_deltas or 3)
+        if len(self.connections) in behaviour.slow_connections:
+            behaviour = replace(behaviour, burst_ms=0, pace=0.5)
         model = _Model(behaviour, conn, ws)
         try:
             async for raw in ws:
@@ -226,7 +205,7 @@ class _Model:
                 self.ws.transport.abort()
                 return
             if (k + 1) * self.b.delta_ms >= self.b.burst_ms:
-                await asyncio.sleep(self.b.delta_ms / 2000)
+                await asyncio.sleep(self.b.delta_ms / 1000 / self.b.pace)
         rest = " ".join(words[len(range(0, self.b.reply.size, step)):])
         if rest:  # the transcript's tail after the last audio: due once the audio is done and played
             await _send(self.ws, {"type": text_kind, "response_id": rid, "item_id": iid, "delta": rest})

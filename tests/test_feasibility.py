@@ -19,9 +19,11 @@ import pytest
 from dataset_builder.episode import Episode
 from eval.run import RunConfig, run
 from metrics.feasibility import (
+    SessionPace,
     bin_of,
     feasibility_lines,
     merge_records,
+    merge_sessions,
     nearest_rank,
     run_feasibility,
     step_time_record,
@@ -89,6 +91,51 @@ def test_batch_sizes_and_frame_durations_are_reported_apart() -> None:
     assert feas["live"] is False  # one group could not keep up
     assert feas["untimed_episodes"] == 0  # a failed episode that never stepped is not "untimed"
     assert any("16 calls at once" in line for line in feasibility_lines(feas))
+
+
+def paced(starved: int, frames: int = 100) -> SessionPace:
+    """A served session as its client saw it: two streams at 24 kHz, 20 ms frames, known arrival times."""
+    pace = SessionPace(24_000, 480)
+    pace.arrived("r1", 2400, 2400, t=10.0)  # a stream's first piece starts its clock: not timed
+    pace.arrived("r1", 2400, 4800, t=10.05)  # 100 ms of audio 50 ms later: 50 ms ahead of playback
+    pace.arrived("r1", 2400, 2400, t=10.30)  # due at 10.20 (200 ms played from 10.0): 100 ms late
+    pace.arrived("r2", 4800, 4800, t=20.0)
+    pace.arrived("r2", 2400, 2400, t=20.1)  # due at 20.2: early
+    for k in range(frames):
+        pace.step(starved=k < starved)
+    return pace
+
+
+def test_a_served_session_record_has_the_exact_numbers() -> None:
+    rec = paced(starved=1).record()
+    assert rec == {"frames": 100, "underruns": 1, "frame_ms": 20.0, "chunks": 3, "audio_ms": 300.0,
+                   "wall_ms": 400.0, "rtf": 1.333333, "late_max_ms": 100.0, "max_queued_ms": 200.0, "live": True}
+    assert paced(starved=2).record()["live"] is False  # 2 of 100 due steps starved: more than 1 %
+    assert SessionPace(24_000, 480).record()["rtf"] is None  # nothing timed
+
+
+def test_a_run_adds_up_its_sessions_and_the_verdict_is_theirs() -> None:
+    def served(starved: int) -> Episode:
+        ep = episode([0.001] * 100)
+        assert ep.compute is not None
+        ep.compute = {**ep.compute, "session": paced(starved).record()}
+        return ep
+
+    feas = run_feasibility([served(0), served(2), episode([0.001] * 100)])
+    assert feas is not None and feas["live"] is False
+    assert feas["sessions"] == {"episodes": 2, "frames": 200, "underruns": 2, "behind": 1, "rtf": 1.333333,
+                                "rtf_max": 1.333333, "late_max_ms": 100.0, "live": False}
+    assert merge_sessions([]) is None
+    client, server = feasibility_lines(feas)
+    assert client.startswith("client step time p50")  # the client's own steps: the model runs on the server
+    assert server == ("served sessions: the server's audio arrived at real-time factor 1.33, worst episode 1.33 (wall "
+                      "time per second of audio), at most 100 ms behind real time; playback starved in 2/200 due "
+                      "frames: 1 of 2 episodes' sessions fell behind real time: the server could NOT have held every "
+                      "call live")
+    kept_up = run_feasibility([served(0)])
+    assert kept_up is not None and kept_up["live"] is True
+    assert feasibility_lines(kept_up)[1].endswith("due frames: the server kept up with every session")
+    assert "sessions" not in (run_feasibility([episode([0.001] * 100)]) or {})  # in-process: as before
 
 
 def test_a_rec_json_without_compute_still_loads(tmp_path: Path) -> None:

@@ -1,10 +1,10 @@
 """`moshi-server` against a stand-in moshi / PersonaPlex server on a local websocket (tests/moshi_server_fake.py).
 
 Whole MPE episodes through the real plan and `run_episode`, paced in wall-clock time. Checked: the stand-in heard
-the recorded user channel (through Opus), its reply lands in the model channel after the turn that caused it and
-its text stream is recorded; PersonaPlex's prompt and voice reach the query string; a barge-in stops the reply; a
-dropped connection or an error message fails that episode with a clear reason and the next case runs (check-adapter
-against the stand-in: tests/test_check_adapter.py).
+the recorded user channel (through Opus), its reply lands in the model channel after the turn that caused it, its
+text stream is recorded and so is the session's live feasibility; PersonaPlex's prompt and voice reach the query
+string; a barge-in stops the reply; a dropped connection or an error message fails that episode with a clear reason
+and the next case runs (check-adapter against the stand-in: tests/test_check_adapter.py).
 """
 
 from __future__ import annotations
@@ -95,6 +95,9 @@ def test_reply_and_text_stream_after_the_turn(t_case, speak, tmp_path: Path) -> 
     assert float(heard[lag:lag + n] @ user[:n] / (np.linalg.norm(heard[lag:lag + n]) * np.linalg.norm(user[:n]))) > 0.9
     assert conn.query == {} and conn.close_code == 1000
     assert agent.session_stats is not None and agent.session_stats["frames"] > 0
+    # The episode recorded its session's live feasibility (docs/scale.md), as the client saw it when it ended.
+    assert ep.compute["session"]["frames"] == agent.session_stats["frames"]
+    assert ep.compute["session"]["frame_ms"] == 80.0 and ep.compute["session"]["chunks"] > 0
     assert ep.adapter["runtime"] == {"server": "moshi", "buffer_frames": 2, "voice_prompt": None}
 
 

@@ -5,7 +5,8 @@ keep that to seconds). Checked: the reply lands intact in the model channel, aft
 the server heard exactly the recorded user channel; the prompt and turn detection reached it; the key went only
 into the handshake (never into rec.json, a log, stdout or the agent's repr); a barge-in stops the model's audio
 where the server cut it; a dropped connection, a server `error` and a refused session fail the episode with a
-clear reason; both event naming generations are understood.
+clear reason (after a drop, the next case runs on a fresh session); both event naming generations are understood;
+each episode records its session's live feasibility.
 """
 
 from __future__ import annotations
@@ -155,6 +156,9 @@ def test_mpe_episode_reply_lands_intact_and_the_key_stays_secret(
     printed = capsys.readouterr()
     assert key not in printed.out and key not in printed.err
     assert ep.adapter["realtime"] is True and ep.adapter["version"] == "1/fake-realtime"
+    # The session's live feasibility (docs/scale.md): the reply arrived intact, so playback never starved mid-stream.
+    pace = ep.compute["session"]
+    assert pace["live"] and pace["underruns"] == 0 and pace["chunks"] > 0 and pace["frame_ms"] == 20.0
 
 
 def test_barge_in_stops_the_reply_where_the_server_cut_it(n4_case, speak, key: str, tmp_path: Path) -> None:
@@ -194,10 +198,18 @@ def test_barge_in_stops_the_reply_where_the_server_cut_it(n4_case, speak, key: s
     assert np.array_equal(conn.user_audio(), user)
 
 
-def test_dropped_connection_fails_the_episode(t_case, speak, key: str, tmp_path: Path) -> None:
-    ep_plan = plan(t_case[0], t_case[1], FAST, SESSION_SR)
-    with FakeRealtimeServer(Behaviour(reply=speak(ANSWER), drop_after_deltas=3)) as server:
-        ep = run(agent_for(server), t_case, ep_plan, tmp_path)
+def test_dropped_connection_fails_the_episode_and_the_next_case_runs(t_case, speak, key: str, tmp_path: Path) -> None:
+    """Two cases through one agent, as a run steps them; the stand-in drops the first session mid-reply."""
+    with FakeRealtimeServer(Behaviour(reply=speak(ANSWER), drop_connections=frozenset({1}))) as server:
+        agent = agent_for(server)
+        try:
+            # A plan is stepped once (its turn-taking steps keep state): each case gets its own, as in a run.
+            ep, after = (run_episode(agent, t_case[0], plan(t_case[0], t_case[1], FAST, SESSION_SR), tmp_path / str(k),
+                                     options=RunOptions(step_timeout_s=10.0)) for k in range(2))
+        finally:
+            agent.close()
+    assert after.status == "ok", after.failure
+    assert len(server.connections) == 2 and server.connections[1].replies == 1
     assert ep.status == "failed"
     assert "step raised RealtimeSessionError" in ep.failure and "dropped" in ep.failure, ep.failure
     assert "mid-episode" in ep.failure

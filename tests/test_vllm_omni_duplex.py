@@ -6,7 +6,9 @@ response). Checked through the real plans, orchestrator and lockstep runner: the
 after the turn that caused it; the prompt and extra session fields reach `session.update` with turn detection off;
 a barge-in stops the playback where the model cut it and truncates the item to what was heard; N concurrent
 sessions run a benchmark's cases together, and a session that drops fails its own episode only while the run goes
-on; `openai-realtime` runs unchanged against vLLM-Omni's OpenAI-compatible endpoint (no key, GA event names).
+on; each episode records its own session's live feasibility, so a session the stand-in serves slowly shows in its
+episode and not in the other's; `openai-realtime` runs unchanged against vLLM-Omni's OpenAI-compatible endpoint
+(no key, GA event names).
 """
 
 from __future__ import annotations
@@ -21,10 +23,12 @@ from adapters.openai_realtime import OpenAIRealtimeAgent
 from adapters.registry import adapter_target
 from adapters.vllm_omni_duplex import VllmOmniDuplexAgent
 from dataset_builder.audio import SESSION_SR, to_pcm16
+from dataset_builder.episode import Episode
 from dataset_builder.errors import UsageError
 from eval.lockstep import LockstepRunner
 from eval.orchestrator import RunOptions, run_episode
 from eval.plans.mpe import plan
+from metrics.feasibility import feasibility_lines, run_feasibility
 from tests.realtime_fake import Behaviour, FakeRealtimeServer
 from tests.test_openai_realtime import ANSWER, FAST, LONG_ANSWER, N4_TURNS, PROMPT, T_TURNS, channels, play_span
 
@@ -112,6 +116,17 @@ def test_barge_in_the_model_yields_and_the_playback_stops(n4_case, speak, tmp_pa
     assert agent.session_stats[0]["decisions"] == {"speak": 1, "listen": 1}
 
 
+def on_two_sessions(server: FakeRealtimeServer, jobs: list, out: Path) -> tuple[dict[str, Episode],
+                                                                                VllmOmniDuplexAgent]:
+    """The jobs through the lockstep runner on two concurrent sessions: each episode by case id, and the agent."""
+    agent = VllmOmniDuplexAgent(url=server.url, sessions=2)
+    try:
+        runner = LockstepRunner(agent, out, options=RunOptions(step_timeout_s=10.0))
+        return {ep.case_id: ep for ep in runner.run(jobs)}, agent
+    finally:
+        agent.close()
+
+
 def test_concurrent_sessions_and_a_dropped_one_fails_alone(t_cases, speak, tmp_path: Path) -> None:
     """Three cases on two sessions through the lockstep runner; the second connection drops mid-reply."""
     reply = speak(ANSWER)
@@ -122,12 +137,7 @@ def test_concurrent_sessions_and_a_dropped_one_fails_alone(t_cases, speak, tmp_p
     t_start, _ = play_span(plan(*t_cases[0], FAST, SESSION_SR), "t01", SESSION_SR)
     with FakeRealtimeServer(Behaviour(reply=reply, transcript=ANSWER, duplex=True, respond_after_s=t_start / SESSION_SR,
                                       drop_connections=frozenset({2}))) as server:
-        agent = VllmOmniDuplexAgent(url=server.url, sessions=2)
-        try:
-            episodes = {ep.case_id: ep for ep in LockstepRunner(agent, tmp_path, options=RunOptions(
-                step_timeout_s=10.0)).run(jobs)}
-        finally:
-            agent.close()
+        episodes, agent = on_two_sessions(server, jobs, tmp_path)
     assert {cid: ep.status for cid, ep in episodes.items()} == {"vd-t0": "ok", "vd-t1": "failed", "vd-t2": "ok"}
     failure = episodes["vd-t1"].failure
     assert failure.startswith("step_batch raised RealtimeSessionError for this slot: the connection to the realtime "
@@ -138,6 +148,32 @@ def test_concurrent_sessions_and_a_dropped_one_fails_alone(t_cases, speak, tmp_p
     assert len(server.connections) == 3 and all("duplex=1" in c.path for c in server.connections)
     # The first two ran at the same time: the third connected only once a slot was free.
     assert all(s is not None for s in agent.session_stats)
+
+
+def test_each_session_records_its_own_live_feasibility(t_cases, speak, tmp_path: Path) -> None:
+    """Two cases on two concurrent sessions; the stand-in streams the second session's reply at half real time.
+
+    Connections open in the order the cases enter their slots, so the second connection is the second case's. The
+    stand-in's pace is the known answer: the healthy session streams a burst, then twice as fast as real time; the
+    slow one 100 ms of audio every 200 ms, so its real-time factor is at least 2 and playback starves.
+    """
+    reply = speak(LONG_ANSWER)
+    jobs = [(case, plan(case, audio, FAST, SESSION_SR)) for case, audio in t_cases[:2]]
+    t_start, _ = play_span(jobs[0][1], "t01", SESSION_SR)
+    with FakeRealtimeServer(Behaviour(reply=reply, transcript=LONG_ANSWER, duplex=True,
+                                      respond_after_s=t_start / SESSION_SR,
+                                      slow_connections=frozenset({2}))) as server:
+        episodes, _ = on_two_sessions(server, jobs, tmp_path)
+    assert [ep.status for ep in episodes.values()] == ["ok", "ok"]
+    healthy, slow = (Episode.load(tmp_path / f"{cid}.rec.json").compute["session"] for cid in ("vd-t0", "vd-t1"))
+    assert healthy == episodes["vd-t0"].compute["session"]  # what rec.json holds
+    assert healthy["live"] and healthy["underruns"] == 0 and healthy["chunks"] > 0 and healthy["rtf"] < 1
+    assert not slow["live"] and slow["underruns"] > 0.01 * slow["frames"] and slow["rtf"] > 1.5
+    assert slow["late_max_ms"] > healthy["late_max_ms"] and healthy["frame_ms"] == slow["frame_ms"] == 20.0
+    feas = run_feasibility(episodes.values())  # what `score` prints and scores.json holds
+    assert feas is not None and feas["live"] is False
+    assert (feas["sessions"]["episodes"], feas["sessions"]["behind"]) == (2, 1)
+    assert "1 of 2 episodes' sessions fell behind real time" in feasibility_lines(feas)[-1]
 
 
 def test_openai_realtime_against_the_vllm_omni_endpoint(t_cases, speak, tmp_path: Path) -> None:
