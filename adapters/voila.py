@@ -11,10 +11,11 @@ with one codec frame. Only an audio position consumes a user frame (the user cha
 at a text position no time passes and the user channel repeats the model's text token.
 
 Here: one codec frame per step. The audio tokenizer (`VoilaTokenizer`, a Hugging Face Encodec at its own rate,
-16 kHz for `maitrix-org/Voila-Tokenizer`) sets the frame: one code frame per `hop` samples (the product of its
-upsampling ratios), which on the 24 kHz session clock is `hop * 24000 / rate` samples (960, 40 ms, for a 640-sample
-hop at 16 kHz). `run_generate` runs in a worker thread that runs only while `step` waits for it, so the whole
-generation is one deterministic sequence of draws:
+16 kHz for `maitrix-org/Voila-Tokenizer`, the rate infer.py writes) sets the frame: one code frame per `hop`
+samples (the product of its upsampling ratios, read when it is loaded), which on the 24 kHz session clock is
+`hop * 24000 / rate` samples: 960 (40 ms) for the 640-sample hop (25 Hz) that `tokenize_func.py`'s SEG_LEN points
+to, which has not been checked against the checkpoint's config here. `run_generate` runs in a worker thread that
+runs only while `step` waits for it, so the whole generation is one deterministic sequence of draws:
 - `reset` builds the prompt, starts the loop, and lets it run until it asks for the first user frame;
 - `step(user_k)` encodes user frame k, hands its tokens to the loop, takes the model's audio frame k (the frame the
   loop emitted before it asked for user frame k: sampled having heard user frames < k, as the model's own
@@ -304,7 +305,11 @@ class VoilaAgent:
         want = len(self._user) * self.hop
         window = np.pad(window, (0, max(0, want - window.size)))[:want]  # soxr rounds; the codec is owed whole frames
         codes = self.parts.audio_tokenizer.encode(window, sr=self.codec_rate)
-        return np.asarray(codes.cpu().numpy() if hasattr(codes, "cpu") else codes)[:, -1].astype(np.int64)
+        codes = np.asarray(codes.cpu().numpy() if hasattr(codes, "cpu") else codes)
+        if codes.ndim != 2 or codes.shape[0] != self.num_codebooks:
+            raise RuntimeError(f"Voila's audio tokenizer gave codes of shape {codes.shape}; the model takes "
+                               f"{self.num_codebooks} codebooks")
+        return codes[:, -1].astype(np.int64)
 
     def _decode_last(self) -> np.ndarray:
         """The newest model code frame as session-rate audio, decoded with the frames before it as context."""

@@ -125,7 +125,7 @@ class VoilaTokenizer:
         frames = -(-x.numel() // HOP)
         residual = torch.nn.functional.pad(x, (0, frames * HOP - x.numel())).view(frames, HOP)
         codes = []
-        for book, norms in zip(self.books, self.norms):
+        for book, norms in zip(self.books, self.norms, strict=True):
             idx = (norms[None] - 2 * residual @ book.T).argmin(dim=1)  # nearest vector: |r - b|^2 less |r|^2
             residual = residual - book[idx]
             codes.append(idx)
@@ -137,7 +137,8 @@ class VoilaTokenizer:
     def decode(self, audio_codes: torch.Tensor) -> torch.Tensor:
         assert audio_codes.dim() == 2 and audio_codes.shape[0] == NUM_CODEBOOKS, audio_codes.shape
         with one_thread():
-            return sum(book[codes.long().cpu()] for book, codes in zip(self.books, audio_codes)).reshape(-1)
+            frames = [book[codes.long().cpu()] for book, codes in zip(self.books, audio_codes, strict=True)]
+            return sum(frames).reshape(-1)
 
 
 def voila_input_format(item: dict[str, Any], tokenizer: FakeTokenizer, tokenizer_voila: VoilaTokenizer,

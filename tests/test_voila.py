@@ -103,7 +103,7 @@ def test_reset_gives_fresh_state_and_the_seed_decides_the_samples() -> None:
 def test_a_model_that_stops_generating_fails_the_step_with_the_reason() -> None:
     agent = VoilaAgent(parts=fake_parts(), device="cpu", max_new_tokens=3)
     agent.reset(None, 0)
-    for k in range(3):
+    for _ in range(3):
         agent.step(np.zeros(N, np.float32))
     with pytest.raises(RuntimeError, match=r"ended after 3 positions \(max_new_tokens=3\)"):
         agent.step(np.zeros(N, np.float32))
