@@ -66,6 +66,9 @@ def in_process() -> dict[str, InProcess]:
     table = {name: InProcess((p.repo,), p.language, True) for name, p in PRESETS.items()}
     table["minicpm-o"] = InProcess(("openbmb/MiniCPM-o-4_5",), "en", False)
     table["flm-audio"] = InProcess(("CofeAI/FLM-Audio",), "en", False)  # its code on PYTHONPATH, or repo_dir=
+    # its code on PYTHONPATH, or repo_dir=; the voice's speaker embedding is pyannote's wespeaker
+    table["voila"] = InProcess(("maitrix-org/Voila-autonomous-preview", "maitrix-org/Voila-Tokenizer",
+                                "pyannote/wespeaker-voxceleb-resnet34-LM"), "en", False)
     table["freeze-omni"] = InProcess((), "en", False, needs="a Freeze-Omni checkout and its checkpoints: pass "
                                      "--adapter-arg freeze-omni.repo_dir=DIR (and checkpoint_dir, llm_path)")
     return table
