@@ -130,6 +130,8 @@ SETUPS: dict[str, Factory] = {
     "j-moshi": fixed(tiny=True),
     "llm-jp-moshi": fixed(tiny=True),
     "flm-audio": fake_flm_audio,
+    # A fake of Fun-Audio-Chat's library; a short end of turn, so the check's short turns get replies.
+    "fun-audio-chat": fixed(parts="tests.fake_fun_audio_chat:fake_parts", end_of_turn_s=0.6),
 }
 
 
