@@ -12,11 +12,13 @@ through `token2wav(cosyvoice3, tokens, embedding=None, token_hop_len=750, pre_lo
 `CosyVoice3` detokenizer (`Fun-CosyVoice3-0.5B-2512`, its own `sample_rate`, 24 kHz). Sampling draws from torch's
 global generator, so `reset` seeds it.
 
-What DSB-IFEval's harness did (its appendix D.5): bf16 `AutoModelForSeq2SeqLM`, CosyVoice3 detokenizer, user audio
-at 16 kHz, the conditioning prompt appended once to the system prompt, at most 2048 new tokens with the
-repository's decoding defaults, the reply resampled to 24 kHz; the reply is never cut (it cannot listen while it
-speaks). `FunAudioChatAgent` is `turn-based` with exactly that: `barge_in_stop_s=-1` and an `end_of_turn_s` no
-shorter than the longest pause inside a DSB-IFEval user turn, so each scripted turn reaches the model whole.
+What DSB-IFEval's harness did (its appendix D.5, and D.1: "respond after the full input" with "a 1.0 s trailing
+segment"): bf16 `AutoModelForSeq2SeqLM`, CosyVoice3 detokenizer, user audio at 16 kHz, the conditioning prompt
+appended once to the system prompt, at most 2048 new tokens with the repository's decoding defaults, the reply
+resampled to 24 kHz; the reply is never cut (it cannot listen while it speaks). `FunAudioChatAgent` is
+`turn-based` with exactly that: `barge_in_stop_s=-1`, an `end_of_turn_s` no shorter than the longest pause inside
+a DSB-IFEval user turn, so each scripted turn reaches the model whole, and each turn's trailing quiet cut to 1.0 s
+before the model hears it.
 
 `parts="module:function"` names a function that returns already built `FunAudioChatParts` (the tests name a fake
 of the library written from its public code, tests/fake_fun_audio_chat.py); without it the real ones are loaded
@@ -55,6 +57,9 @@ SP_GEN_KWARGS: dict[str, Any] = {"text_greedy": True, "only_crq_sampling": True,
 SPEECH_VOCAB = 6561  # CosyVoice3's speech tokens are 0..6560; the other ids the model emits are control tokens
 TOKEN_HOP_LEN, PRE_LOOKAHEAD_LEN = 25 * 30, 3  # token2wav as the example calls it: 30 s of 25 Hz tokens per chunk
 HISTORY_TURNS = 8  # the repository's web demo keeps the latest 8 rounds (utils/constant.py MAX_HISTORY_TURNS)
+# DSB-IFEval's harness gave a turn-based model each turn with a 1.0 s trailing segment (DSB-IFEval D.1); the wrapper
+# hands over the turn with all the quiet that ended it, so the quiet after the last sound above -60 dBFS is cut to this.
+TRAILING_S, QUIET_LEVEL = 1.0, 1e-3
 # DSB-IFEval's longest pause inside a user turn is R4_A's 12 s, drawn up to 1.3x (15.6 s;
 # dataset_builder/ifeval/DESIGN.md "Written durations"): a turn-based model must not be handed a turn before it.
 END_OF_TURN_S = 16.0
@@ -119,9 +124,10 @@ class FunAudioChat:
     def __init__(self, model_path: str | None = None, detokenizer_path: str | None = None, device: str | None = None,
                  dtype: str = "bfloat16", repo_dir: str | None = None, base_prompt: str = S2M_PROMPT,
                  max_new_tokens: int = 2048, gen_kwargs: dict[str, Any] | None = None,
-                 history_turns: int = HISTORY_TURNS, parts: str | None = None) -> None:
-        if history_turns < 1 or max_new_tokens < 1:
-            raise UsageError("fun-audio-chat: history_turns and max_new_tokens must be >= 1")
+                 history_turns: int = HISTORY_TURNS, trailing_s: float | None = TRAILING_S,
+                 parts: str | None = None) -> None:
+        if history_turns < 1 or max_new_tokens < 1 or (trailing_s is not None and trailing_s < 0):
+            raise UsageError("fun-audio-chat: history_turns and max_new_tokens must be >= 1, trailing_s >= 0")
         self.model_path = model_path or _in_checkout(repo_dir, "Fun-Audio-Chat-8B", MODEL_REPO)
         self.detokenizer_path = detokenizer_path or _in_checkout(repo_dir, "Fun-CosyVoice3-0.5B-2512",
                                                                  DETOKENIZER_REPO)
@@ -135,7 +141,7 @@ class FunAudioChat:
             self.device, self.parts, self.version = device or "cpu", built_parts(parts), f"fun-audio-chat:{parts}"
         self.dtype, self.parts_target, self.base_prompt = dtype, parts, base_prompt
         self.gen_kwargs = {**GEN_KWARGS, "max_new_tokens": int(max_new_tokens), **(gen_kwargs or {})}
-        self.history_turns = history_turns
+        self.history_turns, self.trailing_s = history_turns, trailing_s
         self.parts.model.sp_gen_kwargs.update(SP_GEN_KWARGS)
         self.system = base_prompt
         self.history: list[tuple[np.ndarray, str]] = []  # (16 kHz user turn, the text of the reply to it)
@@ -144,8 +150,8 @@ class FunAudioChat:
         return {"model_path": self.model_path, "detokenizer_path": self.detokenizer_path, "dtype": self.dtype,
                 "parts": self.parts_target, "base_prompt": self.base_prompt, "gen_kwargs": self.gen_kwargs,
                 "sp_gen_kwargs": dict(self.parts.model.sp_gen_kwargs), "history_turns": self.history_turns,
-                "input_sr": INPUT_SR, "token_hop_len": TOKEN_HOP_LEN, "pre_lookahead_len": PRE_LOOKAHEAD_LEN,
-                "speaker": "token2wav's default (embedding=None)"}
+                "trailing_s": self.trailing_s, "input_sr": INPUT_SR, "token_hop_len": TOKEN_HOP_LEN,
+                "pre_lookahead_len": PRE_LOOKAHEAD_LEN, "speaker": "token2wav's default (embedding=None)"}
 
     def reset(self, system_prompt: str | None, seed: int) -> None:
         import torch
@@ -159,6 +165,9 @@ class FunAudioChat:
         import torch
 
         turn = resample(np.asarray(audio, np.float32).reshape(-1), sr, INPUT_SR)
+        if self.trailing_s is not None:
+            loud = np.flatnonzero(np.abs(turn) > QUIET_LEVEL)
+            turn = turn[:(int(loud[-1]) + 1 if loud.size else 0) + round(self.trailing_s * INPUT_SR)]
         past = self.history[-(self.history_turns - 1):] if self.history_turns > 1 else []
         conversation: list[dict[str, str]] = [{"role": "system", "content": self.system}]
         for _, said in past:

@@ -65,9 +65,11 @@ def test_dsb_ifeval_barge_in_episode(mini_sets: Mapping[str, Path], tmp_path: Pa
         assert call["sp_gen_kwargs"] == SP_GEN_KWARGS
     # The first reply's text is the assistant's message in the second turn's prompt.
     assert f"<|im_start|>assistant\n{model.calls[0]['text']}<|im_end|>" in model.calls[1]["prompt"]
-    # Heard at 16 kHz: the whole clip, the 0.5 s before the VAD confirmed it, and the quiet that ended it.
+    # Heard at 16 kHz: the whole clip, from just before its onset (the 0.5 s before the VAD confirmed it), to 1.0 s
+    # after its last sound (the 16 s of quiet that ended it, cut).
     for (a, b), heard in zip(item.clips.values(), model.calls[1]["audios"], strict=True):
-        assert b - a + END_OF_TURN_S < heard.size / 16_000 < b - a + END_OF_TURN_S + 1.0
+        assert b - a + 0.5 < heard.size / 16_000 < b - a + 1.6  # less the clip's own near-silent tail
+        assert np.abs(heard[-16_000:]).max() <= 1e-3 < np.abs(heard[-16_001])
     # Both replies play whole: the user barged in over the first one 3.0 s after it started, and it went on.
     rec = json.loads((tmp_path / f"{case.case_id}.rec.json").read_text())
     assert rec["gold"]["t2_start"]["cause"] == "model_onset"
@@ -79,10 +81,10 @@ def test_dsb_ifeval_barge_in_episode(mini_sets: Mapping[str, Path], tmp_path: Pa
         start = round(onset * SESSION_SR)
         assert start % 1920 == 0 and wave.size == len(tokens) * TOKEN_SAMPLES
         assert np.array_equal(pcm[start:start + wave.size], to_pcm16(wave))
-    # The plan heard the first reply start (Silero on the model channel, inside the reply's first second) and
-    # played turn 2 over it 3.0 s later.
+    # The plan heard the first reply start (Silero on the model channel, its span padded by 30 ms, within the
+    # reply's first second) and played turn 2 over it 3.0 s later.
     t2_start, heard_onset = rec["gold"]["t2_start"]["at_s"], rec["gold"]["t2_start"]["model_onset_s"]
-    assert onsets[0] <= heard_onset < onsets[0] + 1.0 and t2_start - heard_onset == pytest.approx(3.0, abs=0.08)
+    assert onsets[0] - 0.04 <= heard_onset < onsets[0] + 1.0 and t2_start - heard_onset == pytest.approx(3.0, abs=0.08)
     assert t2_start + 3.0 < onsets[0] + detok.waves[0][1].size / SESSION_SR  # the reply went on under turn 2
     # Every parameter, and Fun-Audio-Chat's own, recorded.
     runtime = rec["adapter"]["runtime"]
@@ -93,7 +95,7 @@ def test_dsb_ifeval_barge_in_episode(mini_sets: Mapping[str, Path], tmp_path: Pa
     assert runtime["inner_describe"] == {
         "model_path": "FunAudioLLM/Fun-Audio-Chat-8B", "detokenizer_path": "FunAudioLLM/Fun-CosyVoice3-0.5B-2512",
         "dtype": "bfloat16", "parts": PARTS, "base_prompt": S2M_PROMPT, "gen_kwargs": GEN_KWARGS,
-        "sp_gen_kwargs": SP_GEN_KWARGS, "history_turns": 8, "input_sr": 16_000, "token_hop_len": 750,
+        "sp_gen_kwargs": SP_GEN_KWARGS, "history_turns": 8, "trailing_s": 1.0, "input_sr": 16_000, "token_hop_len": 750,
         "pre_lookahead_len": 3, "speaker": "token2wav's default (embedding=None)"}
     assert rec["adapter"]["name"] == "fun-audio-chat" and rec["adapter"]["version"] == f"1/fun-audio-chat:{PARTS}"
     assert sorted(rec["adapter"]["capabilities"]) == ["system_prompt", "text_output"]
@@ -133,10 +135,10 @@ def test_seed_reset_and_history_window() -> None:
     assert all(np.array_equal(a.audio, b.audio) and a.text == b.text for a, b in zip(first, again, strict=True))
     m.reset("Be brief.", 8)  # another seed: another sampling draw
     assert not np.array_equal(m.reply(turn(1.0, 0.3), 16_000).audio, first[0].audio)
-    m.reset(None, 7)  # no prompt: the mode prompt alone, no history
-    m.reply(turn(1.0, 0.3), 16_000)
+    m.reset(None, 7)  # no prompt: the mode prompt alone, no history; 5 s of quiet after the turn cut to 1.0 s
+    m.reply(np.concatenate([turn(1.0, 0.3), np.zeros(4 * 16_000, np.float32)]), 16_000)
     assert model.calls[-1]["prompt"].startswith(f"<|im_start|>system\n{S2M_PROMPT}<|im_end|>\n")
-    assert len(model.calls[-1]["audios"]) == 1
+    assert len(model.calls[-1]["audios"]) == 1 and np.array_equal(model.calls[-1]["audios"][0], turn(1.0, 0.3))
     assert m.reply(np.zeros(16_000, np.float32), 16_000) is None  # no speech tokens: nothing to play
 
 
