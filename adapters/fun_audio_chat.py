@@ -128,6 +128,8 @@ class FunAudioChat:
                  parts: str | None = None) -> None:
         if history_turns < 1 or max_new_tokens < 1 or (trailing_s is not None and trailing_s < 0):
             raise UsageError("fun-audio-chat: history_turns and max_new_tokens must be >= 1, trailing_s >= 0")
+        if dtype not in ("bfloat16", "float16", "float32"):
+            raise UsageError(f"fun-audio-chat: dtype must be bfloat16, float16 or float32, got {dtype!r}")
         self.model_path = model_path or _in_checkout(repo_dir, "Fun-Audio-Chat-8B", MODEL_REPO)
         self.detokenizer_path = detokenizer_path or _in_checkout(repo_dir, "Fun-CosyVoice3-0.5B-2512",
                                                                  DETOKENIZER_REPO)
@@ -147,7 +149,8 @@ class FunAudioChat:
         self.history: list[tuple[np.ndarray, str]] = []  # (16 kHz user turn, the text of the reply to it)
 
     def describe(self) -> dict[str, Any]:
-        return {"model_path": self.model_path, "detokenizer_path": self.detokenizer_path, "dtype": self.dtype,
+        return {"model_path": self.model_path, "detokenizer_path": self.detokenizer_path, "device": self.device,
+                "dtype": self.dtype,
                 "parts": self.parts_target, "base_prompt": self.base_prompt, "gen_kwargs": self.gen_kwargs,
                 "sp_gen_kwargs": dict(self.parts.model.sp_gen_kwargs), "history_turns": self.history_turns,
                 "trailing_s": self.trailing_s, "input_sr": INPUT_SR, "token_hop_len": TOKEN_HOP_LEN,

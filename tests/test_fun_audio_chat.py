@@ -94,7 +94,7 @@ def test_dsb_ifeval_barge_in_episode(mini_sets: Mapping[str, Path], tmp_path: Pa
         "end_of_turn_s": 16.0, "barge_in_stop_s": -1.0, "response_delay_s": 0.0}
     assert runtime["inner_describe"] == {
         "model_path": "FunAudioLLM/Fun-Audio-Chat-8B", "detokenizer_path": "FunAudioLLM/Fun-CosyVoice3-0.5B-2512",
-        "dtype": "bfloat16", "parts": PARTS, "base_prompt": S2M_PROMPT, "gen_kwargs": GEN_KWARGS,
+        "device": "cpu", "dtype": "bfloat16", "parts": PARTS, "base_prompt": S2M_PROMPT, "gen_kwargs": GEN_KWARGS,
         "sp_gen_kwargs": SP_GEN_KWARGS, "history_turns": 8, "trailing_s": 1.0, "input_sr": 16_000, "token_hop_len": 750,
         "pre_lookahead_len": 3, "speaker": "token2wav's default (embedding=None)"}
     assert rec["adapter"]["name"] == "fun-audio-chat" and rec["adapter"]["version"] == f"1/fun-audio-chat:{PARTS}"
@@ -148,6 +148,8 @@ def test_arguments_registry_and_loader_error(tmp_path: Path) -> None:
     assert (agent.end_of_turn_s, agent.barge_in_stop_s, agent.model.gen_kwargs["max_new_tokens"]) == (0.8, 0.4, 64)
     with pytest.raises(UsageError, match=r"does not take \['temprature'\]"):
         load_adapter("fun-audio-chat", parts=PARTS, temprature=0.5)
+    with pytest.raises(UsageError, match="dtype must be"):
+        FunAudioChat(parts=PARTS, dtype="bf16")
     with pytest.raises(UsageError, match="not an importable 'module:function'"):
         FunAudioChat(parts="tests.fake_fun_audio_chat:missing")
     with pytest.raises(UsageError) as err:
