@@ -26,6 +26,7 @@ _REGISTRY = LazyRegistry("adapter", {
     "llm-jp-moshi": "adapters.moshi:LLMJpMoshiAgent",
     "flm-audio": "adapters.flm_audio:FLMAudioAgent",
     "voila": "adapters.voila:VoilaAgent",
+    "fun-audio-chat": "adapters.fun_audio_chat:FunAudioChatAgent",
 }, option="--adapter", arg_option="--adapter-arg")
 # What an agent must have: the protocol's attributes and its methods.
 _MEMBERS = sorted({*DuplexAgent.__annotations__, *(n for n in vars(DuplexAgent) if not n.startswith("_"))})

@@ -138,6 +138,8 @@ SETUPS: dict[str, Factory] = {
     "llm-jp-moshi": fixed(tiny=True),
     "flm-audio": fake_flm_audio,
     "voila": fake_voila,
+    # A fake of Fun-Audio-Chat's library; a short end of turn, so the check's short turns get replies.
+    "fun-audio-chat": fixed(parts="tests.fake_fun_audio_chat:fake_parts", end_of_turn_s=0.6),
 }
 
 

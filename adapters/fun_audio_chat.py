@@ -1,0 +1,220 @@
+"""`fun-audio-chat`: Fun-Audio-Chat (FunAudioLLM), DSB-IFEval's turn-based speech-to-speech system, through the
+generic `turn-based` wrapper with the settings of the paper's harness (docs/models.md#fun-audio-chat-fun-audio-chat).
+
+Its public code (github.com/FunAudioLLM/Fun-Audio-Chat: `funaudiochat/`, `utils/cosyvoice_detokenizer.py`,
+`examples/infer_s2s.py`) answers one user turn like this: `register_funaudiochat()` registers its classes with
+transformers; `AutoProcessor` and `AutoModelForSeq2SeqLM.from_pretrained(path, torch_dtype=bfloat16)` load the
+processor and the model; the conversation (a system message, then per user turn the audio placeholder, with the
+earlier replies' text as assistant messages) goes through `processor.apply_chat_template(..., tokenize=False)` and
+`processor(text=..., audio=[16 kHz float arrays, one per placeholder])`; `model.generate(**inputs, **gen_kwargs)`
+returns (text ids after the prompt, speech ids); the speech ids in CosyVoice3's vocabulary (0-6560) become audio
+through `token2wav(cosyvoice3, tokens, embedding=None, token_hop_len=750, pre_lookahead_len=3)` with a
+`CosyVoice3` detokenizer (`Fun-CosyVoice3-0.5B-2512`, its own `sample_rate`, 24 kHz). Sampling draws from torch's
+global generator, so `reset` seeds it.
+
+What DSB-IFEval's harness did (its appendix D.5, and D.1: "respond after the full input" with "a 1.0 s trailing
+segment"): bf16 `AutoModelForSeq2SeqLM`, CosyVoice3 detokenizer, user audio at 16 kHz, the conditioning prompt
+appended once to the system prompt, at most 2048 new tokens with the repository's decoding defaults, the reply
+resampled to 24 kHz; the reply is never cut (it cannot listen while it speaks). `FunAudioChatAgent` is
+`turn-based` with exactly that: `barge_in_stop_s=-1`, an `end_of_turn_s` no shorter than the longest pause inside
+a DSB-IFEval user turn, so each scripted turn reaches the model whole, and each turn's trailing quiet cut to 1.0 s
+before the model hears it.
+
+`parts="module:function"` names a function that returns already built `FunAudioChatParts` (the tests name a fake
+of the library written from its public code, tests/fake_fun_audio_chat.py); without it the real ones are loaded
+from a checkout of the repository (`repo_dir=` or PYTHONPATH).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from adapters.turn_based import Reply, TurnBasedAgent
+from dataset_builder.audio import resample
+from dataset_builder.errors import UsageError
+
+MODEL_REPO = "FunAudioLLM/Fun-Audio-Chat-8B"
+DETOKENIZER_REPO = "FunAudioLLM/Fun-CosyVoice3-0.5B-2512"
+INPUT_SR = 16_000  # the model's audio encoder (Whisper features) and DSB-IFEval's harness
+# Fun-Audio-Chat's utils/constant.py: the mode prompt that asks for a spoken reply, the audio placeholder of a user
+# turn, and the decoding defaults (DEFAULT_S2M_GEN_KWARGS, DEFAULT_SP_GEN_KWARGS) as examples/infer_s2s.py sets
+# them (greedy text, max_new_tokens 2048, which DSB-IFEval's harness also used).
+S2M_PROMPT = "You are asked to generate both text and speech tokens at the same time."
+AUDIO_TEMPLATE = "<|audio_bos|><|AUDIO|><|audio_eos|>"
+GEN_KWARGS: dict[str, Any] = {"do_sample": True, "temperature": 0.8, "top_p": 0.9, "top_k": 0, "num_beams": 1,
+                              "max_new_tokens": 2048, "repetition_penalty": 1.2, "length_penalty": 1.0,
+                              "eos_token_id": 151645, "pad_token_id": 151643}
+SP_GEN_KWARGS: dict[str, Any] = {"text_greedy": True, "only_crq_sampling": True, "disable_speech": False,
+                                 "force_text_abos": True}
+SPEECH_VOCAB = 6561  # CosyVoice3's speech tokens are 0..6560; the other ids the model emits are control tokens
+TOKEN_HOP_LEN, PRE_LOOKAHEAD_LEN = 25 * 30, 3  # token2wav as the example calls it: 30 s of 25 Hz tokens per chunk
+HISTORY_TURNS = 8  # the repository's web demo keeps the latest 8 rounds (utils/constant.py MAX_HISTORY_TURNS)
+# DSB-IFEval's harness gave a turn-based model each turn with a 1.0 s trailing segment (DSB-IFEval D.1); the wrapper
+# hands over the turn with all the quiet that ended it, so the quiet after the last sound above -60 dBFS is cut to this.
+TRAILING_S, QUIET_LEVEL = 1.0, 1e-3
+# DSB-IFEval's longest pause inside a user turn is R4_A's 12 s, drawn up to 1.3x (15.6 s;
+# dataset_builder/ifeval/DESIGN.md "Written durations"): a turn-based model must not be handed a turn before it.
+END_OF_TURN_S = 16.0
+
+
+@dataclass
+class FunAudioChatParts:
+    model: Any  # FunAudioChatForConditionalGeneration: sp_gen_kwargs, device, generate(**inputs, **gen_kwargs)
+    processor: Any  # FunAudioChatProcessor: apply_chat_template, __call__(text=, audio=), decode
+    detokenizer: Any  # CosyVoice3: sample_rate
+    token2wav: Callable[..., Any]  # utils.cosyvoice_detokenizer.token2wav(detokenizer, tokens, ...) -> [1, n]
+
+
+def load_parts(model_path: str, detokenizer_path: str, device: str, dtype: str, repo_dir: str | None
+               ) -> FunAudioChatParts:
+    """The real model, processor and detokenizer, loaded as the repository's examples/infer_s2s.py loads them."""
+    if repo_dir:
+        sys.path.insert(0, str(Path(repo_dir).resolve()))
+    try:
+        import torch
+        from cosyvoice.cli.cosyvoice import CosyVoice3  # type: ignore[import-not-found]
+        from funaudiochat.register import register_funaudiochat  # type: ignore[import-not-found]
+        from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoProcessor
+        from utils.cosyvoice_detokenizer import token2wav  # type: ignore[import-not-found]
+    except ImportError as err:
+        raise UsageError(f"fun-audio-chat needs Fun-Audio-Chat's code ({err}): a checkout of "
+                         "github.com/FunAudioLLM/Fun-Audio-Chat with its submodules, as repo_dir=DIR or on "
+                         "PYTHONPATH, and its requirements.txt") from None
+    register_funaudiochat()
+    config = AutoConfig.from_pretrained(model_path)
+    processor = AutoProcessor.from_pretrained(model_path)
+    model = AutoModelForSeq2SeqLM.from_pretrained(model_path, config=config, torch_dtype=getattr(torch, dtype),
+                                                  device_map=device)
+    detokenizer = CosyVoice3(detokenizer_path, load_trt=False, load_vllm=False, fp16=False)
+    # As the repository's get_audio_detokenizer() sets it for its token hop.
+    detokenizer.model.flow.decoder.estimator.static_chunk_size = 2 * TOKEN_HOP_LEN
+    return FunAudioChatParts(model, processor, detokenizer, token2wav)
+
+
+def built_parts(target: str) -> FunAudioChatParts:
+    """`parts="module:function"`: the function's already built parts (a name, so it can travel in rec.json)."""
+    module, _, func = target.partition(":")
+    try:
+        parts = getattr(importlib.import_module(module), func)()
+    except (ImportError, AttributeError, ValueError) as err:
+        raise UsageError(f"fun-audio-chat: parts={target!r} is not an importable 'module:function': {err}") from None
+    if not isinstance(parts, FunAudioChatParts):
+        raise UsageError(f"fun-audio-chat: parts={target!r} returned {type(parts).__name__}, not FunAudioChatParts")
+    return parts
+
+
+class FunAudioChat:
+    """The inner model of `turn-based`: one user turn of 16 kHz audio in, Fun-Audio-Chat's spoken reply out.
+
+    Within an episode the conversation goes on as in the repository's multi-turn example: each earlier turn's
+    audio and the text of its reply stay in the prompt (the latest `history_turns` rounds, this one included).
+    """
+
+    sample_rate = INPUT_SR
+    capabilities = frozenset({"system_prompt", "text_output"})
+
+    def __init__(self, model_path: str | None = None, detokenizer_path: str | None = None, device: str | None = None,
+                 dtype: str = "bfloat16", repo_dir: str | None = None, base_prompt: str = S2M_PROMPT,
+                 max_new_tokens: int = 2048, gen_kwargs: dict[str, Any] | None = None,
+                 history_turns: int = HISTORY_TURNS, trailing_s: float | None = TRAILING_S,
+                 parts: str | None = None) -> None:
+        if history_turns < 1 or max_new_tokens < 1 or (trailing_s is not None and trailing_s < 0):
+            raise UsageError("fun-audio-chat: history_turns and max_new_tokens must be >= 1, trailing_s >= 0")
+        if dtype not in ("bfloat16", "float16", "float32"):
+            raise UsageError(f"fun-audio-chat: dtype must be bfloat16, float16 or float32, got {dtype!r}")
+        self.model_path = model_path or _in_checkout(repo_dir, "Fun-Audio-Chat-8B", MODEL_REPO)
+        self.detokenizer_path = detokenizer_path or _in_checkout(repo_dir, "Fun-CosyVoice3-0.5B-2512",
+                                                                 DETOKENIZER_REPO)
+        if parts is None:
+            import torch
+
+            self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+            self.parts = load_parts(self.model_path, self.detokenizer_path, self.device, dtype, repo_dir)
+            self.version = f"fun-audio-chat:{self.model_path}"
+        else:
+            self.device, self.parts, self.version = device or "cpu", built_parts(parts), f"fun-audio-chat:{parts}"
+        self.dtype, self.parts_target, self.base_prompt = dtype, parts, base_prompt
+        self.gen_kwargs = {**GEN_KWARGS, "max_new_tokens": int(max_new_tokens), **(gen_kwargs or {})}
+        self.history_turns, self.trailing_s = history_turns, trailing_s
+        self.parts.model.sp_gen_kwargs.update(SP_GEN_KWARGS)
+        self.system = base_prompt
+        self.history: list[tuple[np.ndarray, str]] = []  # (16 kHz user turn, the text of the reply to it)
+
+    def describe(self) -> dict[str, Any]:
+        return {"model_path": self.model_path, "detokenizer_path": self.detokenizer_path, "device": self.device,
+                "dtype": self.dtype,
+                "parts": self.parts_target, "base_prompt": self.base_prompt, "gen_kwargs": self.gen_kwargs,
+                "sp_gen_kwargs": dict(self.parts.model.sp_gen_kwargs), "history_turns": self.history_turns,
+                "trailing_s": self.trailing_s, "input_sr": INPUT_SR, "token_hop_len": TOKEN_HOP_LEN,
+                "pre_lookahead_len": PRE_LOOKAHEAD_LEN, "speaker": "token2wav's default (embedding=None)"}
+
+    def reset(self, system_prompt: str | None, seed: int) -> None:
+        import torch
+
+        torch.manual_seed(int(seed))
+        # DSB-IFEval's harness: the case's conditioning prompt appended once to the system prompt.
+        self.system = f"{self.base_prompt} {system_prompt}" if system_prompt else self.base_prompt
+        self.history = []
+
+    def reply(self, audio: np.ndarray, sr: int) -> Reply | None:
+        import torch
+
+        turn = resample(np.asarray(audio, np.float32).reshape(-1), sr, INPUT_SR)
+        if self.trailing_s is not None:
+            loud = np.flatnonzero(np.abs(turn) > QUIET_LEVEL)
+            turn = turn[:(int(loud[-1]) + 1 if loud.size else 0) + round(self.trailing_s * INPUT_SR)]
+        past = self.history[-(self.history_turns - 1):] if self.history_turns > 1 else []
+        conversation: list[dict[str, str]] = [{"role": "system", "content": self.system}]
+        for _, said in past:
+            conversation += [{"role": "user", "content": AUDIO_TEMPLATE}, {"role": "assistant", "content": said}]
+        conversation.append({"role": "user", "content": AUDIO_TEMPLATE})
+        p = self.parts
+        prompt = p.processor.apply_chat_template(conversation, add_generation_prompt=True, tokenize=False)
+        inputs = p.processor(text=prompt, audio=[a for a, _ in past] + [turn], return_tensors="pt",
+                             return_token_type_ids=False).to(p.model.device)
+        with torch.no_grad():
+            text_ids, speech_ids = p.model.generate(**inputs, **self.gen_kwargs)
+        text = p.processor.decode(text_ids[0, inputs.input_ids.size(1):], skip_special_tokens=True).strip()
+        self.history.append((turn, text))
+        tokens = [t for t in speech_ids[0].tolist() if 0 <= t < SPEECH_VOCAB]
+        if not tokens:
+            return None
+        with torch.no_grad():
+            speech = p.token2wav(p.detokenizer, tokens, embedding=None, token_hop_len=TOKEN_HOP_LEN,
+                                 pre_lookahead_len=PRE_LOOKAHEAD_LEN)
+        return Reply(speech[0].float().cpu().numpy().astype(np.float32), int(p.detokenizer.sample_rate), text or None)
+
+    def close(self) -> None:
+        pass
+
+
+def _in_checkout(repo_dir: str | None, name: str, repo_id: str) -> str:
+    """The repository's README downloads the weights into its `pretrained_models/`; else the hub id."""
+    local = Path(repo_dir or ".") / "pretrained_models" / name
+    return str(local) if repo_dir and local.is_dir() else repo_id
+
+
+class FunAudioChatAgent(TurnBasedAgent):
+    """`turn-based` with Fun-Audio-Chat inside and DSB-IFEval's harness settings: the reply is never cut
+    (`barge_in_stop_s=-1`) and a user turn ends only after `end_of_turn_s` of quiet. Every other argument is
+    Fun-Audio-Chat's own (`FunAudioChat`), recorded as the wrapper's `inner_args`."""
+
+    name = "fun-audio-chat"
+
+    def __init__(self, end_of_turn_s: float = END_OF_TURN_S, barge_in_stop_s: float = -1.0,
+                 response_delay_s: float = 0.0, frame_size: int = 1920, **model_args: Any) -> None:
+        known = set(inspect.signature(FunAudioChat).parameters)
+        if unknown := sorted(set(model_args) - known):
+            raise UsageError(f"fun-audio-chat does not take {unknown}; it takes end_of_turn_s, barge_in_stop_s, "
+                             f"response_delay_s, frame_size and Fun-Audio-Chat's {sorted(known)}")
+        super().__init__(inner=f"{__name__}:FunAudioChat", inner_args=model_args, frame_size=frame_size,
+                         end_of_turn_s=end_of_turn_s, barge_in_stop_s=barge_in_stop_s,
+                         response_delay_s=response_delay_s)

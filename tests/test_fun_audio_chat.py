@@ -1,0 +1,157 @@
+"""`fun-audio-chat` (adapters/fun_audio_chat.py): `turn-based` with Fun-Audio-Chat inside, against a fake of its
+library written from its public code (tests/fake_fun_audio_chat.py), not real weights.
+
+Checked: a DSB-IFEval mini barge-in episode through the real plan and orchestrator (each scripted turn reaches the
+model whole at 16 kHz, the case's prompt appended once to the system prompt, the second turn with the first in its
+history, both replies played sample for sample and never cut by the user's barge-in, their text stamped where they
+start, every parameter in rec.json); the default end-of-turn quiet against the longest pause DSB-IFEval puts inside
+a user turn; seeding, reset and the history window; arguments and the loader's one-line error without the code.
+`check-adapter` runs on it in tests/test_check_adapter.py.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from adapters.fun_audio_chat import END_OF_TURN_S, GEN_KWARGS, S2M_PROMPT, SP_GEN_KWARGS, FunAudioChat
+from adapters.registry import adapter_target, load_adapter
+from dataset_builder.audio import SESSION_SR, to_pcm16
+from dataset_builder.benchmarks import benchmark_for_config
+from dataset_builder.errors import UsageError
+from eval.orchestrator import RunOptions, run_episode
+from tests.fake_fun_audio_chat import SENTENCES, TOKEN_SAMPLES
+
+PARTS = "tests.fake_fun_audio_chat:fake_parts"
+# The plan's waits, lengthened past the model's end-of-turn quiet so that each reply is heard before the next turn
+# (and before the episode ends): the settings docs/models.md gives for running it on DSB-IFEval.
+LONG_WAITS = {"inter_turn_gap_s": 17.0, "barge_in_timeout_s": 17.0, "trailing_s": 17.0, "response_cap_s": 60.0}
+
+
+def turn(seconds: float, level: float, sr: int = 16_000) -> np.ndarray:
+    """A tone of `seconds` at `level`, then 1 s of quiet: a user turn as the wrapper hands it over."""
+    t = np.arange(round(seconds * sr)) / sr
+    return np.concatenate([level * np.sin(2 * np.pi * 220 * t), np.zeros(sr)]).astype(np.float32)
+
+
+def test_dsb_ifeval_barge_in_episode(mini_sets: Mapping[str, Path], tmp_path: Path) -> None:
+    folder, config = mini_sets["ifeval"], "ifeval"
+    bench = benchmark_for_config(config)
+    items = bench.function("cases")(folder, config)
+    item = next(c for c in items if c.timed.conversation.turn2.mode == "barge_in" and c.case.level == "L1")
+    (case, audio), = bench.function("case_audio")(folder, config, wanted={item.case_id})
+    agent = load_adapter("fun-audio-chat", parts=PARTS)
+    protocol = replace(bench.protocol_class()().for_agent(agent), **LONG_WAITS)
+    ep_plan = bench.function("plan")(case, audio, protocol, agent.sample_rate)
+    try:
+        ep = run_episode(agent, case, ep_plan, tmp_path, seed=3, options=RunOptions(step_timeout_s=30.0))
+    finally:
+        agent.close()
+    assert ep.status == "ok", ep.failure
+    model, detok = agent.model.parts.model, agent.model.parts.detokenizer
+    assert len(model.calls) == len(detok.waves) == 2  # one reply per scripted turn: each reached the model whole
+    prompt = case.case.system_prompt
+    assert prompt
+    for k, call in enumerate(model.calls):
+        system = f"<|im_start|>system\n{S2M_PROMPT} {prompt}<|im_end|>\n"
+        assert call["prompt"].startswith(system) and call["prompt"].count(prompt) == 1
+        assert call["prompt"].count("<|AUDIO|>") == len(call["audios"]) == k + 1
+        assert call["gen_kwargs"] == GEN_KWARGS and call["gen_kwargs"]["max_new_tokens"] == 2048
+        assert call["sp_gen_kwargs"] == SP_GEN_KWARGS
+    # The first reply's text is the assistant's message in the second turn's prompt.
+    assert f"<|im_start|>assistant\n{model.calls[0]['text']}<|im_end|>" in model.calls[1]["prompt"]
+    # Heard at 16 kHz: the whole clip, from just before its onset (the 0.5 s before the VAD confirmed it), to 1.0 s
+    # after its last sound (the 16 s of quiet that ended it, cut).
+    for (a, b), heard in zip(item.clips.values(), model.calls[1]["audios"], strict=True):
+        assert b - a + 0.5 < heard.size / 16_000 < b - a + 1.6  # less the clip's own near-silent tail
+        assert np.abs(heard[-16_000:]).max() <= 1e-3 < np.abs(heard[-16_001])
+    # Both replies play whole: the user barged in over the first one 3.0 s after it started, and it went on.
+    rec = json.loads((tmp_path / f"{case.case_id}.rec.json").read_text())
+    assert rec["gold"]["t2_start"]["cause"] == "model_onset"
+    pcm = model_channel(tmp_path, case.case_id)
+    onsets = [t for t, _ in ep.model_text]
+    assert [t for _, t in ep.model_text] == [c["text"] for c in model.calls]
+    assert all(t in SENTENCES for _, t in ep.model_text)
+    for onset, (tokens, wave) in zip(onsets, detok.waves, strict=True):
+        start = round(onset * SESSION_SR)
+        assert start % 1920 == 0 and wave.size == len(tokens) * TOKEN_SAMPLES
+        assert np.array_equal(pcm[start:start + wave.size], to_pcm16(wave))
+    # The plan heard the first reply start (Silero on the model channel, its span padded by 30 ms, within the
+    # reply's first second) and played turn 2 over it 3.0 s later.
+    t2_start, heard_onset = rec["gold"]["t2_start"]["at_s"], rec["gold"]["t2_start"]["model_onset_s"]
+    assert onsets[0] - 0.04 <= heard_onset < onsets[0] + 1.0 and t2_start - heard_onset == pytest.approx(3.0, abs=0.08)
+    assert t2_start + 3.0 < onsets[0] + detok.waves[0][1].size / SESSION_SR  # the reply went on under turn 2
+    # Every parameter, and Fun-Audio-Chat's own, recorded.
+    runtime = rec["adapter"]["runtime"]
+    assert {k: runtime[k] for k in ("inner", "inner_args", "inner_sample_rate", "end_of_turn_s", "barge_in_stop_s",
+                                     "response_delay_s")} == {
+        "inner": "adapters.fun_audio_chat:FunAudioChat", "inner_args": {"parts": PARTS}, "inner_sample_rate": 16_000,
+        "end_of_turn_s": 16.0, "barge_in_stop_s": -1.0, "response_delay_s": 0.0}
+    assert runtime["inner_describe"] == {
+        "model_path": "FunAudioLLM/Fun-Audio-Chat-8B", "detokenizer_path": "FunAudioLLM/Fun-CosyVoice3-0.5B-2512",
+        "device": "cpu", "dtype": "bfloat16", "parts": PARTS, "base_prompt": S2M_PROMPT, "gen_kwargs": GEN_KWARGS,
+        "sp_gen_kwargs": SP_GEN_KWARGS, "history_turns": 8, "trailing_s": 1.0, "input_sr": 16_000, "token_hop_len": 750,
+        "pre_lookahead_len": 3, "speaker": "token2wav's default (embedding=None)"}
+    assert rec["adapter"]["name"] == "fun-audio-chat" and rec["adapter"]["version"] == f"1/fun-audio-chat:{PARTS}"
+    assert sorted(rec["adapter"]["capabilities"]) == ["system_prompt", "text_output"]
+
+
+def model_channel(out: Path, case_id: str) -> np.ndarray:
+    import soundfile as sf
+
+    pcm, sr = sf.read(out / f"{case_id}.wav", dtype="int16")
+    assert sr == SESSION_SR
+    return pcm[:, 1]
+
+
+def test_end_of_turn_outlasts_every_pause_inside_a_dsb_ifeval_turn() -> None:
+    """The full grid's longest pause inside a user turn: R4_A's 12 s pause, drawn up to 1.3x. Turn 1 has none."""
+    from dataset_builder.ifeval.grid import INSTANCES, compose, pause_range
+
+    grid = compose(0, ["v1", "v2", "v3"], INSTANCES)
+    pauses = [(s.duration_s, c.conversation_id, t.turn_id) for c in grid.conversations for t in c.turns
+              for s in t.segments if s.kind == "silence"]
+    assert max(pauses) == (15.6, "R4-R4_A-i5", "t2") and not [p for p in pauses if p[2] == "t1"]
+    assert pause_range("pause", 12.0, False)[1] == 15.6 <= END_OF_TURN_S
+
+
+def test_seed_reset_and_history_window() -> None:
+    m = FunAudioChat(parts=PARTS, history_turns=2)
+    m.reset("Be brief.", 7)
+    first = [m.reply(turn(s, 0.3), 16_000) for s in (1.0, 2.0, 1.5)]
+    model = m.parts.model
+    assert [len(c["audios"]) for c in model.calls] == [1, 2, 2]  # this turn and the one before it
+    assert all(c["prompt"].count("Be brief.") == 1 for c in model.calls)
+    # One 25 Hz token per 40 ms of speech heard, 24 kHz out.
+    assert [r.audio.size for r in first] == [25 * TOKEN_SAMPLES, 50 * TOKEN_SAMPLES, 38 * TOKEN_SAMPLES]
+    assert {r.sample_rate for r in first} == {24_000} and all(r.text in SENTENCES for r in first)
+    m.reset("Be brief.", 7)
+    again = [m.reply(turn(s, 0.3), 16_000) for s in (1.0, 2.0, 1.5)]
+    assert all(np.array_equal(a.audio, b.audio) and a.text == b.text for a, b in zip(first, again, strict=True))
+    m.reset("Be brief.", 8)  # another seed: another sampling draw
+    assert not np.array_equal(m.reply(turn(1.0, 0.3), 16_000).audio, first[0].audio)
+    m.reset(None, 7)  # no prompt: the mode prompt alone, no history; 5 s of quiet after the turn cut to 1.0 s
+    m.reply(np.concatenate([turn(1.0, 0.3), np.zeros(4 * 16_000, np.float32)]), 16_000)
+    assert model.calls[-1]["prompt"].startswith(f"<|im_start|>system\n{S2M_PROMPT}<|im_end|>\n")
+    assert len(model.calls[-1]["audios"]) == 1 and np.array_equal(model.calls[-1]["audios"][0], turn(1.0, 0.3))
+    assert m.reply(np.zeros(16_000, np.float32), 16_000) is None  # no speech tokens: nothing to play
+
+
+def test_arguments_registry_and_loader_error(tmp_path: Path) -> None:
+    assert adapter_target("fun-audio-chat") == "adapters.fun_audio_chat:FunAudioChatAgent"
+    agent = load_adapter("fun-audio-chat", parts=PARTS, end_of_turn_s=0.8, barge_in_stop_s=0.4, max_new_tokens=64)
+    assert (agent.end_of_turn_s, agent.barge_in_stop_s, agent.model.gen_kwargs["max_new_tokens"]) == (0.8, 0.4, 64)
+    with pytest.raises(UsageError, match=r"does not take \['temprature'\]"):
+        load_adapter("fun-audio-chat", parts=PARTS, temprature=0.5)
+    with pytest.raises(UsageError, match="dtype must be"):
+        FunAudioChat(parts=PARTS, dtype="bf16")
+    with pytest.raises(UsageError, match="not an importable 'module:function'"):
+        FunAudioChat(parts="tests.fake_fun_audio_chat:missing")
+    with pytest.raises(UsageError) as err:
+        FunAudioChat(repo_dir=str(tmp_path))  # an empty folder: no Fun-Audio-Chat code anywhere
+    assert "needs Fun-Audio-Chat's code" in str(err.value) and "\n" not in str(err.value)
