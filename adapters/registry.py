@@ -25,6 +25,7 @@ _REGISTRY = LazyRegistry("adapter", {
     "j-moshi": "adapters.moshi:JMoshiAgent",
     "llm-jp-moshi": "adapters.moshi:LLMJpMoshiAgent",
     "flm-audio": "adapters.flm_audio:FLMAudioAgent",
+    "f-actor": "adapters.f_actor:FActorAgent",
 }, option="--adapter", arg_option="--adapter-arg")
 # What an agent must have: the protocol's attributes and its methods.
 _MEMBERS = sorted({*DuplexAgent.__annotations__, *(n for n in vars(DuplexAgent) if not n.startswith("_"))})

@@ -112,6 +112,13 @@ def fake_flm_audio(tmp: Path, tts: Any) -> Iterator[dict[str, Any]]:
     yield {"parts": fake_parts(), "device": "cpu"}
 
 
+@contextlib.contextmanager
+def fake_f_actor(tmp: Path, tts: Any) -> Iterator[dict[str, Any]]:
+    from tests.fake_f_actor import fake_parts
+
+    yield {"parts": fake_parts(), "device": "cpu"}
+
+
 SETUPS: dict[str, Factory] = {
     "silent": fixed(),
     "oracle": fixed(cache_dir=str(TTS_CACHE)),
@@ -130,6 +137,7 @@ SETUPS: dict[str, Factory] = {
     "j-moshi": fixed(tiny=True),
     "llm-jp-moshi": fixed(tiny=True),
     "flm-audio": fake_flm_audio,
+    "f-actor": fake_f_actor,
 }
 
 
