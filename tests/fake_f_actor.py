@@ -80,6 +80,8 @@ class TinyDSULlama(LlamaForCausalLM):
                                                 for log in self.logs)
         self.dsu_head = torch.nn.Linear(config.hidden_size, self.audio_vocab_size * self.num_dsu_heads)
         self.speaker_embed_proj = torch.nn.Linear(192, config.hidden_size)
+        for table in self.audio_embeds:  # as F-Actor's init_audio_embeds
+            torch.nn.init.xavier_uniform_(table.weight)
 
     def fed(self) -> np.ndarray:
         """[positions, 8]: the codes every audio position was given, since the last `forget`."""
