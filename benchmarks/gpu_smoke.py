@@ -66,6 +66,8 @@ def in_process() -> dict[str, InProcess]:
     table = {name: InProcess((p.repo,), p.language, True) for name, p in PRESETS.items()}
     table["minicpm-o"] = InProcess(("openbmb/MiniCPM-o-4_5",), "en", False)
     table["flm-audio"] = InProcess(("CofeAI/FLM-Audio",), "en", False)  # its code on PYTHONPATH, or repo_dir=
+    # F-Actor's training/ on PYTHONPATH, or repo_dir=; NanoCodec comes from the hub cache too.
+    table["f-actor"] = InProcess(("maikezu/f-actor", "nvidia/nemo-nano-codec-22khz-0.6kbps-12.5fps"), "en", False)
     table["freeze-omni"] = InProcess((), "en", False, needs="a Freeze-Omni checkout and its checkpoints: pass "
                                      "--adapter-arg freeze-omni.repo_dir=DIR (and checkpoint_dir, llm_path)")
     return table
