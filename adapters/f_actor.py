@@ -135,6 +135,24 @@ def load_parts(model_path: str, codec_path: str, speaker: str, speakers_file: st
     return FActorParts(model, tokenizer, codec, read_speaker(table, speaker))
 
 
+def filtered_probs(logits: Any, temperature: float, top_k: int, top_p: float) -> Any:
+    """Each row's distribution as F-Actor's `sample_next_token` makes it: softmax at `temperature`, then only the
+    `top_k` most likely (ties kept), then the smallest head of them whose mass passes `top_p`, renormalised."""
+    import torch
+
+    probs = torch.softmax(logits / temperature, dim=-1)
+    if 0 < top_k < probs.shape[-1]:
+        kth = torch.topk(probs, top_k, dim=-1).values[:, -1:]
+        probs = torch.where(probs < kth, torch.zeros_like(probs), probs)
+    if top_p < 1.0:
+        sorted_p, order = torch.sort(probs, descending=True, dim=-1)
+        beyond = torch.cumsum(sorted_p, dim=-1) > top_p
+        beyond[:, 1:] = beyond[:, :-1].clone()  # keep the token that crosses top_p
+        beyond[:, 0] = False
+        probs = torch.zeros_like(probs).scatter(-1, order, sorted_p.masked_fill(beyond, 0.0))
+    return probs / probs.sum(dim=-1, keepdim=True)
+
+
 class TextStream:
     """The model's text-stream tokens as words: pads and other special tokens are not words; a backchannel or
     interruption marker becomes a note; the first word after a pause gets the space its training text lacks."""
@@ -154,7 +172,8 @@ class TextStream:
             name = str(self.tokenizer.convert_ids_to_tokens(token))
             return None, next((f"{kind} marker {name}" for prefix, kind in MARKERS if name.startswith(prefix)), None)
         text = self.tokenizer.decode([token], skip_special_tokens=True)
-        if not text:
+        if not text:  # a special token all_special_ids does not list (Llama 3's reserved ones): no word either
+            self.paused = True
             return None, None
         if self.said and self.paused and not text[0].isspace():
             text = " " + text
@@ -272,20 +291,10 @@ class FActorAgent:
         return self._sample(audio), self._sample(text[None])[0]
 
     def _sample(self, logits: Any) -> Any:
-        """Temperature, then top-k and top-p on the probabilities (F-Actor's `sample_next_token`); a draw a row."""
+        """One draw a row from the filtered distribution, from the agent's own seeded generator."""
         import torch
 
-        probs = torch.softmax(logits / self.temperature, dim=-1)
-        if 0 < self.top_k < probs.shape[-1]:
-            kth = torch.topk(probs, self.top_k, dim=-1).values[:, -1:]
-            probs = torch.where(probs < kth, torch.zeros_like(probs), probs)
-        if self.top_p < 1.0:
-            sorted_p, order = torch.sort(probs, descending=True, dim=-1)
-            beyond = torch.cumsum(sorted_p, dim=-1) > self.top_p
-            beyond[:, 1:] = beyond[:, :-1].clone()
-            beyond[:, 0] = False
-            probs = torch.zeros_like(probs).scatter(-1, order, sorted_p.masked_fill(beyond, 0.0))
-        probs = probs / probs.sum(dim=-1, keepdim=True)
+        probs = filtered_probs(logits, self.temperature, self.top_k, self.top_p)
         return torch.multinomial(probs, 1, generator=self.generator).view(-1)
 
     # -- the codec -------------------------------------------------------------------------------------------------

@@ -29,8 +29,9 @@ from transformers import LlamaConfig, LlamaForCausalLM
 SR, HOP, BOOKS, CODES = 22_050, 1764, 4, 4032
 SPECIALS = ["<|begin_of_text|>", "<|eot_id|>", "[SILENCE_PAD]", "[UTTERANCE_PAD]", "[WORD_PAD]", "[BC]", "[INTER]"]
 WORDS = [" hello", " there", "yes", " twelve", "okay"]
+RESERVED = "<|reserved_special_token_0|>"  # special (decode skips it) but not in all_special_ids, as Llama 3's
 CHARS = [chr(c) for c in range(32, 127)] + ["\n"]
-VOCAB = SPECIALS + WORDS + CHARS
+VOCAB = SPECIALS + WORDS + [RESERVED] + CHARS
 
 
 class FakeTokenizer:
@@ -55,7 +56,8 @@ class FakeTokenizer:
         return VOCAB[int(i)]
 
     def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
-        return "".join(VOCAB[int(i)] for i in ids if not (skip_special_tokens and int(i) in self.all_special_ids))
+        skip = set(self.all_special_ids) | {self.ids[RESERVED]} if skip_special_tokens else set()
+        return "".join(VOCAB[int(i)] for i in ids if int(i) not in skip)
 
 
 class RecordingEmbedding(torch.nn.Embedding):

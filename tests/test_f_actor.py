@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 import torch
 
-from adapters.f_actor import SOS, FActorAgent, TextStream, read_speaker
+from adapters.f_actor import SOS, FActorAgent, TextStream, filtered_probs, read_speaker
 from adapters.registry import load_adapter
 from dataset_builder.audio import SESSION_SR, resample
 from dataset_builder.errors import UsageError
 from tests.adapter_episodes import run_cases
-from tests.fake_f_actor import CODES, HOP, SPECIALS, VOCAB, FakeNanoCodec, FakeTokenizer, fake_parts
+from tests.fake_f_actor import CODES, HOP, RESERVED, SPECIALS, VOCAB, FakeNanoCodec, FakeTokenizer, fake_parts
 
 N = HOP  # one NanoCodec frame: 80 ms at 22.05 kHz
 DELAY = CODES  # the model's audio delay id
@@ -100,6 +100,17 @@ def test_the_user_is_the_partner_stream_and_its_own_codes_are_what_it_plays() ->
     assert np.array_equal(cut[:N], said[:N]) and not np.allclose(cut[N:2 * N], said[N:2 * N], atol=1e-3)
 
 
+def test_its_own_codebooks_never_draw_the_delay_or_end_ids() -> None:
+    """Even a model that all but insists on them (delay id on even heads, end id on odd ones) plays audio codes."""
+    parts = fake_parts()
+    with torch.no_grad():
+        for h in range(8):
+            parts.model.dsu_head.bias[h * (CODES + 2) + CODES + h % 2] = 1e4
+    agent = FActorAgent(parts=parts, device="cpu")
+    frames = play(agent, noise(6, 1), 0)
+    assert parts.model.fed()[2:, :4].max() < CODES and all(np.isfinite(f.audio).all() for f in frames)
+
+
 def test_forced_frames_are_its_own_codes_and_come_back_as_given() -> None:
     parts = fake_parts()
     agent = FActorAgent(parts=parts, device="cpu")
@@ -147,6 +158,21 @@ def test_what_the_model_reads() -> None:
     assert all(f.text is None for f in play(quiet, noise(20, 1), 0))
 
 
+def test_sampling_filters_as_f_actor_does() -> None:
+    """Softmax at the temperature, then top-k, then the head of the rest reaching top-p (crossing token kept)."""
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
+
+    def probs(**kw: Any) -> list[float]:
+        return [round(p, 6) for p in filtered_probs(logits, **kw)[0].tolist()]
+
+    assert probs(temperature=1.0, top_k=0, top_p=1.0) == [0.5, 0.3, 0.15, 0.05]
+    assert probs(temperature=1.0, top_k=3, top_p=1.0) == [round(p / 0.95, 6) for p in (0.5, 0.3, 0.15)] + [0.0]
+    assert probs(temperature=1.0, top_k=40, top_p=0.7) == [0.625, 0.375, 0.0, 0.0]
+    assert probs(temperature=1.0, top_k=40, top_p=0.4) == [1.0, 0.0, 0.0, 0.0]
+    root = [p**0.5 for p in (0.5, 0.3, 0.15, 0.05)]
+    assert probs(temperature=2.0, top_k=0, top_p=1.0) == [round(r / sum(root), 6) for r in root]
+
+
 def test_the_text_stream_gives_words_spaced_and_markers_as_notes() -> None:
     tok = FakeTokenizer()
     stream = TextStream(tok)
@@ -158,6 +184,8 @@ def test_the_text_stream_gives_words_spaced_and_markers_as_notes() -> None:
                    (None, "backchannel marker [BC]"), (None, None)]
     stream.reset()
     assert stream.piece(VOCAB.index("okay")) == ("okay", None)  # nothing said yet: no space
+    assert stream.piece(VOCAB.index(RESERVED)) == (None, None)  # a special token all_special_ids does not list
+    assert stream.piece(VOCAB.index("yes")) == (" yes", None)  # is a pause too
 
 
 def test_speaker_embeddings_are_read_by_name(tmp_path: Path) -> None:
