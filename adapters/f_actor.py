@@ -239,12 +239,14 @@ class FActorAgent:
         with torch.no_grad():
             spk = torch.as_tensor(self.parts.speaker, device=self.device, dtype=model.dtype)
             embeds = torch.cat([model.speaker_embed_proj(spk)[None], model.get_input_embeddings()(ids)])
-            _, text0 = self._forward(embeds)
+            own, text = self._forward(embeds)
+            texts = [text]
             delays = torch.full((2 * self.heads,), self.delay_id, dtype=torch.long, device=self.device)
-            _, text1 = self._forward(self._embed(text0, delays))
-            own0, text2 = self._forward(self._embed(text1, delays))
-        self.queue = deque([text0, text1, text2])  # text tokens k, k + 1, k + 2 at the start of step k
-        self.own = own0  # own frame k's codes at the start of step k
+            for _ in range(AUDIO_DELAY):  # the positions before the first audio frame: text only
+                own, text = self._forward(self._embed(texts[-1], delays))
+                texts.append(text)
+        self.queue = deque(texts)  # text tokens k .. k + AUDIO_DELAY at the start of step k
+        self.own = own  # own frame k's codes at the start of step k
 
     def step(self, user_frame: np.ndarray, forced_model_frame: np.ndarray | None = None) -> Frame:
         import torch
