@@ -27,6 +27,7 @@ _REGISTRY = LazyRegistry("adapter", {
     "flm-audio": "adapters.flm_audio:FLMAudioAgent",
     "voila": "adapters.voila:VoilaAgent",
     "fun-audio-chat": "adapters.fun_audio_chat:FunAudioChatAgent",
+    "f-actor": "adapters.f_actor:FActorAgent",
 }, option="--adapter", arg_option="--adapter-arg")
 # What an agent must have: the protocol's attributes and its methods.
 _MEMBERS = sorted({*DuplexAgent.__annotations__, *(n for n in vars(DuplexAgent) if not n.startswith("_"))})

@@ -69,6 +69,8 @@ def in_process() -> dict[str, InProcess]:
     # its code on PYTHONPATH, or repo_dir=; the voice's speaker embedding is pyannote's wespeaker
     table["voila"] = InProcess(("maitrix-org/Voila-autonomous-preview", "maitrix-org/Voila-Tokenizer",
                                 "pyannote/wespeaker-voxceleb-resnet34-LM"), "en", False)
+    # F-Actor's training/ on PYTHONPATH, or repo_dir=; NanoCodec comes from the hub cache too.
+    table["f-actor"] = InProcess(("maikezu/f-actor", "nvidia/nemo-nano-codec-22khz-0.6kbps-12.5fps"), "en", False)
     table["freeze-omni"] = InProcess((), "en", False, needs="a Freeze-Omni checkout and its checkpoints: pass "
                                      "--adapter-arg freeze-omni.repo_dir=DIR (and checkpoint_dir, llm_path)")
     return table

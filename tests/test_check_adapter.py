@@ -119,6 +119,13 @@ def fake_voila(tmp: Path, tts: Any) -> Iterator[dict[str, Any]]:
     yield {"parts": fake_parts(), "device": "cpu"}
 
 
+@contextlib.contextmanager
+def fake_f_actor(tmp: Path, tts: Any) -> Iterator[dict[str, Any]]:
+    from tests.fake_f_actor import fake_parts
+
+    yield {"parts": fake_parts(), "device": "cpu"}
+
+
 SETUPS: dict[str, Factory] = {
     "silent": fixed(),
     "oracle": fixed(cache_dir=str(TTS_CACHE)),
@@ -140,6 +147,7 @@ SETUPS: dict[str, Factory] = {
     "voila": fake_voila,
     # A fake of Fun-Audio-Chat's library; a short end of turn, so the check's short turns get replies.
     "fun-audio-chat": fixed(parts="tests.fake_fun_audio_chat:fake_parts", end_of_turn_s=0.6),
+    "f-actor": fake_f_actor,
 }
 
 

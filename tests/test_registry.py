@@ -22,6 +22,7 @@ NEEDS_SETUP |= {"moshiko", "moshika", "j-moshi", "llm-jp-moshi"}  # Moshi-family
 NEEDS_SETUP |= {"flm-audio"}  # its code and weights: a fake LMGen in the tests
 NEEDS_SETUP |= {"voila"}  # its code and weights: a fake of its API in the tests
 NEEDS_SETUP |= {"fun-audio-chat"}  # its code and weights: a fake of its library in the tests
+NEEDS_SETUP |= {"f-actor"}  # its code and weights: a tiny model of its shape and a fake codec in the tests
 
 
 def test_adapters_needing_setup_are_built_by_the_conformance_tests() -> None:
