@@ -38,7 +38,13 @@ from dataset_builder.m3.knowledge import MAX_DIALOGUES_PER_GOLD, Entity, Knowled
 from dataset_builder.m3.language import LANGUAGES, Language, capitalise
 from dataset_builder.m3.schema import DOMAINS, KINDS, SPEAKERS
 from dataset_builder.m3.schema import LANGUAGES as LANGS
-from dataset_builder.m3.speech_forms import bc_in_question, check_dialogue, question_spans, unfinished
+from dataset_builder.m3.speech_forms import (
+    bc_in_question,
+    check_dialogue,
+    question_spans,
+    unfinished,
+    without_repeated_marker,
+)
 from dataset_builder.m3.textbank import PAUSE, PLACEHOLDER, BankLine, Exchange, LanguageBank, TextBank, load_bank
 from dataset_builder.schema import SchemaError
 
@@ -317,6 +323,8 @@ _A_AN = re.compile(r"\b([Aa]n?) $")
 def _compose(lang: Language, lead: str, template: str, values: dict[str, str]) -> str:
     """A lead-in and a template said as one line, placeholders filled after joining (so a name keeps its
     capitals after a lead-in) and the line's first letter capitalised."""
+    if lead:  # "Okay, got it," + "Okay, and when ...": the marker once
+        template = without_repeated_marker(lead, template, lang.code)
     text = _fill(lang.join(lead, template) if lead else template, values)
     return capitalise(text) if lang.code == "en" else text
 

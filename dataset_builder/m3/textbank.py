@@ -29,7 +29,7 @@ RELATION_EXTRAS = ("openers", "reactions", "also")
 # Optional backchannel lists for one domain (a user acknowledging an answer says "mm-hm", not "no way").
 BC_EXTRAS = ("user_task", "system_task", "user_chat", "system_chat")
 # Placeholders each kind of text may hold (besides chat slots).
-ALLOWED = {"ask_first": {"entity", "noun"}, "ask_follow": {"noun", "pronoun"},
+ALLOWED = {"ask_first": {"entity", "noun", "pronoun"}, "ask_follow": {"noun", "pronoun"},
            "answer": {"value", "entity", "noun", "pronoun"},
            "reactions": {"value"}, "openers": set(), "also": set(), "transitions": set(), "barge_in": set()}
 FILLER = {"en": "Sam", "ja": "あれ"}  # what a placeholder counts as when a length is checked
