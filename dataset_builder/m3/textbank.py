@@ -332,6 +332,8 @@ def load_topic(path: Path, lang: Language, problems: Problems) -> ChatTopic | No
     premises = _premises(data.get("premises"), path, sections, problems)
     if lang.code == "en":
         _pronouns_agree(sections, slots, path, problems)
+    if lang.code == "ja":
+        _kin_one_side(sections, slots, path, problems)
     return ChatTopic(str(topic), slots, sections["opening"], sections["middle"], sections["closing"],
                      where(path, topic, "topic"), str(alternatives), register, premises)
 
@@ -373,6 +375,24 @@ def _pronouns_agree(sections: dict[str, tuple[Exchange, ...]], slots: dict[str, 
                         values = "/".join(sorted(g or "unmarked" for g in genders[n]))
                         problems.fail(ex.where, f"pronoun {'/'.join(sorted(said - fits))} in an exchange about "
                                       f"{{{n}}}, whose values are {values} (../README.md, slots)", t)
+
+
+# Japanese family words as one says them of one's own family (母, 妹, 両親): the other speaker says お母さん, 妹さん,
+# ご両親. A slot with such a value is said by one speaker only (the other, saying it back, would call the
+# speaker's mother "母").
+_JA_OWN_KIN = re.compile(r"(?<![おご])(?:母|父|姉|兄|妹|弟|息子|娘|夫|妻|主人|両親|祖母|祖父|家族)(?!さん|公)")
+
+
+def _kin_one_side(sections: dict[str, tuple[Exchange, ...]], slots: dict[str, tuple[str, ...]], path: Path,
+                  problems: Problems) -> None:
+    for name, vals in slots.items():
+        kin = [v for v in vals if _JA_OWN_KIN.search(v)]
+        lines = [ln for sec in sections.values() for ex in sec for ln in ex.lines
+                 if any("{" + name + "}" in t for t in ln.texts)]
+        if kin and len({ln.speaker for ln in lines}) > 1:
+            problems.fail(where(path, name, f"slots.{name}"), f"a family word said of one's own family ({kin[0]}) "
+                          "in a slot both speakers say: the other would say it back as their own (../README.md, "
+                          "slots)", name)
 
 
 def _premises(raw: object, path: Path, sections: dict[str, tuple[Exchange, ...]],
