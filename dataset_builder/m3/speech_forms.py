@@ -60,12 +60,17 @@ _EN_CLAUSE = re.compile(r"[^,.!?]+")
 _JA_LEAD_CLAUSE = re.compile(r"[^、。！？!?]+")
 
 
+# Two lead-ins stacked where one ends in a conjunction: "Sorry, not to interrupt, but and when did he die?"
+_EN_STACKED = re.compile(r"\bbut\s*,?\s+(?:and|but|okay|so)\b|\band\s*,?\s+(?:and|but|okay)\b", re.IGNORECASE)
+
+
 def repeated_markers(text: str, language: str) -> list[str]:
-    """The discourse markers `text` says twice in its short lead-in clauses, not side by side (empty when none)."""
+    """The discourse markers `text` says twice in its short lead-in clauses, not side by side, and (English) a
+    conjunction right after another ("but and") (empty when none)."""
     clauses = [c.strip() for c in (_EN_CLAUSE if language == "en" else _JA_LEAD_CLAUSE).findall(text)]
     markers = _EN_MARKERS if language == "en" else _JA_MARKERS
     seen: dict[str, int] = {}
-    found: list[str] = []
+    found: list[str] = [m.group(0) for m in _EN_STACKED.finditer(text)] if language == "en" else []
     for k, clause in enumerate(clauses):
         words = clause.lower().split() if language == "en" else [clause]
         if language == "en" and (len(words) > 3 or clause.lower() in _EN_IDIOMS):

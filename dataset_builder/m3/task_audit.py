@@ -80,11 +80,15 @@ def qa_stats(dialogues: Sequence[Dialogue]) -> dict[str, Any]:
 _PRONOUNS = {"they": re.compile(r"\b(?:they|them|their|theirs|themselves)\b", re.IGNORECASE),
              "he": re.compile(r"\b(?:he|him|his|himself)\b", re.IGNORECASE),
              "she": re.compile(r"\b(?:she|her|hers|herself)\b", re.IGNORECASE)}
+# A subject pronoun where an object belongs ("I'm trying to place he in history"): {pronoun} is he / she / it.
+_SUBJECT_AS_OBJECT = re.compile(r"\b(?:to|for|about|with|from|by|at|of|ask|tell)\s+(?:he|she)\b"
+                                r"|\bplace\s+(?:he|she)\s+(?:in|on)\b", re.IGNORECASE)
 
 
 def pronoun_slips(dialogues: Sequence[Dialogue], knowledge: Knowledge) -> list[str]:
     """English task turns whose pronouns do not fit the people they are about (`utt_id: text`): "they" for a
-    person whose facts say he or she, or "she" where only a "he" is in question (and the other way round)."""
+    person whose facts say he or she, "she" where only a "he" is in question (and the other way round), or "he"
+    where "him" belongs."""
     slips = []
     for d in dialogues:
         if d.language != "en":
@@ -101,7 +105,7 @@ def pronoun_slips(dialogues: Sequence[Dialogue], knowledge: Knowledge) -> list[s
             if u.speaker == "system" and linked is not None:  # the answer names this person
                 people |= {linked.pronoun} - {"it"}
             said = {p for p, rx in _PRONOUNS.items() if rx.search(u.text)}
-            if people and ("they" in said or said - {"they"} - people):
+            if (people and ("they" in said or said - {"they"} - people)) or _SUBJECT_AS_OBJECT.search(u.text):
                 slips.append(f"{u.utt_id}: {u.text}")
     return slips
 
