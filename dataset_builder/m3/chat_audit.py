@@ -6,6 +6,8 @@ Measured on the scripts (the text and the utterance relations), so a `--scripts-
 - **distinct turn texts**: distinct TURN lines / lines (a held pause's halves joined, `Dialogue.lines`).
 - **top sentence share**: the most repeated TURN sentence's share of dialogues (`diversity.py`, the 1 % rule).
 - **doubled words**: "the the", "the next the ferry", "のときのとき" (`speech_forms.doubled_words`); must be 0.
+- **lead-in markers said twice**: a reaction and a lead-in joined, each with its own marker ("Okay, got it, okay,
+  and when ...", `speech_forms.repeated_markers`); must be 0.
 - **BCs inside questions**: user backchannels whose host turn has a question where the backchannel may fall
   (`speech_forms.bc_in_question`: the middle 15-85 % of the host, where the timeline places them).
 - **mixed-register turns** (Japanese): turns ending one clause polite and another casual, and turns where a
@@ -33,6 +35,7 @@ from dataset_builder.m3.speech_forms import (
     complete_sentence,
     dialogue_problems,
     doubled_words,
+    repeated_markers,
     turn_register,
 )
 from dataset_builder.m3.timeline import BC_MAX_MS, BC_MIN_MS, TURN_MIN_MS, TimelineError, place
@@ -92,7 +95,7 @@ def config_audit(dialogues: Sequence[Dialogue], targets: AuditTargets = AuditTar
     doubled: list[str] = []
     bcs = bcs_in_q = pauses = pauses_done = mixed = switches = 0
     examples: dict[str, list[str]] = {"doubled": [], "bc_in_question": [], "pause_after_sentence": [],
-                                      "register": []}
+                                      "register": [], "markers": []}
     shifts: list[float] = []
     unplaced = 0
     for d in dialogues:
@@ -100,6 +103,8 @@ def config_audit(dialogues: Sequence[Dialogue], targets: AuditTargets = AuditTar
         for u in d.utterances:
             for w in doubled_words(u.text, lang):
                 doubled.append(f"{u.utt_id}: {w!r}")
+            if u.kind == "turn" and repeated_markers(u.text, lang):
+                examples["markers"].append(f"{u.utt_id}: {u.text!r}")
             if u.kind == "bc" and u.speaker == "user" and host is not None:
                 bcs += 1
                 if bc_in_question(host.text, lang, before_chars=u.bc_before_chars):
@@ -132,6 +137,7 @@ def config_audit(dialogues: Sequence[Dialogue], targets: AuditTargets = AuditTar
         "top_sentence_share": _share(top[1], len(dialogues)),
         "top_sentence": top[0],
         "doubled_words": len(doubled),
+        "repeated_markers": len(examples["markers"]),
         "user_bcs": bcs,
         "bc_in_question": _share(bcs_in_q, bcs),
         "pauses": pauses,
@@ -151,6 +157,7 @@ def config_audit(dialogues: Sequence[Dialogue], targets: AuditTargets = AuditTar
                                   f"{100 * measures['top_sentence_share']:.1f} % of dialogues "
                                   f"(<= {100 * targets.max_sentence_share:.0f} %)"),
         "doubled words": (not doubled, f"{len(doubled)} (0)"),
+        "lead-in markers said twice": (not examples["markers"], f"{len(examples['markers'])} (0)"),
         "BCs inside questions": (measures["bc_in_question"] <= targets.max_bc_in_question,
                                  f"{100 * measures['bc_in_question']:.1f} % of {bcs} user BCs "
                                  f"(<= {100 * targets.max_bc_in_question:.0f} %)"),
@@ -189,6 +196,7 @@ def format_audit_block(block: dict[str, Any]) -> list[str]:
     for name, ex in block["examples"].items():
         if ex and not block["checks"].get({"doubled": "doubled words", "bc_in_question": "BCs inside questions",
                                            "pause_after_sentence": "PAUSEs after a complete sentence",
-                                           "register": "mixed-register turns"}[name], {"ok": True})["ok"]:
+                                           "register": "mixed-register turns",
+                                           "markers": "lead-in markers said twice"}[name], {"ok": True})["ok"]:
             lines += [f"      e.g. {e}" for e in ex[:3]]
     return lines

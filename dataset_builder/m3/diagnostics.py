@@ -71,8 +71,10 @@ def audit_result(folder: Path | str, intelligibility: Intelligibility | None = N
         lang, domain = CONFIGS[config]
         if domain == "chat":  # the chat topics' stories (textbank.py premises): no exchange outside one
             block["threads"] = thread_report(load_bank((lang,)).language(lang))
-        if domain == "task":  # the task QA targets (task_audit.py)
-            block["task"] = task_audit([d for c, _, d in scripts if c == config], folder, config, lang)
+        if domain == "task":  # the task QA targets (task_audit.py); the knowledge names each person's pronoun
+            knowledge = load_bank((lang,)).knowledge
+            block["task"] = task_audit([d for c, _, d in scripts if c == config], folder, config, lang,
+                                       knowledge=knowledge)
         configs[config] = block
     result = {"configs": configs, "targets": {"max_sentence_share": targets.max_sentence_share},
               "ok": all(b["text"]["ok"] or b["text"]["dialogues"] * targets.max_sentence_share < 1

@@ -38,7 +38,13 @@ from dataset_builder.m3.knowledge import MAX_DIALOGUES_PER_GOLD, Entity, Knowled
 from dataset_builder.m3.language import LANGUAGES, Language, capitalise
 from dataset_builder.m3.schema import DOMAINS, KINDS, SPEAKERS
 from dataset_builder.m3.schema import LANGUAGES as LANGS
-from dataset_builder.m3.speech_forms import bc_in_question, check_dialogue, question_spans, unfinished
+from dataset_builder.m3.speech_forms import (
+    bc_in_question,
+    check_dialogue,
+    question_spans,
+    unfinished,
+    without_repeated_marker,
+)
 from dataset_builder.m3.textbank import PAUSE, PLACEHOLDER, BankLine, Exchange, LanguageBank, TextBank, load_bank
 from dataset_builder.schema import SchemaError
 
@@ -317,14 +323,22 @@ _A_AN = re.compile(r"\b([Aa]n?) $")
 def _compose(lang: Language, lead: str, template: str, values: dict[str, str]) -> str:
     """A lead-in and a template said as one line, placeholders filled after joining (so a name keeps its
     capitals after a lead-in) and the line's first letter capitalised."""
+    if lead:  # "Okay, got it," + "Okay, and when ...": the marker once
+        template = without_repeated_marker(lead, template, lang.code)
+        if _ENDS_IN_CONJUNCTION.search(lead):  # "Sorry, not to interrupt, but" + "and when ...": one "but"
+            template = _unmarked(lang, template)
     text = _fill(lang.join(lead, template) if lead else template, values)
     return capitalise(text) if lang.code == "en" else text
 
 
 # Discourse markers a chat line may start with: said after a lead-in or a barge-in opener that already says the
 # same ("Oh, that reminds me, oh, by the way, ..."; "あ、その話で思い出した、そういえば、..."), they are dropped.
-_MARKER = {"en": re.compile(r"^(?:(?:oh|so|anyway|by the way|actually),\s*|so\s+)+", re.IGNORECASE),
+_MARKER = {"en": re.compile(r"^(?:(?:oh|so|anyway|by the way|actually|okay|right),\s*|(?:so|and)\s+)+",
+                            re.IGNORECASE),
            "ja": re.compile(r"^(?:(?:あ|あっ|そういえば|そうそう|ところで|ねえ|ねえねえ)、)+")}
+
+
+_ENDS_IN_CONJUNCTION = re.compile(r"\b(?:and|but|so)\W*$", re.IGNORECASE)
 
 
 def _unmarked(lang: Language, text: str) -> str:
@@ -809,7 +823,7 @@ def _realise(turns: list[_Turn], bank: LanguageBank, lang: Language, domain: str
                 # keeps its own lead-in ("Oh, totally different topic, ..."), nothing the system said reminded
                 continue
             nxt.barge_opener = ledger.choose("barge_in", openers, rng)
-            strip = _unmarked if words.barge_in else (lambda _lang, text: text)
+            strip = _unmarked  # "Sorry, not to interrupt, but" + "and when ...": the opener leads in alone
             if nxt.bare is not None:
                 template, values = nxt.bare
                 nxt.pieces = [_compose(lang, nxt.barge_opener, _text(lang, _pieces(strip(lang, template))), values)]

@@ -439,7 +439,7 @@ def derive(entities: list[Entity]) -> list[Entity]:
 
 # forward relation -> (the reverse relation a capital city gets, its group, its nouns)
 _CAPITALS: dict[str, tuple[str, str, dict[str, tuple[str, ...]]]] = {
-    "capital": ("capital_of", "capital", {"en": ("city", "capital"), "ja": ("都市", "首都")}),
+    "capital": ("capital_of", "capital", {"en": ("city",), "ja": ("都市",)}),
     "state_capital": ("state_of", "state_capital", {"en": ("city",), "ja": ("都市",)}),
     "prefecture_seat": ("prefecture_of", "prefecture_seat", {"en": ("city",), "ja": ("市",)}),
 }

@@ -47,6 +47,63 @@ def doubled_words(text: str, language: str) -> list[str]:
         m.group(0) for m in _JA_REPEAT.finditer(text) if m.group(1) not in _JA_REPEAT_OK]
 
 
+
+# A discourse marker said again a clause or two later in one turn ("Okay, got it, okay, and when...",
+# "あ、そういえば、あ、"): a reaction and a lead-in joined, each bringing its own marker. Said twice in a row
+# ("Sorry, sorry,", "I know, I know,") it is meant; apart, it is two lead-ins stacked.
+_EN_MARKERS = {"okay", "ok", "oh", "ah", "right", "so", "well", "alright", "sorry", "wait", "anyway", "now",
+               "huh", "hmm", "yeah", "nice", "wow", "actually", "also", "and", "um", "hey", "cool", "ooh", "oops"}
+_JA_MARKERS = {"あ", "あの", "えっと", "ところで", "そういえば", "なるほど", "じゃあ", "では", "それで", "ちなみに",
+               "ねえ", "すみません", "ごめん", "ごめんなさい", "ちょっと", "はい", "うん", "へえ", "そうそう"}
+_EN_IDIOMS = {"so to speak", "and so on", "oh well"}
+_EN_CLAUSE = re.compile(r"[^,.!?]+")
+_JA_LEAD_CLAUSE = re.compile(r"[^、。！？!?]+")
+
+
+# Two lead-ins stacked where one ends in a conjunction: "Sorry, not to interrupt, but and when did he die?"
+_EN_STACKED = re.compile(r"\bbut\s*,?\s+(?:and|but|okay|so)\b|\band\s*,?\s+(?:and|but|okay)\b", re.IGNORECASE)
+
+
+def repeated_markers(text: str, language: str) -> list[str]:
+    """The discourse markers `text` says twice in its short lead-in clauses, not side by side, and (English) a
+    conjunction right after another ("but and") (empty when none)."""
+    clauses = [c.strip() for c in (_EN_CLAUSE if language == "en" else _JA_LEAD_CLAUSE).findall(text)]
+    markers = _EN_MARKERS if language == "en" else _JA_MARKERS
+    seen: dict[str, int] = {}
+    found: list[str] = [m.group(0) for m in _EN_STACKED.finditer(text)] if language == "en" else []
+    for k, clause in enumerate(clauses):
+        words = clause.lower().split() if language == "en" else [clause]
+        if language == "en" and (len(words) > 3 or clause.lower() in _EN_IDIOMS):
+            continue  # a lead-in clause is short ("got it", "that makes sense"); a content clause is not one
+        for w in dict.fromkeys(words[:1] if language == "en" else words):  # said first in its clause
+            if w not in markers:
+                continue
+            if w in seen and seen[w] < k - 1:
+                found.append(w)
+            seen[w] = k
+    return found
+
+
+def _marker_clauses(text: str, language: str) -> list[str]:
+    clauses = [c.strip().lower() for c in (_EN_CLAUSE if language == "en" else _JA_LEAD_CLAUSE).findall(text)]
+    return [c for c in clauses if (len(c.split()) <= 3 if language == "en" else True)]
+
+
+def without_repeated_marker(lead: str, text: str, language: str) -> str:
+    """`text` without the discourse markers it starts with that `lead` (said just before it) already says:
+    "Okay, got it," + "Okay, and when ..." -> "and when ..."."""
+    markers = _EN_MARKERS if language == "en" else _JA_MARKERS
+    said = {w for c in _marker_clauses(lead, language) for w in (c.split() if language == "en" else [c])}
+    pattern = _EN_LEAD_MARKER if language == "en" else _JA_LEAD_MARKER
+    while (m := pattern.match(text)) and (w := (m.group(1) or m.group(2) or "").lower()) in markers and w in said:
+        text = text[m.end():]
+    return text
+
+
+_EN_LEAD_MARKER = re.compile(r"([A-Za-z]+),\s*|(so|and)\s+", re.IGNORECASE)
+_JA_LEAD_MARKER = re.compile(r"([^、。！？!?]+)、")
+
+
 # --- Japanese register -----------------------------------------------------------------------------------------
 
 POLITE, CASUAL = "polite", "casual"

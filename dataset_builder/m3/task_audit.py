@@ -10,6 +10,10 @@ paper's task subset? Each target is printed PASS or FAIL (`diagnostics.py` calls
   previous answer itself (>= 5 %: "Who wrote Emma?" "Jane Austen." "And when was she born?"), TopiOCQA's point
   (M3-DuplexBench §III-B: multi-turn QA "to evaluate whether models can answer questions based on dialogue
   context").
+- pronoun slips (0): an English turn about a person that calls them "they" ("So Albert Einstein, where were they
+  born?") or by the other person's pronoun; the person is the entity asked about, and in an answer also the person
+  the answer names ("It was painted by Klimt, the most famous piece he made"). A question about a work may say
+  "their work" of an artist not yet named.
 - SHIFT mean vs the paper's task subset (Table II: 0.45 s English, 0.35 s Japanese) within 0.1 s: measured on the
   built rows (t - s of every SHIFT), or, on a scripts-only folder, the mean of the shipped timing statistics the
   timeline samples SHIFTs from.
@@ -20,6 +24,7 @@ SHIFTs say little about a mean); on fewer they are reported and marked "not judg
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,7 +34,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from dataset_builder.m3.dialogues import Dialogue, gold_key
-from dataset_builder.m3.knowledge import MAX_DIALOGUES_PER_GOLD
+from dataset_builder.m3.knowledge import MAX_DIALOGUES_PER_GOLD, Knowledge
 from dataset_builder.rules.m3_timing_stats import default_stats
 
 # Mean SHIFT duration per subset, M3-DuplexBench Table II (the shipped timing defaults are built to match them).
@@ -72,6 +77,39 @@ def qa_stats(dialogues: Sequence[Dialogue]) -> dict[str, Any]:
             "answer_follow_share": round(on_answer / pairs, 4) if pairs else 0.0}
 
 
+_PRONOUNS = {"they": re.compile(r"\b(?:they|them|their|theirs|themselves)\b", re.IGNORECASE),
+             "he": re.compile(r"\b(?:he|him|his|himself)\b", re.IGNORECASE),
+             "she": re.compile(r"\b(?:she|her|hers|herself)\b", re.IGNORECASE)}
+# A subject pronoun where an object belongs ("I'm trying to place he in history"): {pronoun} is he / she / it.
+_SUBJECT_AS_OBJECT = re.compile(r"\b(?:to|for|about|with|from|by|at|of|ask|tell)\s+(?:he|she)\b"
+                                r"|\bplace\s+(?:he|she)\s+(?:in|on)\b", re.IGNORECASE)
+
+
+def pronoun_slips(dialogues: Sequence[Dialogue], knowledge: Knowledge) -> list[str]:
+    """English task turns whose pronouns do not fit the people they are about (`utt_id: text`): "they" for a
+    person whose facts say he or she, "she" where only a "he" is in question (and the other way round), or "he"
+    where "him" belongs."""
+    slips = []
+    for d in dialogues:
+        if d.language != "en":
+            continue
+        for u in d.utterances:
+            if u.kind != "turn" or not u.topic:
+                continue
+            try:
+                e = knowledge.entity(u.topic)
+            except KeyError:
+                continue
+            people = {e.pronoun} - {"it"}
+            linked = knowledge.link(e.facts[u.fact]) if u.fact in e.facts else None
+            if u.speaker == "system" and linked is not None:  # the answer names this person
+                people |= {linked.pronoun} - {"it"}
+            said = {p for p, rx in _PRONOUNS.items() if rx.search(u.text)}
+            if (people and ("they" in said or said - {"they"} - people)) or _SUBJECT_AS_OBJECT.search(u.text):
+                slips.append(f"{u.utt_id}: {u.text}")
+    return slips
+
+
 def shift_mean(folder: Path, config: str, language: str, domain: str) -> dict[str, Any]:
     """The mean SHIFT duration (t - s) of the built rows, or of the shipped timing statistics without rows."""
     shards = sorted((Path(folder) / "data" / config).glob("*.parquet"))
@@ -90,10 +128,12 @@ def shift_mean(folder: Path, config: str, language: str, domain: str) -> dict[st
 
 
 def task_audit(dialogues: Sequence[Dialogue], folder: Path, config: str, language: str,
-               targets: TaskTargets | None = None) -> dict[str, Any]:
-    """The task targets of one config: measured values, and per target whether it passes (None: not judged)."""
+               targets: TaskTargets | None = None, knowledge: Knowledge | None = None) -> dict[str, Any]:
+    """The task targets of one config: measured values, and per target whether it passes (None: not judged).
+    With `knowledge` (English), the pronouns of the turns about people are checked too."""
     targets = targets or TaskTargets()
     qa = qa_stats(dialogues)
+    slips = pronoun_slips(dialogues, knowledge) if knowledge is not None and language == "en" else None
     shift = shift_mean(folder, config, language, "task")
     paper = PAPER_SHIFT_MEAN_S[f"{language}_task"]
     full = qa["dialogues"] >= targets.full_dialogues
@@ -105,7 +145,10 @@ def task_audit(dialogues: Sequence[Dialogue], folder: Path, config: str, languag
         "answer_follow_share": qa["answer_follow_share"] >= targets.min_answer_follow_share if full else None,
         "shift_mean": abs(shift["mean_s"] - paper) <= targets.shift_tolerance_s if full else None,
     }
+    if slips is not None:
+        checks["pronoun_slips"] = not slips
     return {"qa": qa, "shift": {**shift, "paper_s": paper}, "checks": checks,
+            "pronoun_slips": {"n": len(slips), "examples": slips[:3]} if slips is not None else None,
             "ok": all(v is not False for v in checks.values())}
 
 
@@ -133,4 +176,6 @@ def format_task_audit(block: dict[str, Any], targets: TaskTargets | None = None)
         f"{100 * qa['answer_follow_share']:.1f} % (>= {100 * targets.min_answer_follow_share:.0f} %)",
         f"    [{mark('shift_mean')}] task SHIFT mean vs the paper: {shift['mean_s']:.3f} s vs {shift['paper_s']:.2f} s "
         f"(within {targets.shift_tolerance_s} s; {shift['source']})",
-    ]
+    ] + ([f"    [{mark('pronoun_slips')}] pronoun slips (they/he/she for a person): {block['pronoun_slips']['n']} (0)"]
+         + [f"      e.g. {e}" for e in block["pronoun_slips"]["examples"] if not checks["pronoun_slips"]]
+         if block.get("pronoun_slips") is not None else [])

@@ -29,7 +29,7 @@ RELATION_EXTRAS = ("openers", "reactions", "also")
 # Optional backchannel lists for one domain (a user acknowledging an answer says "mm-hm", not "no way").
 BC_EXTRAS = ("user_task", "system_task", "user_chat", "system_chat")
 # Placeholders each kind of text may hold (besides chat slots).
-ALLOWED = {"ask_first": {"entity", "noun"}, "ask_follow": {"noun", "pronoun"},
+ALLOWED = {"ask_first": {"entity", "noun", "pronoun"}, "ask_follow": {"noun", "pronoun"},
            "answer": {"value", "entity", "noun", "pronoun"},
            "reactions": {"value"}, "openers": set(), "also": set(), "transitions": set(), "barge_in": set()}
 FILLER = {"en": "Sam", "ja": "あれ"}  # what a placeholder counts as when a length is checked
@@ -330,8 +330,69 @@ def load_topic(path: Path, lang: Language, problems: Problems) -> ChatTopic | No
         problems.fail(where(path, topic, "premises"), "no premises: list each story's opening, middles and closings "
                       "(../README.md, premises)")
     premises = _premises(data.get("premises"), path, sections, problems)
+    if lang.code == "en":
+        _pronouns_agree(sections, slots, path, problems)
+    if lang.code == "ja":
+        _kin_one_side(sections, slots, path, problems)
     return ChatTopic(str(topic), slots, sections["opening"], sections["middle"], sections["closing"],
                      where(path, topic, "topic"), str(alternatives), register, premises)
+
+
+# English words that fix a person's gender: a slot value with one ("Aunt Rosa", "the guy next door") is a he or a
+# she, and a line about it may not call it "they"; a slot whose values differ may call them nothing. Names count
+# by their title only ("Aunt", "Uncle"): a bare first name is left to the writer; "my aunt's farm" is a place.
+_SHE = re.compile(r"\b(?:aunt|grandma|grandmother|mom|mother|sister|niece|woman|lady|girl|wife|daughter|"
+                  r"goddaughter|actress|queen|gran)\b(?!'s)", re.IGNORECASE)
+_HE = re.compile(r"\b(?:uncle|grandpa|grandfather|dad|father|brother|nephew|man|guy|boy|husband|son|godson|"
+                 r"actor|king)\b(?!'s)", re.IGNORECASE)
+_EN_PRONOUN = {"they": re.compile(r"\b(?:they|them|their|theirs|themselves|they're|they've|they'd|they'll)\b",
+                                  re.IGNORECASE),
+               "he": re.compile(r"\b(?:he|him|his|himself|he's|he'd|he'll)\b", re.IGNORECASE),
+               "she": re.compile(r"\b(?:she|her|hers|herself|she's|she'd|she'll)\b", re.IGNORECASE)}
+
+
+def _gender(value: str) -> str:
+    """'she', 'he' or '' (not fixed by a word of the value, or fixed both ways: "my sister's twins" are 'they')."""
+    she, he = bool(_SHE.search(value)), bool(_HE.search(value))
+    return "she" if she and not he else "he" if he and not she else ""
+
+
+def _pronouns_agree(sections: dict[str, tuple[Exchange, ...]], slots: dict[str, tuple[str, ...]], path: Path,
+                    problems: Problems) -> None:
+    """An exchange naming a person slot whose values have a gender uses only that gender's pronoun: no "they"
+    for "Aunt Rosa" ("I met the guy next door, and they brought us cookies"), no "she" where a value is a he."""
+    genders = {name: {_gender(v) for v in vals} for name, vals in slots.items()}
+    gendered = {name for name, g in genders.items() if g - {""}}
+    for section in sections.values():
+        for ex in section:
+            texts = [t for ln in ex.lines for t in ln.texts]
+            named = [n for n in gendered if any("{" + n + "}" in t for t in texts)]
+            for n in named:
+                fits = genders[n] - {""} if len(genders[n]) == 1 else set()
+                for t in texts:
+                    said = {p for p, rx in _EN_PRONOUN.items() if rx.search(t)}
+                    if said - fits:
+                        values = "/".join(sorted(g or "unmarked" for g in genders[n]))
+                        problems.fail(ex.where, f"pronoun {'/'.join(sorted(said - fits))} in an exchange about "
+                                      f"{{{n}}}, whose values are {values} (../README.md, slots)", t)
+
+
+# Japanese family words as one says them of one's own family (母, 妹, 両親): the other speaker says お母さん, 妹さん,
+# ご両親. A slot with such a value is said by one speaker only (the other, saying it back, would call the
+# speaker's mother "母").
+_JA_OWN_KIN = re.compile(r"(?<![おご])(?:母|父|姉|兄|妹|弟|息子|娘|夫|妻|主人|両親|祖母|祖父|家族)(?!さん|公)")
+
+
+def _kin_one_side(sections: dict[str, tuple[Exchange, ...]], slots: dict[str, tuple[str, ...]], path: Path,
+                  problems: Problems) -> None:
+    for name, vals in slots.items():
+        kin = [v for v in vals if _JA_OWN_KIN.search(v)]
+        lines = [ln for sec in sections.values() for ex in sec for ln in ex.lines
+                 if any("{" + name + "}" in t for t in ln.texts)]
+        if kin and len({ln.speaker for ln in lines}) > 1:
+            problems.fail(where(path, name, f"slots.{name}"), f"a family word said of one's own family ({kin[0]}) "
+                          "in a slot both speakers say: the other would say it back as their own (../README.md, "
+                          "slots)", name)
 
 
 def _premises(raw: object, path: Path, sections: dict[str, tuple[Exchange, ...]],
