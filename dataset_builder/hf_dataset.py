@@ -475,6 +475,11 @@ def _decode_audio(row: dict[str, Any], case: Case, source: str) -> np.ndarray:
     return audio
 
 
+def has_config(repo_dir: Path | str, config: str) -> bool:
+    """Whether a folder holds parquet shards of `config` (built with audio, not only its scripts)."""
+    return bool(_shards(Path(repo_dir), config))
+
+
 def config_shards(repo_dir: Path | str, config: str) -> list[Path]:
     """The parquet shards of a config, in order; FileNotFoundError naming the folder or the configs it has."""
     repo_dir = Path(repo_dir)
