@@ -20,7 +20,7 @@ import shutil
 import string
 import tempfile
 from collections import Counter
-from collections.abc import Generator, Iterable, Iterator, Mapping
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -475,6 +475,11 @@ def _decode_audio(row: dict[str, Any], case: Case, source: str) -> np.ndarray:
     return audio
 
 
+def has_config(repo_dir: Path | str, config: str) -> bool:
+    """Whether a folder holds parquet shards of `config` (built with audio, not only its scripts)."""
+    return bool(_shards(Path(repo_dir), config))
+
+
 def config_shards(repo_dir: Path | str, config: str) -> list[Path]:
     """The parquet shards of a config, in order; FileNotFoundError naming the folder or the configs it has."""
     repo_dir = Path(repo_dir)
@@ -494,10 +499,11 @@ def _batches(shard: Path, **kwargs: Any) -> Iterator[pa.RecordBatch]:
         yield from pf.iter_batches(**kwargs)
 
 
-def rows_without_audio(shard: Path) -> Iterator[dict[str, Any]]:
-    """A shard's rows in order, every column but the audio: cheap even for the full set (reads no audio bytes), and
-    a batch at a time, not the whole shard at once."""
-    columns = [c for c in _open_shard(shard).schema_arrow.names if c != "audio"]
+def rows_without_audio(shard: Path, columns: Sequence[str] | None = None) -> Iterator[dict[str, Any]]:
+    """A shard's rows in order, every column but the audio (or only `columns`, in that order): cheap even for the
+    full set (reads no audio bytes), and a batch at a time, not the whole shard at once."""
+    if columns is None:
+        columns = [c for c in _open_shard(shard).schema_arrow.names if c != "audio"]
     for batch in _batches(shard, columns=columns, batch_size=256):
         yield from batch.to_pylist()
 

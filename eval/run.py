@@ -196,6 +196,35 @@ def still_to_run(out: Path, shard: list[Any], retry_failed: bool) -> tuple[set[s
     return mine, counts
 
 
+class AgentOwner:
+    """Who closes an adapter: the `with` block that holds it closes it when it ends, normally, on an error or on
+    Ctrl-C, unless it was handed on (`hand_over`) to a block that then owns it; `replace` closes it and holds a
+    fresh one. Each agent is closed once, by its last owner."""
+
+    def __init__(self, agent: Any = None) -> None:
+        self.agent = agent
+
+    def __enter__(self) -> AgentOwner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        agent, self.agent = self.agent, None
+        if agent is not None:
+            agent.close()
+
+    def hand_over(self) -> Any:
+        """The agent, no longer this block's to close."""
+        agent, self.agent = self.agent, None
+        return agent
+
+    def replace(self, load: Callable[[], Any]) -> None:
+        """Close the agent, then hold `load()`."""
+        old, self.agent = self.agent, None
+        if old is not None:
+            old.close()
+        self.agent = load()
+
+
 def run(cfg: RunConfig) -> dict[str, int]:
     """Run the config's cases; returns this process's counts: cases, ok, failed, episodes already done
     (`skipped_done`), failures kept from an earlier run, and — only when there are any — cases recorded as
@@ -221,15 +250,14 @@ def _run(cfg: RunConfig, counts: dict[str, int]) -> dict[str, int]:
     if not cfg.force:
         check_marker(out, cfg, fingerprint)  # before anything is written
     all_cases = bench.function("cases")(cfg.dataset, cfg.config)
-    agent: Any = None
-    try:
+    with AgentOwner() as owner:
         runnable = None
         needs: Callable[[Any], frozenset[str]] = lambda case: frozenset()  # noqa: E731
         capabilities: frozenset[str] = frozenset()
         if bench.needs and (cfg.limit is not None or cfg.sample is not None):
             # --limit and --sample count only the cases this adapter can run, so it is built before choosing.
-            agent = load_adapter(cfg.adapter, **cfg.adapter_args)
-            needs, capabilities = bench.function("needs"), frozenset(agent.capabilities)
+            owner.agent = load_adapter(cfg.adapter, **cfg.adapter_args)
+            needs, capabilities = bench.function("needs"), frozenset(owner.agent.capabilities)
 
             def runnable(case: Any) -> bool:
                 return needs(case) <= capabilities
@@ -255,8 +283,8 @@ def _run(cfg: RunConfig, counts: dict[str, int]) -> dict[str, int]:
         with state.split_between_processes(cases) as shard:
             mine, kept = still_to_run(out, shard, cfg.retry_failed)
             counts |= kept
-            if mine and agent is None:
-                agent = load_adapter(cfg.adapter, **cfg.adapter_args)
+            if mine and owner.agent is None:
+                owner.agent = load_adapter(cfg.adapter, **cfg.adapter_args)
             if state.is_main_process:
                 out.mkdir(parents=True, exist_ok=True)
                 record_selection(out, cfg, bench, fingerprint, n_dataset=len(all_cases), n_selected=len(cases),
@@ -267,18 +295,14 @@ def _run(cfg: RunConfig, counts: dict[str, int]) -> dict[str, int]:
             progress = Progress(f"run {cfg.adapter}", len(mine), enabled=cfg.progress)
             # The protocol may take what it needs of the adapter (M3: its frame size, whether it greets).
             jobs = planned(bench.function("case_audio")(cfg.dataset, cfg.config, wanted=mine),
-                           bench.function("plan"), protocol.for_agent(agent), agent.sample_rate)
+                           bench.function("plan"), protocol.for_agent(owner.agent), owner.agent.sample_rate)
 
             def done(i: int, ep: Episode) -> None:
                 counts[ep.status] = counts.get(ep.status, 0) + 1
                 log.info("[%d/%d] %s %s %s", i, len(mine), ep.case_id, ep.status, ep.failure or "")
                 progress.advance(note=f"{counts['failed']} failed" if counts["failed"] else "")
 
-            runner_agent, agent = agent, None  # run_jobs closes it (or the one that replaced it after a stall)
-            run_jobs(runner_agent, jobs, cfg, done)
-    finally:
-        if agent is not None:
-            agent.close()
+            run_jobs(owner.hand_over(), jobs, cfg, done)
     return counts
 
 
@@ -291,29 +315,29 @@ def run_jobs(agent: Any, jobs: Iterable[tuple[Any, Any]], cfg: RunConfig, done: 
 
     out = Path(cfg.out)
     options = RunOptions(step_timeout_s=cfg.step_timeout_s)
-    try:
-        if is_batched(agent):
+
+    def reload() -> Any:
+        return load_adapter(cfg.adapter, **cfg.adapter_args)
+
+    with AgentOwner(agent) as owner:
+        if is_batched(owner.agent):
             # B episodes in flight on one clock (docs/scale.md); the runner replaces the agent after a stall.
-            runner = LockstepRunner(agent, out, seed=cfg.seed, options=options,
-                                    reload=lambda: load_adapter(cfg.adapter, **cfg.adapter_args))
+            runner = LockstepRunner(owner.agent, out, seed=cfg.seed, options=options, reload=reload)
             try:
                 for i, ep in enumerate(runner.run(jobs), 1):
                     done(i, ep)
             finally:
-                agent = runner.agent
+                owner.agent = runner.agent
         else:
             for i, (case, episode_plan) in enumerate(jobs, 1):
                 if isinstance(episode_plan, str):
-                    ep = record_failed_episode(agent, case, out, episode_plan, seed=cfg.seed, options=options)
+                    ep = record_failed_episode(owner.agent, case, out, episode_plan, seed=cfg.seed, options=options)
                 else:
-                    ep = run_episode(agent, case, episode_plan, out, seed=cfg.seed, options=options)
+                    ep = run_episode(owner.agent, case, episode_plan, out, seed=cfg.seed, options=options)
                 done(i, ep)
                 if ep.failure and ep.failure.startswith(STALL_PREFIX):
                     # The stalled step may still be running in its abandoned thread: never reuse that agent.
-                    agent.close()
-                    agent = load_adapter(cfg.adapter, **cfg.adapter_args)
-    finally:
-        agent.close()
+                    owner.replace(reload)
 
 
 def planned(cases_with_audio: Iterable[tuple[Any, Any]], plan: Callable[..., EpisodePlan], protocol: Any,

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dataset_builder.rules.answer_units import LABEL_NOUNS, WEEKDAYS, unit_dimension, unit_key
+from dataset_builder.rules.spoken_digits import DIGIT_VALUES
 from metrics.textnorm import normalize, words_to_numbers
 
 # --- reading a transcript into tokens --------------------------------------------------------------------------
@@ -359,7 +360,6 @@ def _clock_same(a: tuple[int, int, str | None], b: tuple[int, int, str | None]) 
     return ha == hb and ma == mb and (ra is None or rb is None or ra == rb)
 
 
-_DIGIT_WORDS = {w: i for i, w in enumerate("zero one two three four five six seven eight nine".split())} | {"oh": 0}
 _LABEL_GOLD = re.compile(r"([A-Za-z]{1,2})[\s-]?(\d+)")
 _ASKS_FOR_ID = re.compile(r"\b(?:code|pin|number)\b(?!\s+of\b)")
 _QUESTION_UNIT = re.compile(r"\b(?:into|in|how many)\s+([a-z]+)")
@@ -370,8 +370,8 @@ def _is_identifier(gold: str, aliases: list[str], question: str) -> bool:
     "three four zero") or names it ("room 340"), or the question asks for a code or a number."""
     for alias in aliases:
         words = alias.lower().replace("-", " ").split()
-        if all(w in _DIGIT_WORDS or (w.isdigit() and len(w) == 1) for w in words) and len(words) > 1 \
-                and "".join(str(_DIGIT_WORDS.get(w, w)) for w in words) == gold:
+        if all(w in DIGIT_VALUES or (w.isdigit() and len(w) == 1) for w in words) and len(words) > 1 \
+                and "".join(str(DIGIT_VALUES.get(w, w)) for w in words) == gold:
             return True
         toks = tokens(alias)
         if len(toks) == 2 and toks[0].text in LABEL_NOUNS and toks[1].text == gold:

@@ -15,6 +15,7 @@ from dataset_builder.atomic import atomic_write_json
 from dataset_builder.build import SCRIPTS_FILE, read_scripts
 from dataset_builder.diagnostics import TextTargets, format_text_diagnostics, text_diagnostics
 from dataset_builder.errors import UsageError
+from dataset_builder.hf_dataset import has_config
 from dataset_builder.schema import Script
 from metrics.asr import ASR
 from metrics.intelligibility import SAME_TEXTS, AudioTargets, audio_diagnostics, format_audio_diagnostics
@@ -22,16 +23,12 @@ from metrics.intelligibility import SAME_TEXTS, AudioTargets, audio_diagnostics,
 DIAGNOSTICS_FILE = "diagnostics.json"
 
 
-def has_audio(folder: Path, config: str) -> bool:
-    return any((Path(folder) / "data" / config).glob("*.parquet"))
-
-
 def folder_scripts(folder: Path, config: str) -> tuple[list[Script], str]:
     """The folder's scripts and where they came from: the dataset's rows if it has them, else scripts.jsonl."""
     from dataset_builder.hf_dataset import list_cases
 
     folder = Path(folder)
-    if has_audio(folder, config):
+    if has_config(folder, config):
         return [case.script for case in list_cases(folder, config)], f"data/{config}"
     if (folder / SCRIPTS_FILE).is_file():
         return read_scripts(folder / SCRIPTS_FILE), SCRIPTS_FILE
@@ -52,7 +49,7 @@ def audit(folder: Path, configs: Sequence[str], *, audio: bool = True, limit: in
     for config in configs:
         scripts, source = folder_scripts(folder, config)
         block: dict[str, Any] = {"source": source, "text": text_diagnostics(scripts, text_targets), "audio": None}
-        if audio and has_audio(folder, config):
+        if audio and has_config(folder, config):
             if asr is None:
                 from metrics.asr import DEFAULT_ASR, get_asr
 

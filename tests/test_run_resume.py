@@ -1,5 +1,6 @@
 """eval.run over the real mini dataset: resume after a crash, refusal of a foreign run folder, failed episodes
-kept as data, and the two-process `accelerate launch` path.
+kept as data, each agent closed once (a stalled one replaced, the one in use on Ctrl-C), and the two-process
+`accelerate launch` path.
 """
 
 from __future__ import annotations
@@ -141,6 +142,53 @@ def test_failed_episodes_are_kept_retried_on_request_and_count_against_the_model
     # --retry-failed runs exactly the failed ones again (the agent still raises: two new failures, none kept).
     retry = run(RunConfig(**{**cfg.__dict__, "retry_failed": True}))
     assert retry["failed"] == 2 and retry["failed_kept"] == 0 and retry["skipped_done"] == 0
+
+
+def _counting_closes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many times each agent the run loads is closed, in the order they were loaded."""
+    closes: list[int] = []
+    load = run_mod.load_adapter
+
+    def counted(name: str, **kwargs: Any) -> Any:
+        agent, k = load(name, **kwargs), len(closes)
+        closes.append(0)
+        close = agent.close
+
+        def close_once_counted() -> None:
+            closes[k] += 1
+            close()
+
+        agent.close = close_once_counted
+        return agent
+
+    monkeypatch.setattr(run_mod, "load_adapter", counted)
+    return closes
+
+
+def test_each_agent_is_closed_once_a_stalled_one_replaced_and_on_ctrl_c(
+        mini_dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stalled agent is closed and a fresh one runs the next episode; the last one is closed at the end, and
+    on Ctrl-C the one in use is closed before the run stops."""
+    closes = _counting_closes(monkeypatch)
+    cfg = RunConfig(dataset=str(mini_dataset), adapter=BROKEN, adapter_args={"mode": "stall", "stall_s": 5.0},
+                    out=str(tmp_path / "stall"), limit=2, step_timeout_s=0.5)
+    counts = run(cfg)
+    assert counts["failed"] == 2
+    assert closes == [1, 1, 1]  # two stalls, two replacements, the last closed at the end
+
+    closes.clear()
+    planned = run_mod.planned
+
+    def ctrl_c_before_the_second(*args: Any) -> Iterator[Any]:
+        for k, job in enumerate(planned(*args)):
+            if k == 1:
+                raise KeyboardInterrupt
+            yield job
+
+    monkeypatch.setattr(run_mod, "planned", ctrl_c_before_the_second)
+    with pytest.raises(run_mod.Interrupted):
+        run(RunConfig(**{**cfg.__dict__, "out": str(tmp_path / "ctrl-c")}))
+    assert closes == [1, 1]  # the stalled one, then the one in use when Ctrl-C came
 
 
 def _free_port() -> int:

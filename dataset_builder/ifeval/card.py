@@ -9,8 +9,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
-
 from dataset_builder.benchmark_params import IFEvalProtocol
 from dataset_builder.build import BuildOptions
 from dataset_builder.card_tables import md_table, shared_context, voices_table
@@ -41,14 +39,15 @@ METADATA = {
 }
 
 
+_CARD_COLUMNS = ["case_id", "conversation_id", "level", "expected_action", "base_action", "role", "probe",
+                 "matched_audio", "matched_group", "turns", "voice", "label_rule", "audio_variant",
+                 "safety_relevant_audio"]
+
+
 def _shard_rows(repo_dir: Path, config: str) -> list[dict[str, Any]]:
-    rows = []
-    for shard in sorted((repo_dir / "data" / config).glob("*.parquet")):
-        cols = ["case_id", "conversation_id", "level", "expected_action", "base_action", "role", "probe",
-                "matched_audio", "matched_group", "turns", "voice", "label_rule", "audio_variant",
-                "safety_relevant_audio"]
-        rows += pq.read_table(shard, columns=cols).to_pylist()
-    return rows
+    from dataset_builder.hf_dataset import config_shards, rows_without_audio
+
+    return [row for shard in config_shards(repo_dir, config) for row in rows_without_audio(shard, _CARD_COLUMNS)]
 
 
 def card_context(repo_dir: Path, grid: Grid, bank: TextBank, options: BuildOptions, backend: str,

@@ -25,11 +25,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
-
 from dataset_builder.atomic import atomic_write_json
 from dataset_builder.diagnostics import _check, format_checks
 from dataset_builder.errors import UsageError
+from dataset_builder.hf_dataset import config_shards, has_config, rows_without_audio
 from dataset_builder.ifeval.gates import format_diagnostics, role_diagnostics
 from dataset_builder.ifeval.grid import PAUSE_FLOOR_S
 from dataset_builder.ifeval.schema import ACTIONS, BENCHMARK, LABEL_RULES, LEVELS, SAFETY_ACTIONS
@@ -77,9 +76,8 @@ def _segments_of(turns: Sequence[dict[str, Any]], measured: bool) -> list[tuple[
 def folder_cases(folder: Path) -> tuple[list[dict[str, Any]], str, bool]:
     """Every case of the folder with its script's segments: from the parquet (measured), else from scripts.jsonl
     (estimated). Returns (cases, source, measured)."""
-    shards = sorted((folder / "data" / BENCHMARK).glob("*.parquet"))
-    if shards:
-        rows = [r for s in shards for r in pq.read_table(s, columns=CASE_COLUMNS).to_pylist()]
+    if has_config(folder, BENCHMARK):
+        rows = [r for s in config_shards(folder, BENCHMARK) for r in rows_without_audio(s, CASE_COLUMNS)]
         return [{**r, "segments": _segments_of(r.pop("turns"), True)} for r in rows], f"data/{BENCHMARK}", True
     if (folder / SCRIPTS_FILE).is_file():
         cases = []

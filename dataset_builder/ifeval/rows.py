@@ -12,10 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pyarrow.parquet as pq
 import soundfile as sf
 
 from dataset_builder.audio import SESSION_SR
+from dataset_builder.hf_dataset import config_shards, rows_with_audio, rows_without_audio
 from dataset_builder.ifeval.schema import (
     BENCHMARK,
     PROBE_TITLES,
@@ -141,37 +141,26 @@ def row_to_item(row: dict[str, Any], *, source: str | None = None, index: int | 
         raise SchemaError(str(err).split(": ", 1)[-1], source=source, row=where, field=err.field) from None
 
 
-def _shards(folder: Path, config: str) -> list[Path]:
-    shards = sorted((Path(folder) / "data" / config).glob("*.parquet"))
-    if not shards:
-        raise FileNotFoundError(f"{folder} has no data/{config}/*.parquet (build it with `duplex-eval build ifeval`)")
-    return shards
-
-
 def list_items(folder: Path | str, config: str = "ifeval") -> list[IFEvalItem]:
     """Every validated item of a config, without audio."""
-    out = []
-    for shard in _shards(Path(folder), config):
-        pf = pq.ParquetFile(shard)
-        columns = [c for c in pf.schema_arrow.names if c != "audio"]
-        for batch in pf.iter_batches(columns=columns, batch_size=256):
-            for row in batch.to_pylist():
-                out.append(row_to_item(row, source=str(shard), index=len(out)))
+    out: list[IFEvalItem] = []
+    for shard in config_shards(folder, config):
+        for row in rows_without_audio(shard):
+            out.append(row_to_item(row, source=str(shard), index=len(out)))
     return out
 
 
 def iter_items(folder: Path | str, config: str = "ifeval", wanted: set[str] | None = None
                ) -> Iterator[tuple[IFEvalItem, np.ndarray]]:
-    """Items with their nominal float32 mono 24 kHz audio, one row group at a time."""
-    for shard in _shards(Path(folder), config):
-        pf = pq.ParquetFile(shard)
-        for g in range(pf.num_row_groups):
-            for row in pf.read_row_group(g).to_pylist():
-                if wanted is not None and row["case_id"] not in wanted:
-                    continue
-                item = row_to_item(row, source=str(shard))
-                audio, sr = sf.read(io.BytesIO(row["audio"]["bytes"]), dtype="float32", always_2d=False)
-                if sr != SESSION_SR or audio.ndim != 1:
-                    raise SchemaError(f"audio is {sr} Hz with shape {audio.shape}, expected mono {SESSION_SR}",
-                                      source=str(shard), row=item.case_id, field="audio")
-                yield item, audio
+    """Items with their nominal float32 mono 24 kHz audio, one row group at a time (a group holding none of
+    `wanted` is not read)."""
+    for shard in config_shards(folder, config):
+        for _, row in rows_with_audio(shard, wanted):
+            if wanted is not None and row["case_id"] not in wanted:
+                continue
+            item = row_to_item(row, source=str(shard))
+            audio, sr = sf.read(io.BytesIO(row["audio"]["bytes"]), dtype="float32", always_2d=False)
+            if sr != SESSION_SR or audio.ndim != 1:
+                raise SchemaError(f"audio is {sr} Hz with shape {audio.shape}, expected mono {SESSION_SR}",
+                                  source=str(shard), row=item.case_id, field="audio")
+            yield item, audio

@@ -72,8 +72,10 @@ def write_import(out: Path, config: str, rows: Iterable[dict[str, Any]], shard_r
 
 def imported_summaries(out: Path) -> list[dict[str, Any]]:
     """The summaries of the configs imported into `out` whose rows are there."""
+    from dataset_builder.hf_dataset import has_config
+
     summaries = [json.loads(p.read_text(encoding="utf-8")) for p in sorted((out / IMPORT_DIR).glob("*.json"))]
-    return [s for s in summaries if any((out / "data" / s["config"]).glob("*.parquet"))]
+    return [s for s in summaries if has_config(out, s["config"])]
 
 
 def write_import_card(out: Path, summaries: list[dict[str, Any]], template: Path, metadata: Mapping[str, Any],

@@ -10,12 +10,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pyarrow.parquet as pq
-
 from dataset_builder.benchmark_params import M3Protocol
 from dataset_builder.build import BuildOptions
 from dataset_builder.card_tables import md_table, shared_context
 from dataset_builder.m3.diversity import DiversityTargets, text_diversity
+from dataset_builder.m3.rows import event_type_counts
 from dataset_builder.m3.schema import CONDITIONS, CONFIGS, CONTEXT_S, EVENT_CONDITIONS, EVENT_TYPES, WINDOW_S
 from dataset_builder.rules.m3_events import EventParams
 from dataset_builder.rules.m3_timing_stats import DISTRIBUTIONS, TimingStats
@@ -30,13 +29,6 @@ METADATA = {
     "tags": ["full-duplex", "spoken-dialogue", "turn-taking", "backchannel", "barge-in", "multilingual",
              "benchmark"],
 }
-
-
-def _shard_counts(repo_dir: Path, config: str) -> Counter[str]:
-    counts: Counter[str] = Counter()
-    for shard in sorted((repo_dir / "data" / config).glob("*.parquet")):
-        counts.update(pq.read_table(shard, columns=["event_type"]).column("event_type").to_pylist())
-    return counts
 
 
 def _median(stats: TimingStats, name: str) -> str:
@@ -59,7 +51,7 @@ def card_context(repo_dir: Path, plans: Sequence[ConfigPlan], stats: Mapping[str
                  options: BuildOptions, generator_version: str) -> dict[str, str]:
     count_rows, totals = [], Counter()
     for p in plans:
-        counts = _shard_counts(repo_dir, p.config)
+        counts = event_type_counts(repo_dir, p.config)
         for t in EVENT_TYPES:
             cells = [counts[t] if c in EVENT_CONDITIONS[t] else "–" for c in CONDITIONS]
             count_rows.append([f"`{p.config}`", t, counts[t], *cells])

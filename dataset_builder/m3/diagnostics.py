@@ -9,19 +9,18 @@ The ASR part is injected (`intelligibility`): dataset_builder may not import met
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
-
 from dataset_builder.atomic import atomic_write_json
 from dataset_builder.build import SCRIPTS_FILE
 from dataset_builder.errors import UsageError
+from dataset_builder.hf_dataset import has_config
 from dataset_builder.m3.build import condition_counts, read_scripts
 from dataset_builder.m3.chat_audit import format_audit_block, text_audit
 from dataset_builder.m3.diversity import DiversityTargets, format_text_diversity, text_diversity
+from dataset_builder.m3.rows import event_type_counts
 from dataset_builder.m3.schema import CONFIGS, EVENT_TYPES
 from dataset_builder.m3.task_audit import format_task_audit, task_audit
 from dataset_builder.m3.textbank import load_bank, thread_report
@@ -29,18 +28,6 @@ from dataset_builder.m3.textbank import load_bank, thread_report
 DIAGNOSTICS_FILE = "diagnostics.json"
 # (folder, config) -> {"measured": bool, "note": str, "voices": {voice: {...}}, ...}
 Intelligibility = Callable[[Path, str], dict[str, Any]]
-
-
-def has_rows(folder: Path, config: str) -> bool:
-    return any((Path(folder) / "data" / config).glob("*.parquet"))
-
-
-def row_event_types(folder: Path, config: str) -> Counter[str]:
-    """Rows (events) per event type of a built config."""
-    counts: Counter[str] = Counter()
-    for shard in sorted((Path(folder) / "data" / config).glob("*.parquet")):
-        counts.update(pq.read_table(shard, columns=["event_type"]).column("event_type").to_pylist())
-    return counts
 
 
 def audit_result(folder: Path | str, intelligibility: Intelligibility | None = None,
@@ -57,8 +44,8 @@ def audit_result(folder: Path | str, intelligibility: Intelligibility | None = N
     configs: dict[str, Any] = {}
     for config in [c for c in CONFIGS if c in diversity]:
         block: dict[str, Any] = {"text": diversity[config], "text_checks": checks[config]}
-        if has_rows(folder, config):
-            types = row_event_types(folder, config)
+        if has_config(folder, config):
+            types = event_type_counts(folder, config)
             events = {t: types[t] for t in EVENT_TYPES}
             block["events"] = {"source": f"data/{config}", "per_type": events, "cases": condition_counts(events),
                                "missing": [t for t in EVENT_TYPES if not events[t]]}

@@ -665,55 +665,80 @@ def _plan_task(bank: LanguageBank, knowledge: Knowledge, code: str, ledger: Ledg
 
 def _task_turns(bank: LanguageBank, knowledge: Knowledge, lang: Language, ledger: Ledger, rng: random.Random,
                 shape: Shape) -> tuple[list[_Turn], list[str]]:
+    """The turns of one task dialogue: per planned entity, each question and its answer, then the asides
+    (`_task_asides`); also the entity ids, in order."""
     code = lang.code
     plans = _plan_task(bank, knowledge, code, ledger, rng, shape)
     turns: list[_Turn] = []
-    last_value = ""
+    last_value = ""  # the previous answer's value, for a reaction that echoes it
     for k, plan in enumerate(plans):
         e = plan.entity
         values = {"entity": e.name[code], "pronoun": e.pronoun}
         if not plan.follows:
             last_value = ""
         for q, r in enumerate(plan.asked):
-            texts = bank.relations[r]
             values["noun"] = _noun(e, code, ledger, rng)
             if q == 0 and not plan.follows:
-                template = texts.ask_first[ledger.pick_said(f"task/{r}/ask_first", texts.ask_first,
-                                                            lambda t, v=values: _fill(t, v), rng)]
-                lead = ""
-                if k == 0 and bank.openers and rng.random() < shape.opener_p:
-                    lead = ledger.choose("task/opener", bank.openers, rng)
-                elif k > 0 and bank.transitions["task"] and rng.random() < shape.transition_p["task"]:
-                    lead = ledger.choose("task/transition", bank.transitions["task"], rng)
+                template, lead = _opening_question(bank, r, values, k, ledger, rng, shape)
             else:
-                template = texts.ask_follow[ledger.pick_said(f"task/{r}/ask_follow", texts.ask_follow,
-                                                             lambda t, v=values: _fill(t, v), rng)]
-                lead = ""
-                # A reaction leads in now and then, and always when the question alone has been asked twice.
-                stale = ledger.counts["said", _said_key(_fill(template, values))] >= 2
-                echo = [t for t in bank.reactions if "{value}" in t] if stale and last_value else []
-                if echo:  # a stale question gets a reaction that echoes the answer: a sentence said once
-                    lead = _fill(ledger.choose("task/reaction/echo", echo, rng), {"value": last_value})
-                elif bank.reactions and (stale or rng.random() < shape.reaction_p):
-                    lead = _fill(ledger.choose("task/reaction", bank.reactions, rng), {"value": last_value})
+                template, lead = _follow_up_question(bank, r, values, last_value, ledger, rng, shape)
             turns.append(_Turn("user", _lead_pieces(lang, lead, template, values), topic=e.id,
                                topic_start=q == 0, fact=r, bare=(template, dict(values))))
-            fact = e.facts[r]
-            last_value = said(fact, code)
-            # Some answers run on after the value (hosts for a backchannel or a barge-in).
-            runs_on = [j for j, t in enumerate(texts.answer) if lang.size(t.partition("{value}")[2]) >= lang.tail_min]
-            want_long = bool(runs_on) and rng.random() < shape.long_answer_p
-            filled = {**values, "value": last_value}
-            answer = texts.answer[ledger.pick_said(f"task/{r}/answer", texts.answer, lambda t, v=filled: _fill(t, v),
-                                                   rng, prefer=lambda j, lo=runs_on, w=want_long: (j in lo) == w)]
-            text = _DOUBLE_STOP.sub(".", _compose(lang, "", answer, filled))  # "... Washington, D.C.."
-            at = text.lower().find(last_value.lower())
-            turns.append(_Turn("system", [text], topic=e.id, fact=r, gold=knowledge.gold(e, r, code),
-                               context_dependent=q > 0 or plan.follows, follows_answer=q == 0 and plan.follows,
-                               value_end=at + len(last_value) if at >= 0 else 0))
+            last_value = said(e.facts[r], code)
+            turns.append(_answer_turn(bank, knowledge, lang, plan, q, r, values, last_value, ledger, rng, shape))
     entities = [p.entity for p in plans]
     _task_asides(turns, entities, {p.entity.id: list(p.spare) for p in plans}, bank, lang, ledger, rng, shape)
     return turns, [e.id for e in entities]
+
+
+def _opening_question(bank: LanguageBank, r: str, values: dict[str, str], k: int, ledger: Ledger,
+                      rng: random.Random, shape: Shape) -> tuple[str, str]:
+    """The first question about the `k`-th entity of the dialogue (template, lead): it names the entity; an
+    opener may lead the dialogue's first question in, a transition a later one."""
+    texts = bank.relations[r]
+    template = texts.ask_first[ledger.pick_said(f"task/{r}/ask_first", texts.ask_first,
+                                                lambda t, v=values: _fill(t, v), rng)]
+    lead = ""
+    if k == 0 and bank.openers and rng.random() < shape.opener_p:
+        lead = ledger.choose("task/opener", bank.openers, rng)
+    elif k > 0 and bank.transitions["task"] and rng.random() < shape.transition_p["task"]:
+        lead = ledger.choose("task/transition", bank.transitions["task"], rng)
+    return template, lead
+
+
+def _follow_up_question(bank: LanguageBank, r: str, values: dict[str, str], last_value: str, ledger: Ledger,
+                        rng: random.Random, shape: Shape) -> tuple[str, str]:
+    """A follow-up question (template, lead), which needs the earlier turns to be understood."""
+    texts = bank.relations[r]
+    template = texts.ask_follow[ledger.pick_said(f"task/{r}/ask_follow", texts.ask_follow,
+                                                 lambda t, v=values: _fill(t, v), rng)]
+    lead = ""
+    # A reaction leads in now and then, and always when the question alone has been asked twice.
+    stale = ledger.counts["said", _said_key(_fill(template, values))] >= 2
+    echo = [t for t in bank.reactions if "{value}" in t] if stale and last_value else []
+    if echo:  # a stale question gets a reaction that echoes the answer: a sentence said once
+        lead = _fill(ledger.choose("task/reaction/echo", echo, rng), {"value": last_value})
+    elif bank.reactions and (stale or rng.random() < shape.reaction_p):
+        lead = _fill(ledger.choose("task/reaction", bank.reactions, rng), {"value": last_value})
+    return template, lead
+
+
+def _answer_turn(bank: LanguageBank, knowledge: Knowledge, lang: Language, plan: _TaskPlan, q: int, r: str,
+                 values: dict[str, str], value: str, ledger: Ledger, rng: random.Random, shape: Shape) -> _Turn:
+    """The system's answer to question `q` of `plan` (relation `r`), saying `value`."""
+    texts = bank.relations[r]
+    e = plan.entity
+    # Some answers run on after the value (hosts for a backchannel or a barge-in).
+    runs_on = [j for j, t in enumerate(texts.answer) if lang.size(t.partition("{value}")[2]) >= lang.tail_min]
+    want_long = bool(runs_on) and rng.random() < shape.long_answer_p
+    filled = {**values, "value": value}
+    answer = texts.answer[ledger.pick_said(f"task/{r}/answer", texts.answer, lambda t, v=filled: _fill(t, v),
+                                           rng, prefer=lambda j, lo=runs_on, w=want_long: (j in lo) == w)]
+    text = _DOUBLE_STOP.sub(".", _compose(lang, "", answer, filled))  # "... Washington, D.C.."
+    at = text.lower().find(value.lower())
+    return _Turn("system", [text], topic=e.id, fact=r, gold=knowledge.gold(e, r, lang.code),
+                 context_dependent=q > 0 or plan.follows, follows_answer=q == 0 and plan.follows,
+                 value_end=at + len(value) if at >= 0 else 0)
 
 
 def _relations(e: Entity, bank: LanguageBank) -> list[str]:

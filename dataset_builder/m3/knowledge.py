@@ -242,6 +242,21 @@ def _lang_map(value: object, path: Path, entry: str, problems: Problems, what: s
     return {lang: value[lang].strip() for lang in LANGS}
 
 
+def _entity_name(value: object, path: Path, entry: str, at: str, ent_id: str,
+                 seen_names: dict[tuple[str, str], str], problems: Problems) -> dict[str, str] | None:
+    """An entity's {en, ja} name, each unique (case-folded) across knowledge.yaml and the fact tables: a repeat
+    fails, naming the entity that has it first (`seen_names` records each name's first entity)."""
+    name = _lang_map(value, path, entry, problems, "name")
+    if name is None:
+        return None
+    for lang in LANGS:
+        key = (lang, name[lang].lower())
+        if key in seen_names:
+            problems.fail(at, f"duplicate {lang} name (also {seen_names[key]})", name[lang])
+        seen_names.setdefault(key, ent_id)
+    return name
+
+
 def _aka(value: object, path: Path, entry: str, problems: Problems) -> dict[str, tuple[str, ...]]:
     if value is None:
         return {}
@@ -320,14 +335,9 @@ def load_knowledge(problems: Problems, path: Path = KNOWLEDGE_FILE, tables: Path
         if ent_id in seen_ids:
             problems.fail(at, f"duplicate entity id (first at {seen_ids[ent_id]})", ent_id)
         seen_ids.setdefault(ent_id, at)
-        name = _lang_map(item.get("name"), path, entry, problems, "name")
+        name = _entity_name(item.get("name"), path, entry, at, ent_id, seen_names, problems)
         if name is None:
             continue
-        for lang in LANGS:
-            key = (lang, name[lang].lower())
-            if key in seen_names:
-                problems.fail(at, f"duplicate {lang} name (also {seen_names[key]})", name[lang])
-            seen_names.setdefault(key, ent_id)
         noun = _aka(item.get("noun"), path, entry, problems)
         facts_data = item.get("facts")
         if not isinstance(facts_data, dict):
@@ -365,14 +375,9 @@ def _load_tables(folder: Path, seen_ids: dict[str, str], seen_names: dict[tuple[
             problems.fail(at, f"duplicate entity id (first at {seen_ids[ent_id]})", ent_id)
             continue
         seen_ids[ent_id] = at
-        name = _lang_map(row["name"], Path(at), ent_id, problems, "name")
+        name = _entity_name(row["name"], Path(at), ent_id, at, ent_id, seen_names, problems)
         if name is None:
             continue
-        for lang in LANGS:
-            key = (lang, name[lang].lower())
-            if key in seen_names:
-                problems.fail(at, f"duplicate {lang} name (also {seen_names[key]})", name[lang])
-            seen_names.setdefault(key, ent_id)
         facts: dict[str, Fact] = {}
         for relation, value in row["facts"].items():
             if relation not in kinds:

@@ -8,6 +8,7 @@ the readers hand out cases, each with the row's 2-channel audio (ch0 user, ch1 s
 from __future__ import annotations
 
 import io
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import soundfile as sf
 
 from dataset_builder.audio import SESSION_SR
-from dataset_builder.hf_dataset import config_shards, rows_with_audio, rows_without_audio
+from dataset_builder.hf_dataset import config_shards, has_config, rows_with_audio, rows_without_audio
 from dataset_builder.m3.schema import BENCHMARK, M3Case, M3Event, cases_of
 from dataset_builder.schema import SchemaError, reading_row
 
@@ -77,6 +78,15 @@ def list_events(folder: Path | str, config: str) -> list[M3Event]:
         for row in rows_without_audio(shard):
             out.append(row_to_event(row, source=str(shard), index=len(out)))
     return out
+
+
+def event_type_counts(folder: Path | str, config: str) -> Counter[str]:
+    """Rows (events) per event type of a built config; none where it has no rows."""
+    counts: Counter[str] = Counter()
+    if has_config(folder, config):
+        for shard in config_shards(folder, config):
+            counts.update(row["event_type"] for row in rows_without_audio(shard, ["event_type"]))
+    return counts
 
 
 def list_items(folder: Path | str, config: str) -> list[M3Case]:

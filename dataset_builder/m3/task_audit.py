@@ -31,8 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
-
+from dataset_builder.hf_dataset import config_shards, has_config, rows_without_audio
 from dataset_builder.m3.dialogues import Dialogue, gold_key
 from dataset_builder.m3.knowledge import MAX_DIALOGUES_PER_GOLD, Knowledge
 from dataset_builder.rules.m3_timing_stats import default_stats
@@ -112,13 +111,10 @@ def pronoun_slips(dialogues: Sequence[Dialogue], knowledge: Knowledge) -> list[s
 
 def shift_mean(folder: Path, config: str, language: str, domain: str) -> dict[str, Any]:
     """The mean SHIFT duration (t - s) of the built rows, or of the shipped timing statistics without rows."""
-    shards = sorted((Path(folder) / "data" / config).glob("*.parquet"))
-    if shards:
-        durations = []
-        for shard in shards:
-            t = pq.read_table(shard, columns=["event_type", "event_start_s", "event_end_s"]).to_pydict()
-            durations += [e - s for k, s, e in zip(t["event_type"], t["event_start_s"], t["event_end_s"], strict=True)
-                          if k == "SHIFT"]
+    if has_config(folder, config):
+        durations = [row["event_end_s"] - row["event_start_s"] for shard in config_shards(folder, config)
+                     for row in rows_without_audio(shard, ["event_type", "event_start_s", "event_end_s"])
+                     if row["event_type"] == "SHIFT"]
         if durations:
             return {"mean_s": round(sum(durations) / len(durations), 3), "n": len(durations),
                     "source": f"data/{config} (SHIFT rows, t - s)"}

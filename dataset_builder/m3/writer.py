@@ -19,7 +19,6 @@ is the default and needs nothing.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import re
 import unicodedata
@@ -28,11 +27,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dataset_builder.errors import UsageError
+from dataset_builder.llm_writer import ChatWriter, Rejected, default_cache_dir, json_object
+from dataset_builder.llm_writer import WriterError as WriterError  # what this writer raises
 from dataset_builder.m3.dialogues import Dialogue, DialogueUtterance
 from dataset_builder.m3.knowledge import Knowledge, normalise_ja
 from dataset_builder.m3.language import LANGUAGES
-from dataset_builder.openai_compat import ChatClient, EndpointError
 from dataset_builder.registry import LazyRegistry
 from dataset_builder.schema import SchemaError
 
@@ -42,23 +41,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("duplex_eval.build")
 
 WRITER_PROMPT_VERSION = "m3-writer-1"  # bump when the prompt or the checks change: cached answers then differ
-ON_FAILURE = ("fail", "template")
 MAX_GROWTH = 2.0  # a rewritten TURN is at most this many times its draft's size (plus a few words)
 
 _DIGITS = re.compile(r"\d+")
 _DOUBLED = re.compile(r"\b(\w+)\s+\1\b", re.IGNORECASE)
-
-
-class WriterError(RuntimeError):
-    """A dialogue no attempt could write within the rules, or an endpoint that failed; one line."""
-
-
-class Rejected(ValueError):
-    """A rewrite broke `rule`; `detail` says where and how (it goes back to the model in the next request)."""
-
-    def __init__(self, rule: str, detail: str) -> None:
-        super().__init__(f"{rule}: {detail}")
-        self.rule, self.detail = rule, detail
 
 
 class TemplateWriter:
@@ -161,20 +147,9 @@ def _check_questions(draft: Dialogue, new: Dialogue, knowledge: Knowledge | None
             raise Rejected("gold", f"{where} gives its own answer {u.gold_answer!r} away")
 
 
-def _json_object(content: str) -> Any:
-    text = re.sub(r"^\s*```(?:json)?|```\s*$", "", content.strip())
-    start, end = text.find("{"), text.rfind("}")
-    if start < 0 or end < start:
-        raise Rejected("json", "the answer holds no JSON object")
-    try:
-        return json.loads(text[start:end + 1])
-    except json.JSONDecodeError as err:
-        raise Rejected("json", f"the answer is not valid JSON ({err.msg} at character {err.pos})") from None
-
-
 def parse_rewrite(content: str, draft: Dialogue) -> Dialogue:
     """The dialogue an answer describes (checked by `check_rewrite`, not here); raises Rejected."""
-    data = _json_object(content)
+    data = json_object(content)
     items = data.get("utterances") if isinstance(data, dict) else None
     if not isinstance(items, list) or not all(isinstance(x, dict) for x in items):
         raise Rejected("json", 'expected {"utterances": [{"id": "u00", "text": "..."}, ...]}')
@@ -290,34 +265,20 @@ def prompt(draft: Dialogue, knowledge: Knowledge | None = None, attempt: int = 1
 
 # --- the LLM writer ---------------------------------------------------------------------------------------------
 
-def _one_line(text: object, limit: int = 300) -> str:
-    line = " ".join(str(text).split())
-    return line if len(line) <= limit else line[:limit - 3] + "..."
-
-
-class OpenAIWriter:
+class OpenAIWriter(ChatWriter):
     """Rewrites each dialogue through an OpenAI-compatible chat endpoint; see the module docstring."""
+
+    unit, kept, prompt_version = "dialogue", "composed", WRITER_PROMPT_VERSION
 
     def __init__(self, base_url: str | None = None, model: str | None = None, api_key_env: str = "OPENAI_API_KEY",
                  cache_dir: Path | str | None = None, timeout_s: float = 120.0, attempts: int = 3,
                  temperature: float = 0.7, max_tokens: int | None = None, on_failure: str = "fail",
                  json_mode: bool = False, http_attempts: int = 3, knowledge: Knowledge | None = None) -> None:
-        if int(attempts) < 1:
-            raise UsageError(f"--writer-arg attempts must be >= 1, got {attempts}")
-        if on_failure not in ON_FAILURE:
-            raise UsageError(f"--writer-arg on_failure must be one of {ON_FAILURE}, got {on_failure!r}")
-        self.client = ChatClient(str(base_url or ""), str(model or ""), api_key_env=api_key_env,
-                                 cache_dir=Path(cache_dir) if cache_dir else None, timeout_s=float(timeout_s),
-                                 http_attempts=int(http_attempts), option="--writer openai",
-                                 arg_option="--writer-arg")
-        self.name = f"openai:{self.client.model}"
-        self.attempts, self.temperature = int(attempts), float(temperature)
-        self.max_tokens = int(max_tokens) if max_tokens else None
-        self.on_failure, self.json_mode = on_failure, str(json_mode).lower() in ("1", "true", "yes")
+        super().__init__(base_url, model, api_key_env=api_key_env, cache_dir=cache_dir, timeout_s=float(timeout_s),
+                         attempts=int(attempts), temperature=float(temperature),
+                         max_tokens=int(max_tokens) if max_tokens else None, on_failure=on_failure,
+                         json_mode=str(json_mode).lower() in ("1", "true", "yes"), http_attempts=int(http_attempts))
         self.knowledge = knowledge
-        self.rewritten = 0
-        self.fallback: list[str] = []
-        self.rejections: Counter[str] = Counter()
 
     def _knowledge(self) -> Knowledge:
         if self.knowledge is None:
@@ -327,45 +288,17 @@ class OpenAIWriter:
         return self.knowledge
 
     def ask(self, draft: Dialogue, attempt: int, rejected: Rejected | None) -> str:
-        return self.client.complete(
-            [{"role": "user", "content": prompt(draft, self._knowledge(), attempt, self.attempts, rejected)}],
-            temperature=self.temperature, max_tokens=self.max_tokens,
-            # A different seed per attempt as well as the named rule: a retry is a new request, not a cache hit.
-            seed=(draft.seed + attempt) % 2**31,
-            response_format={"type": "json_object"} if self.json_mode else None)
+        return self.complete(prompt(draft, self._knowledge(), attempt, self.attempts, rejected), draft.seed + attempt)
 
     def write(self, dialogue: Dialogue) -> Dialogue:
-        rejected: Rejected | None = None
-        for attempt in range(1, self.attempts + 1):
-            try:
-                content = self.ask(dialogue, attempt, rejected)
-            except EndpointError as err:
-                raise WriterError(f"writer {self.name}: dialogue {dialogue.dialogue_id}: {_one_line(err)}") from None
-            try:
-                new = parse_rewrite(content, dialogue)
-                check_rewrite(dialogue, new, self._knowledge())
-            except Rejected as err:
-                rejected = err
-                self.rejections[err.rule] += 1
-                log.info("writer %s: %s attempt %d/%d rejected: %s", self.name, dialogue.dialogue_id, attempt,
-                         self.attempts, _one_line(err, 200))
-                continue
-            self.rewritten += 1
+        def accept(content: str) -> Dialogue:
+            new = parse_rewrite(content, dialogue)
+            check_rewrite(dialogue, new, self._knowledge())
             return new
-        assert rejected is not None
-        what = f"dialogue {dialogue.dialogue_id}: rule {rejected.rule}: {_one_line(rejected.detail)}"
-        if self.on_failure == "template":
-            log.warning("writer %s: %s after %d attempts; keeping the composed text", self.name, what, self.attempts)
-            self.fallback.append(dialogue.dialogue_id)
-            return dialogue
-        raise WriterError(f"writer {self.name}: {what} (after {self.attempts} attempts; pass --writer-arg "
-                          "on_failure=template to keep the composed text for such dialogues)")
 
-    def summary(self) -> dict[str, Any]:
-        return {"name": self.name, "prompt": WRITER_PROMPT_VERSION, "rewritten": self.rewritten,
-                "template_fallback": len(self.fallback), "fallback_dialogues": sorted(self.fallback),
-                "rejected_attempts": dict(sorted(self.rejections.items())),
-                "requests": self.client.requests_made, "cache_hits": self.client.cache_hits}
+        new = self.rewrite(dialogue.dialogue_id, lambda attempt, rejected: self.ask(dialogue, attempt, rejected),
+                           accept)
+        return dialogue if new is None else new
 
 
 # --- registry and the build's entry point -----------------------------------------------------------------------
@@ -379,8 +312,6 @@ _REGISTRY = LazyRegistry("writer", {
 def writer_for_build(options: BuildOptions) -> TemplateWriter | OpenAIWriter:
     """The writer `--writer`/`--writer-arg` chose. The openai writer caches its answers next to the TTS clips
     unless told where (`cache_dir`), and not at all with `--no-cache` (as Duplex-MPE's)."""
-    from dataset_builder.mpe.writer import default_cache_dir
-
     args = dict(options.writer_args)
     if options.writer == "openai" and "cache_dir" not in args and options.cache_dir is not None:
         args["cache_dir"] = default_cache_dir()

@@ -28,11 +28,12 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from dataset_builder.diagnostics import words
 from dataset_builder.errors import UsageError
+from dataset_builder.llm_writer import ChatWriter, Rejected, default_cache_dir, json_object
+from dataset_builder.llm_writer import WriterError as WriterError  # what this writer raises
 from dataset_builder.mpe.attributes import HUMAN_NAMES
 from dataset_builder.mpe.generator import check_gold, check_name_mentions
 from dataset_builder.mpe.phrasebank import CALENDAR_WORDS, NAME_ANYWHERE, NAME_WORD, NUMBER_WORDS
 from dataset_builder.mpe.tasks import WEEKDAYS, GoldMismatch
-from dataset_builder.openai_compat import ChatClient, EndpointError
 from dataset_builder.progress import Progress
 from dataset_builder.registry import LazyRegistry
 from dataset_builder.schema import ASSISTANT_NAME, SchemaError, Script, validate_pair
@@ -44,24 +45,11 @@ log = logging.getLogger("duplex_eval.build")
 
 WRITER_PROMPT_VERSION = "mpe-writer-1"  # bump when the prompt or the checks change: cached answers then differ
 MAX_WORDS = 40  # a rewritten turn; the bank's lines have at most 30, composed turns add a name or an opener
-ON_FAILURE = ("fail", "template")
 
 _DIGITS = re.compile(r"\d+(?:[:.]\d+)*")
 _WEEKDAY = re.compile(r"\b(?:" + "|".join(WEEKDAYS) + r")s?\b", re.IGNORECASE)
 _ASSISTANT_WORD = re.compile(r"\bassistant", re.IGNORECASE)
 _PEOPLE = re.compile(r"\b(?:" + "|".join(HUMAN_NAMES) + r")\b")
-
-
-class WriterError(RuntimeError):
-    """A pair no attempt could write within the rules, or an endpoint that failed; one line."""
-
-
-class Rejected(ValueError):
-    """A rewrite broke `rule`; `detail` says where and how (it goes back to the model in the next request)."""
-
-    def __init__(self, rule: str, detail: str) -> None:
-        super().__init__(f"{rule}: {detail}")
-        self.rule, self.detail = rule, detail
 
 
 @runtime_checkable
@@ -190,17 +178,6 @@ def check_rewrite(draft: Draft, explicit: Script, implicit: Script) -> None:
         raise Rejected("implicit-t", "the implicit T is the explicit T with the name taken out")
 
 
-def _json_object(content: str) -> Any:
-    text = re.sub(r"^\s*```(?:json)?|```\s*$", "", content.strip())
-    start, end = text.find("{"), text.rfind("}")
-    if start < 0 or end < start:
-        raise Rejected("json", "the answer holds no JSON object")
-    try:
-        return json.loads(text[start:end + 1])
-    except json.JSONDecodeError as err:
-        raise Rejected("json", f"the answer is not valid JSON ({err.msg} at character {err.pos})") from None
-
-
 def _text(item: dict[str, Any], key: str, where: str) -> str:
     value = item.get(key)
     if not isinstance(value, str) or not value.strip():
@@ -210,7 +187,7 @@ def _text(item: dict[str, Any], key: str, where: str) -> str:
 
 def parse_rewrite(content: str, draft: Draft) -> tuple[Script, Script]:
     """The pair an answer describes (checked by `check_rewrite`, not here); raises Rejected."""
-    data = _json_object(content)
+    data = json_object(content)
     items = data.get("turns") if isinstance(data, dict) else None
     if not isinstance(items, list) or not all(isinstance(x, dict) for x in items):
         raise Rejected("json", 'expected {"turns": [{"id": ..., "label": ..., "text": ...}, ...]}')
@@ -349,83 +326,35 @@ def prompt(draft: Draft, attempt: int = 1, attempts: int = 1, rejected: Rejected
 
 # --- the LLM writer -----------------------------------------------------------------------------------------------
 
-def _one_line(text: str, limit: int = 300) -> str:
-    line = " ".join(str(text).split())
-    return line if len(line) <= limit else line[:limit - 3] + "..."
-
-
-class OpenAIWriter:
+class OpenAIWriter(ChatWriter):
     """Rewrites each pair through an OpenAI-compatible chat endpoint; see the module docstring."""
+
+    unit, kept, prompt_version = "pair", "template", WRITER_PROMPT_VERSION
 
     def __init__(self, base_url: str | None = None, model: str | None = None, api_key_env: str = "OPENAI_API_KEY",
                  cache_dir: Path | str | None = None, timeout_s: float = 120.0, attempts: int = 3,
                  temperature: float = 0.7, max_tokens: int | None = None, on_failure: str = "fail",
                  concurrency: int = 4, json_mode: bool = False, http_attempts: int = 3) -> None:
-        if attempts < 1:
-            raise UsageError(f"--writer-arg attempts must be >= 1, got {attempts}")
         if concurrency < 1:
             raise UsageError(f"--writer-arg concurrency must be >= 1, got {concurrency}")
-        if on_failure not in ON_FAILURE:
-            raise UsageError(f"--writer-arg on_failure must be one of {ON_FAILURE}, got {on_failure!r}")
-        self.client = ChatClient(str(base_url or ""), str(model or ""), api_key_env=api_key_env,
-                                 cache_dir=Path(cache_dir) if cache_dir else None, timeout_s=timeout_s,
-                                 http_attempts=http_attempts, option="--writer openai", arg_option="--writer-arg")
-        self.name = f"openai:{self.client.model}"
-        self.attempts, self.temperature, self.max_tokens = attempts, temperature, max_tokens
-        self.on_failure, self.concurrency, self.json_mode = on_failure, concurrency, json_mode
-        self.rewritten = 0
-        self.fallback_pairs: list[str] = []
-        self.rejections: Counter[str] = Counter()
-        self._lock = threading.Lock()  # pairs are written from several threads
-
-    def __repr__(self) -> str:
-        return f"OpenAIWriter({self.client!r}, attempts={self.attempts})"
+        super().__init__(base_url, model, api_key_env=api_key_env, cache_dir=cache_dir, timeout_s=timeout_s,
+                         attempts=attempts, temperature=temperature, max_tokens=max_tokens, on_failure=on_failure,
+                         json_mode=json_mode, http_attempts=http_attempts)
+        self.concurrency = concurrency
 
     def ask(self, draft: Draft, attempt: int, rejected: Rejected | None) -> str:
-        return self.client.complete(
-            [{"role": "user", "content": prompt(draft, attempt, self.attempts, rejected)}],
-            temperature=self.temperature, max_tokens=self.max_tokens,
-            # A different seed per attempt as well as the named rule: a retry is a new request, not a cache hit.
-            seed=(draft.explicit.seed + attempt) % 2**31,
-            response_format={"type": "json_object"} if self.json_mode else None)
+        return self.complete(prompt(draft, attempt, self.attempts, rejected), draft.explicit.seed + attempt)
 
     def write_pair(self, explicit: Script, implicit: Script) -> tuple[Script, Script]:
         draft = Draft.of(explicit, implicit)
-        rejected: Rejected | None = None
-        for attempt in range(1, self.attempts + 1):
-            try:
-                content = self.ask(draft, attempt, rejected)
-            except EndpointError as err:
-                raise WriterError(f"writer {self.name}: pair {draft.pair_id}: {_one_line(err)}") from None
-            try:
-                pair = parse_rewrite(content, draft)
-                check_rewrite(draft, *pair)
-            except Rejected as err:
-                rejected = err
-                with self._lock:
-                    self.rejections[err.rule] += 1
-                log.info("writer %s: pair %s attempt %d/%d rejected: %s", self.name, draft.pair_id, attempt,
-                         self.attempts, _one_line(err, 200))
-                continue
-            with self._lock:
-                self.rewritten += 1
-            return pair
-        assert rejected is not None
-        what = f"pair {draft.pair_id}: rule {rejected.rule}: {_one_line(rejected.detail)}"
-        if self.on_failure == "template":
-            log.warning("writer %s: %s after %d attempts; keeping the template text", self.name, what,
-                        self.attempts)
-            with self._lock:
-                self.fallback_pairs.append(draft.pair_id)
-            return explicit, implicit
-        raise WriterError(f"writer {self.name}: {what} (after {self.attempts} attempts; pass --writer-arg "
-                          "on_failure=template to keep the template text for such pairs)")
 
-    def summary(self) -> dict[str, Any]:
-        return {"name": self.name, "prompt": WRITER_PROMPT_VERSION, "rewritten": self.rewritten,
-                "template_fallback": len(self.fallback_pairs), "fallback_pairs": sorted(self.fallback_pairs),
-                "rejected_attempts": dict(sorted(self.rejections.items())),
-                "requests": self.client.requests_made, "cache_hits": self.client.cache_hits}
+        def accept(content: str) -> tuple[Script, Script]:
+            pair = parse_rewrite(content, draft)
+            check_rewrite(draft, *pair)
+            return pair
+
+        pair = self.rewrite(draft.pair_id, lambda attempt, rejected: self.ask(draft, attempt, rejected), accept)
+        return (explicit, implicit) if pair is None else pair
 
 
 # --- registry and the build's entry point ----------------------------------------------------------------------
@@ -443,13 +372,6 @@ def writer_names() -> list[str]:
 
 def get_writer(name: str = DEFAULT_WRITER, **kwargs: Any) -> Writer:
     return _REGISTRY.load(name, **kwargs)
-
-
-def default_cache_dir() -> Path:
-    """Answers are kept next to the TTS clip cache ($DUPLEX_EVAL_CACHE/writer, else ~/.cache/duplex-eval/writer)."""
-    from dataset_builder.tts.cache import default_cache_dir as tts_cache_dir
-
-    return tts_cache_dir().parent / "writer"
 
 
 def write_scenes(writer: Writer, scripts: Sequence[Script], *, progress: bool = False) -> list[Script]:
