@@ -48,6 +48,12 @@ def sentence_counts(dialogues: Sequence[Dialogue]) -> Counter[str]:
     return counts
 
 
+def _ranked(counts: Counter[str]) -> list[tuple[str, int]]:
+    """Most frequent first, ties in text order: `most_common` breaks ties by insertion order, which follows set
+    iteration and so the process's hash seed, and the diagnostics must read the same from run to run."""
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
 def _mean(values: Sequence[float]) -> float:
     return round(sum(values) / len(values), 2) if values else 0.0
 
@@ -58,7 +64,7 @@ def config_diversity(dialogues: Sequence[Dialogue], targets: DiversityTargets = 
     n = len(dialogues)
     counts = sentence_counts(dialogues)
     limit = targets.max_sentence_share * n
-    over = [(s, c) for s, c in counts.most_common() if c > limit]
+    over = [(s, c) for s, c in _ranked(counts) if c > limit]
     lines = [_norm(t) for d in dialogues for _, t in d.lines()]
     ipus = Counter(_norm(u.text) for d in dialogues for u in d.utterances if u.kind == "turn")
     ipu_dialogues: Counter[str] = Counter()
@@ -77,10 +83,10 @@ def config_diversity(dialogues: Sequence[Dialogue], targets: DiversityTargets = 
         "distinct_sentences": len(counts),
         "max_sentence_dialogues": max(counts.values(), default=0),
         "max_sentence_share": round(max(counts.values(), default=0) / n, 4) if n else None,
-        "top_sentences": [[s, c] for s, c in counts.most_common(targets.top)],
+        "top_sentences": [[s, c] for s, c in _ranked(counts)[:targets.top]],
         "over_limit": [[s, c] for s, c in over],
         "distinct_ipu_texts": len(ipus),
-        "top_ipu_texts": [[s, c] for s, c in ipu_dialogues.most_common(targets.top)],
+        "top_ipu_texts": [[s, c] for s, c in _ranked(ipu_dialogues)[:targets.top]],
         "utterances_per_dialogue": _mean([len(d.utterances) for d in dialogues]),
         "utterances_range": [min((len(d.utterances) for d in dialogues), default=0),
                              max((len(d.utterances) for d in dialogues), default=0)],
