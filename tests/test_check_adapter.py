@@ -319,6 +319,38 @@ class RealtimeUnseeded(Unseeded):
     frame_size = 2400  # 100 ms, so the paced runs are few steps
 
 
+class RealtimeReadsAhead(ReadsAhead):
+    """A paced agent that peeks: its runs reproduce each other, so the peek is caught."""
+
+    realtime = True
+    frame_size = 2400
+
+
+class RealtimeLateJitter(Echo):
+    """A paced service whose second frame carries codec noise (a reply's packets arriving a step earlier) from
+    the causality check's run on, the seventh run of the check: the runs before it agree."""
+
+    realtime = True
+    frame_size = 2400
+    DELAY = 1
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.runs = 0  # resets by the check (the constructor's own is not one)
+
+    def reset(self, system_prompt: str | None, seed: int) -> None:
+        super().reset(system_prompt, seed)
+        self.runs = getattr(self, "runs", -1) + 1
+        self.k = 0
+
+    def step(self, user_frame: np.ndarray, forced_model_frame: np.ndarray | None = None) -> Frame:
+        out = super().step(user_frame).audio
+        self.k += 1
+        if self.runs >= 7 and self.k == 2:
+            out = out + np.float32(6e-5)
+        return Frame(out)
+
+
 @pytest.fixture(scope="module")
 def tts() -> Any:
     from dataset_builder.tts import get_tts
@@ -373,6 +405,16 @@ def test_unreproducible_agent_is_not_judged_on_isolation_or_causality(tts: Any) 
     checks = by_name(check_agent(Unseeded(), tts=tts))
     for name in ("reset-isolation", "causality"):
         assert checks[name].status == SKIP and "not reproducible" in checks[name].reason
+
+
+def test_a_realtime_agent_is_judged_on_causality_only_when_a_rerun_reproduces(tts: Any) -> None:
+    peek = by_name(check_agent(RealtimeReadsAhead(), tts=tts))["causality"]
+    assert peek.status == FAIL and "the agent uses audio it has not yet been given" in peek.reason
+    jitter = check_agent(RealtimeLateJitter(), tts=tts)
+    checks = by_name(jitter)
+    assert checks["reset-determinism"].status == PASS, format_results(jitter)
+    assert checks["causality"].status == SKIP, format_results(jitter)
+    assert "not sample-reproducible on a rerun of the same input" in checks["causality"].reason
 
 
 def test_realtime_agents_are_paced_and_need_not_be_reproducible(tts: Any) -> None:
