@@ -378,8 +378,8 @@ def test_cli_diagnostics_only_audits_an_existing_folder(tmp_path: Path, capsys: 
                                                          ) -> None:
     build_mpe(tmp_path, BuildOptions(n=1, cache_dir=CACHE))
     shards = {p: p.stat().st_mtime_ns for p in (tmp_path / "data" / "mpe").glob("*.parquet")}
-    assert main(["build", "mpe", "--diagnostics-only", "--diagnostics-limit", "1", "--no-progress",
-                 "--out", str(tmp_path)]) == 0
+    assert main(["build", "mpe", "--diagnostics-only", "--diagnostics-limit", "1", "--diagnostics-texts", "2",
+                 "--no-progress", "--out", str(tmp_path)]) == 0
     assert {p: p.stat().st_mtime_ns for p in shards} == shards  # audited, not rebuilt
     out = capsys.readouterr().out
     assert "per label" in out and "heard in" in out and "piper-joe-" in out

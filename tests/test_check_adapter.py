@@ -138,7 +138,8 @@ SETUPS: dict[str, Factory] = {
     "moshi-server": lambda tmp, tts: stand_in_server(tts, "moshi"),
     "vllm-omni-duplex": lambda tmp, tts: stand_in_server(tts, "vllm"),
     "turn-based": fixed(inner="tests.test_turn_based:FixedReply", inner_args='{"min_turn_s": 0.5}'),
-    # The Moshi-family presets (adapters/moshi.py PRESETS): each preset's code path on the tiny random model.
+    # The Moshi-family presets (adapters/moshi.py PRESETS): PersonaPlex's code path is its own; the others (below)
+    # step exactly as `moshi` does on the same tiny random model.
     "moshiko": fixed(tiny=True),
     "moshika": fixed(tiny=True),
     "j-moshi": fixed(tiny=True),
@@ -176,7 +177,21 @@ def assert_all_pass(results: list[CheckResult]) -> None:
     assert not [r for r in results if r.status == FAIL], format_results(results)
 
 
-@pytest.mark.parametrize("name", adapter_names())
+# Presets that change only where `moshi` reads its weights: on the tiny random model each gives `moshi`'s samples
+# bit for bit (tests/test_moshi_presets.py checks that for each of them), so `moshi`'s checks are theirs, and the
+# suite does not pay four more full runs of the same computation.
+SAME_STEPS_AS_MOSHI = ("moshiko", "moshika", "j-moshi", "llm-jp-moshi")
+
+
+def test_presets_checked_through_moshi_are_moshi_presets_without_prompts() -> None:
+    from adapters.moshi import PRESETS, MoshiAgent
+
+    for name in SAME_STEPS_AS_MOSHI:
+        agent = load_adapter(name, tiny=True)
+        assert type(agent) is MoshiAgent and PRESETS[name].prompts == "none", name
+
+
+@pytest.mark.parametrize("name", [n for n in adapter_names() if n not in SAME_STEPS_AS_MOSHI])
 def test_every_registered_adapter_passes(name: str, tmp_path: Path, tts: Any) -> None:
     with built(name, tmp_path, tts) as agent:
         results = check_agent(agent, tts=tts, out_dir=tmp_path / "episode")

@@ -14,7 +14,7 @@ import pytest
 
 from dataset_builder.m3.dialogues import Dialogue, generate_dialogues
 from dataset_builder.m3.textbank import load_bank
-from dataset_builder.m3.writer import OpenAIWriter, TemplateWriter, WriterError, prompt, says
+from dataset_builder.m3.writer import OpenAIWriter, TemplateWriter, WriterError, _value_end, prompt, says
 from eval.cli import main
 from tests.test_mpe_writer import Stub
 
@@ -73,8 +73,27 @@ def test_a_rewrite_keeps_everything_but_the_wording(stub: Stub, tmp_path: Path, 
         assert (u.speaker, u.kind, u.relation, u.topic, u.fact, u.gold_answer, u.gold_aliases) == \
             (old.speaker, old.kind, old.relation, old.topic, old.fact, old.gold_answer, old.gold_aliases)
         assert u.text == (old.text if u.kind == "bc" else u.text) and (u.kind == "bc" or u.text != old.text)
-        if u.gold_answer and u.cut_after_chars:  # the barge-in still comes right after the answer
-            assert says(u.text[:u.cut_after_chars], u.gold_answer, lang) == u.cut_after_chars
+        if u.gold_answer and u.cut_after_chars:  # the barge-in still comes right after the whole answer
+            said = u.text[:u.cut_after_chars]
+            assert says(said, u.gold_answer, lang) >= 0  # "アメリカ合衆国" whole, not cut after アメリカ
+            assert max(says(said, f, lang) for f in (u.gold_answer, *u.gold_aliases)) == u.cut_after_chars
+
+
+@pytest.mark.parametrize(("lang", "text", "gold", "aliases", "end"), [
+    ("ja", "えっと、アメリカ合衆国です。", "アメリカ合衆国", ("アメリカ", "米国"), 11),  # not after its prefix アメリカ
+    ("ja", "えっと、1954年に公開されました。", "1954", ("1954年",), 9),  # the longer form said from the same place
+    ("ja", "米国、つまりアメリカ合衆国です。", "アメリカ合衆国", ("米国",), 2),  # the form said first
+    ("en", "It is the United States, I think.", "the United States", ("United States", "the US"), 23),
+    ("en", "Lisbon.", "Lisbon", (), 6),
+    ("en", "No idea.", "Lisbon", (), -1),
+])
+def test_where_the_answer_ends(task: dict, lang: str, text: str, gold: str, aliases: tuple[str, ...],
+                               end: int) -> None:
+    import dataclasses
+
+    u = dataclasses.replace(next(x for x in task[lang].utterances if x.gold_answer), gold_answer=gold,
+                            gold_aliases=aliases)
+    assert _value_end(u, text, lang) == end
 
 
 def test_answers_are_cached_and_template_asks_nothing(stub: Stub, tmp_path: Path, task: dict) -> None:

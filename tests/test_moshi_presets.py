@@ -59,16 +59,22 @@ def test_plain_moshi_keeps_its_name_and_moshiko_weights() -> None:
     assert (agent.name, agent.preset, agent.default_repo) == ("moshi", "moshiko", "kyutai/moshiko-pytorch-bf16")
 
 
-def test_the_preset_and_the_tiny_model_give_the_same_samples_as_plain_moshi() -> None:
-    """A non-persona preset changes only where the weights come from: on the same (tiny) weights, j-moshi steps
-    exactly as moshi does."""
+@pytest.mark.parametrize("preset", ["moshiko", "moshika", "j-moshi", "llm-jp-moshi"])
+def test_the_preset_and_the_tiny_model_give_the_same_samples_as_plain_moshi(preset: str) -> None:
+    """A non-persona preset changes only where the weights come from: on the same (tiny) weights, it steps exactly
+    as moshi does, text included, through two resets (so `moshi`'s conformance checks are its own:
+    tests/test_check_adapter.py)."""
     user = (np.random.default_rng(1).standard_normal(10 * FRAME_SIZE) * 0.1).astype(np.float32)
     runs = []
-    for agent in (MoshiAgent(tiny=True), load_adapter("j-moshi", tiny=True)):
-        agent.reset(None, 4)
-        runs.append(np.concatenate([agent.step(user[k:k + FRAME_SIZE]).audio
-                                    for k in range(0, len(user), FRAME_SIZE)]))
-    np.testing.assert_array_equal(runs[0], runs[1])
+    for agent in (MoshiAgent(tiny=True), load_adapter(preset, tiny=True)):
+        frames = []
+        for seed in (4, 9):
+            agent.reset(None, seed)
+            frames += [agent.step(user[k:k + FRAME_SIZE]) for k in range(0, len(user), FRAME_SIZE)]
+        runs.append(frames)
+    for a, b in zip(*runs, strict=True):
+        np.testing.assert_array_equal(a.audio, b.audio)
+        assert a.text == b.text
 
 
 def test_wrong_preset_says_what_to_do() -> None:

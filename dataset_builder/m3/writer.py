@@ -65,21 +65,27 @@ def _norm(text: str, lang: str) -> str:
     return normalise_ja(text) if lang == "ja" else " ".join(re.findall(r"[\w'.-]+", text.lower()))
 
 
-def says(text: str, phrase: str, lang: str) -> int:
-    """Where `phrase` ends in `text` (characters; -1 when it is not said): as whole words in English, as
+def _said_at(text: str, phrase: str, lang: str) -> tuple[int, int] | None:
+    """Where `phrase` is first said in `text` (start, end in characters), or None: as whole words in English, as
     characters (width-folded) in Japanese."""
     if lang == "ja":
-        t = unicodedata.normalize("NFKC", text)
-        at = t.find(unicodedata.normalize("NFKC", phrase))
-        return at + len(phrase) if at >= 0 else -1
+        at = unicodedata.normalize("NFKC", text).find(unicodedata.normalize("NFKC", phrase))
+        return (at, at + len(phrase)) if at >= 0 else None
     m = re.search(rf"(?<!\w){re.escape(phrase)}(?!\w)", text, re.IGNORECASE)
-    return m.end() if m else -1
+    return (m.start(), m.end()) if m else None
+
+
+def says(text: str, phrase: str, lang: str) -> int:
+    """Where `phrase` ends in `text` (characters; -1 when it is not said)."""
+    span = _said_at(text, phrase, lang)
+    return span[1] if span else -1
 
 
 def _value_end(u: DialogueUtterance, text: str, lang: str) -> int:
-    """Where the first of the answer's gold forms ends in `text`, or -1."""
-    ends = [e for form in (u.gold_answer, *u.gold_aliases) if (e := says(text, form, lang)) >= 0]
-    return min(ends) if ends else -1
+    """Where the answer, said first in `text` in any of its gold forms, ends, or -1. Of forms said from the same
+    place, the longest: "アメリカ合衆国" ends after 合衆国, not after its alias アメリカ."""
+    spans = [span for form in (u.gold_answer, *u.gold_aliases) if (span := _said_at(text, form, lang))]
+    return min(spans, key=lambda se: (se[0], -se[1]))[1] if spans else -1
 
 
 def check_rewrite(draft: Dialogue, new: Dialogue, knowledge: Knowledge | None = None) -> None:
