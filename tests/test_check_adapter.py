@@ -188,7 +188,7 @@ def test_presets_checked_through_moshi_are_moshi_presets_without_prompts() -> No
 
     for name in SAME_STEPS_AS_MOSHI:
         agent = load_adapter(name, tiny=True)
-        assert type(agent) is MoshiAgent and PRESETS[name].prompts == "none", name
+        assert isinstance(agent, MoshiAgent) and PRESETS[name].prompts == "none", name
 
 
 @pytest.mark.parametrize("name", [n for n in adapter_names() if n not in SAME_STEPS_AS_MOSHI])
