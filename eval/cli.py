@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
@@ -149,7 +150,10 @@ def _worker_run(cfgs: list[RunConfig]) -> int:
             result["results"].append({"config": cfg.config, "out": cfg.out, "counts": run(cfg)})
     except Interrupted as err:
         result["interrupted"] = err.kept
-        print(f"process {rank + 1}/{n}: {err}", file=sys.stderr, flush=True)
+        # One write of the whole line: the launched processes share stderr, and print's separate write of the
+        # newline let two workers' lines run together.
+        sys.stderr.flush()
+        os.write(sys.stderr.fileno(), f"process {rank + 1}/{n}: {err}\n".encode())
     except (SchemaError, UsageError, FileNotFoundError, RuntimeError) as err:
         result["error"] = str(err)
     write_worker_result(result)

@@ -267,8 +267,7 @@ class Suite:
         assert s is not None
         if why := self.needs("a1"):
             return SKIP, why
-        self.play(s.b[:s.t_frame * self.agent.frame_size])  # a case cut off mid-speech, as a failed one is
-        self.runs["a_after_cut"] = self.play(s.a)
+        self.runs["a_after_cut"] = self.after_cut()
         self.runs["b"] = self.play(s.b)
         self.runs["a2"] = self.play(s.a)
         diff = first_difference(self.runs["a1"].frames, self.runs["a2"].frames, self.atol)
@@ -282,6 +281,13 @@ class Suite:
         return FAIL, (f"the same input after reset(seed={self.seed}) gave different output ({where}): "
                       "output must be reproducible with a fixed seed, and no state may survive reset")
 
+    def after_cut(self) -> Run:
+        """Input A after a case cut off mid-speech, as a failed one is."""
+        s = self.stim
+        assert s is not None
+        self.play(s.b[:s.t_frame * self.agent.frame_size])
+        return self.play(s.a)
+
     def isolation(self) -> tuple[str, str]:
         if why := self.needs("a_after_cut", "a2"):
             return SKIP, why
@@ -291,22 +297,24 @@ class Suite:
         if diff is None:
             return PASS, ("input A gave the same samples after another case cut off mid-speech as after that case "
                           "played out: no state survives reset" + self.trivial("a2"))
-        if why := self.jitter(len(self.runs["a2"].frames)):
+        if why := self.jitter(len(self.runs["a2"].frames), self.runs["a_after_cut"], self.after_cut):
             return SKIP, f"{why}: isolation cannot be judged by comparison"
         return FAIL, (f"state leaks across reset: input A after reset gave different output when the case before "
                       f"was cut off mid-speech than when it played out ({self.at(diff)})")
 
-    def jitter(self, n_frames: int) -> str | None:
-        """For a realtime agent whose run differed: why it cannot be judged, if input A run once more does not
-        reproduce the first `n_frames` of its earlier run (a paced service's output moves with the network's and
-        the server's timing; reset-determinism may have passed by luck); None otherwise."""
+    def jitter(self, n_frames: int, first: Run, again: Callable[[], Run]) -> str | None:
+        """For a realtime agent whose run `first` differed from input A's run `a2`: why it cannot be judged, unless
+        both runs reproduce -- input A once more gives `a2`'s first `n_frames`, and `again()` (the run that differed,
+        set up the same way) gives `first`'s. A real leak or look-ahead is reproducible and shows in both; a paced
+        service's output moves with the network's and the server's timing, and one rerun agreeing by luck
+        (reset-determinism may have passed by luck too) must not make jitter a FAIL. None when it can be judged."""
         if not self.agent.realtime:
             return None
-        rerun = self.play(self.stim.a)  # type: ignore[union-attr]
-        diff = first_difference(self.runs["a2"].frames[:n_frames], rerun.frames[:n_frames], self.atol)
-        if diff is None:
-            return None
-        return f"realtime agent not sample-reproducible on a rerun of the same input ({self.at(diff)})"
+        for earlier, rerun in ((self.runs["a2"], lambda: self.play(self.stim.a)), (first, again)):  # type: ignore[union-attr]
+            diff = first_difference(earlier.frames[:n_frames], rerun().frames[:n_frames], self.atol)
+            if diff is not None:
+                return f"realtime agent not sample-reproducible on a rerun of the same input ({self.at(diff)})"
+        return None
 
     def causality(self) -> tuple[str, str]:
         s = self.stim
@@ -322,7 +330,7 @@ class Suite:
         if diff is None:
             return PASS, (f"user audio changed from t={t_s:.2f}s on left every earlier output frame unchanged"
                           + self.trivial("a2"))
-        if why := self.jitter(t):
+        if why := self.jitter(t, self.runs["a_changed"], lambda: self.play(s.a_changed)):
             return SKIP, f"{why}: causality cannot be judged by comparison"
         return FAIL, (f"output before t={t_s:.2f}s changed when only the user audio after t changed "
                       f"({self.at(diff)}): the agent uses audio it has not yet been given")
@@ -334,11 +342,14 @@ class Suite:
             return SKIP, "not declared (benchmarks that need a prompt speak it or skip the case)"
         if why := self.needs("a1"):
             return SKIP, why
-        self.play(s.b, prompt=PROMPT)
-        after = self.play(s.a)
+        def after_prompted() -> Run:
+            self.play(s.b, prompt=PROMPT)
+            return self.play(s.a)
+
+        after = after_prompted()
         if self.reproducible and "a2" in self.runs:
             diff = first_difference(after.frames, self.runs["a2"].frames, self.atol)
-            if diff is not None and (why := self.jitter(len(after.frames))):
+            if diff is not None and (why := self.jitter(len(after.frames), after, after_prompted)):
                 return SKIP, f"{why}: whether the prompt outlived reset cannot be judged by comparison"
             if diff is not None:
                 return FAIL, (f"the prompt outlived reset: input A after reset(None) gave different output after a "
@@ -357,9 +368,14 @@ class Suite:
         k = len(s.forced) // n
         same = sum(np.array_equal(f, s.forced[i * n:(i + 1) * n]) for i, f in enumerate(forced.frames[:k]))
         after = self.play(s.a)
+
+        def after_forced() -> Run:
+            self.play(s.b, forced=s.forced)
+            return self.play(s.a)
+
         if self.reproducible and "a2" in self.runs:
             diff = first_difference(after.frames, self.runs["a2"].frames, self.atol)
-            if diff is not None and (why := self.jitter(len(after.frames))):
+            if diff is not None and (why := self.jitter(len(after.frames), after, after_forced)):
                 return SKIP, f"{why}: whether forced audio outlived reset cannot be judged by comparison"
             if diff is not None:
                 return FAIL, f"forced audio outlived reset: input A afterwards gave different output ({self.at(diff)})"

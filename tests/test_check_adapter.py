@@ -366,6 +366,37 @@ class RealtimeLateJitter(Echo):
         return Frame(out)
 
 
+class RealtimeLeakyReset(LeakyReset):
+    """A paced agent whose state survives reset: every run reproduces, so the leak is caught."""
+
+    realtime = True
+    frame_size = 2400
+
+
+class RealtimeOneLateRun(Echo):
+    """A paced service whose run after the cut-off case alone (the check's fourth run) caught a packet a step late:
+    input A once more reproduces the earlier run, so only a rerun of the cut-off case shows it was timing."""
+
+    realtime = True
+    frame_size = 2400
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.runs = 0  # resets by the check (the constructor's own is not one)
+
+    def reset(self, system_prompt: str | None, seed: int) -> None:
+        super().reset(system_prompt, seed)
+        self.runs = getattr(self, "runs", -1) + 1
+        self.k = 0
+
+    def step(self, user_frame: np.ndarray, forced_model_frame: np.ndarray | None = None) -> Frame:
+        out = super().step(user_frame).audio
+        self.k += 1
+        if self.runs == 4 and self.k == 2:
+            out = out + np.float32(6e-5)
+        return Frame(out)
+
+
 @pytest.fixture(scope="module")
 def tts() -> Any:
     from dataset_builder.tts import get_tts
@@ -430,6 +461,16 @@ def test_a_realtime_agent_is_judged_on_causality_only_when_a_rerun_reproduces(tt
     assert checks["reset-determinism"].status == PASS, format_results(jitter)
     assert checks["causality"].status == SKIP, format_results(jitter)
     assert "not sample-reproducible on a rerun of the same input" in checks["causality"].reason
+
+
+def test_a_realtime_agent_fails_isolation_only_when_both_runs_reproduce(tts: Any) -> None:
+    leaky = by_name(check_agent(RealtimeLeakyReset(), tts=tts))["reset-isolation"]
+    assert leaky.status == FAIL and "state leaks across reset" in leaky.reason
+    late = check_agent(RealtimeOneLateRun(), tts=tts)
+    checks = by_name(late)
+    assert checks["reset-determinism"].status == PASS, format_results(late)
+    assert checks["reset-isolation"].status == SKIP, format_results(late)
+    assert "not sample-reproducible on a rerun of the same input" in checks["reset-isolation"].reason
 
 
 def test_realtime_agents_are_paced_and_need_not_be_reproducible(tts: Any) -> None:
