@@ -14,8 +14,10 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -397,6 +399,19 @@ class RealtimeOneLateRun(Echo):
         return Frame(out)
 
 
+@pytest.fixture
+def unpaced(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the check decides of a realtime fake does not depend on wall-clock pacing (the fakes' jitter is
+    planted, not timed), so these runs skip the sleeps; `test_realtime_agents_are_paced...` keeps them."""
+    import eval.conformance
+    import eval.orchestrator
+
+    clock = SimpleNamespace(**{k: getattr(time, k) for k in dir(time) if not k.startswith("_")})
+    clock.sleep = lambda _seconds: None
+    for module in (eval.conformance, eval.orchestrator):
+        monkeypatch.setattr(module, "time", clock)
+
+
 @pytest.fixture(scope="module")
 def tts() -> Any:
     from dataset_builder.tts import get_tts
@@ -453,7 +468,7 @@ def test_unreproducible_agent_is_not_judged_on_isolation_or_causality(tts: Any) 
         assert checks[name].status == SKIP and "not reproducible" in checks[name].reason
 
 
-def test_a_realtime_agent_is_judged_on_causality_only_when_a_rerun_reproduces(tts: Any) -> None:
+def test_a_realtime_agent_is_judged_on_causality_only_when_a_rerun_reproduces(tts: Any, unpaced: None) -> None:
     peek = by_name(check_agent(RealtimeReadsAhead(), tts=tts))["causality"]
     assert peek.status == FAIL and "the agent uses audio it has not yet been given" in peek.reason
     jitter = check_agent(RealtimeLateJitter(), tts=tts)
@@ -463,7 +478,7 @@ def test_a_realtime_agent_is_judged_on_causality_only_when_a_rerun_reproduces(tt
     assert "not sample-reproducible on a rerun of the same input" in checks["causality"].reason
 
 
-def test_a_realtime_agent_fails_isolation_only_when_both_runs_reproduce(tts: Any) -> None:
+def test_a_realtime_agent_fails_isolation_only_when_both_runs_reproduce(tts: Any, unpaced: None) -> None:
     leaky = by_name(check_agent(RealtimeLeakyReset(), tts=tts))["reset-isolation"]
     assert leaky.status == FAIL and "state leaks across reset" in leaky.reason
     late = check_agent(RealtimeOneLateRun(), tts=tts)

@@ -21,7 +21,7 @@ from adapters.flm_audio import FRAME_SIZE, FLMAudioAgent  # noqa: E402
 from adapters.registry import load_adapter  # noqa: E402
 from dataset_builder.audio import SESSION_SR, to_pcm16  # noqa: E402
 from dataset_builder.errors import UsageError  # noqa: E402
-from tests.adapter_episodes import CONFIGS, first_cases, run_cases  # noqa: E402
+from tests.adapter_episodes import CONFIGS, run_cases, shortest_cases  # noqa: E402
 from tests.fake_flm_audio import WORDS, fake_parts  # noqa: E402
 
 N = FRAME_SIZE
@@ -41,7 +41,7 @@ def play(agent: FLMAudioAgent, user: np.ndarray, seed: int) -> list:
 def test_runs_every_english_config(config: str, mini_sets: Mapping[str, Path], tmp_path: Path) -> None:
     folder = mini_sets[config.split("_")[0]]
     agent = load_adapter("flm-audio", parts=fake_parts(), device="cpu")
-    ids = first_cases(folder, config, 3 if config.startswith("m3") else 1)
+    ids = shortest_cases(folder, config)
     for r in run_cases(agent, folder, config, tmp_path, ids, seed=5):
         if r.episode.condition == "full":  # no teacher forcing: M3 Full is skipped and counted
             assert r.episode.status == "skipped"

@@ -26,7 +26,7 @@ from dataset_builder.errors import UsageError
 from eval.orchestrator import run_episode
 from eval.schedule import EpisodePlan, Play, Silence
 from metrics.vad import VAD_PRESETS
-from tests.adapter_episodes import CONFIGS, Ran, first_cases, run_cases
+from tests.adapter_episodes import CONFIGS, Ran, first_cases, run_cases, shortest_cases
 from tests.fake_freeze_omni import CLICK, LEAD, SCRIPTS, SERVER, FakeFreezeOmni, FakeVAD, fake_freeze_omni
 
 CHUNK = 3840  # 160 ms on the session clock
@@ -100,7 +100,7 @@ def test_one_episode_of_every_config(config: str, reply: np.ndarray, mini_sets: 
     folder = mini_sets[config.split("_")[0]]
     fake = fake_freeze_omni(voice=reply)
     agent = agent_with(fake)
-    ids = first_cases(folder, config, 3 if config.startswith("m3") else 1)
+    ids = shortest_cases(folder, config)
     answers = 0
     for r in run_cases(agent, folder, config, tmp_path, ids, after=taken(fake)):
         if r.plan.forced is not None:  # M3 Full: teacher forcing, which this model has not

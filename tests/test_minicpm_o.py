@@ -20,7 +20,7 @@ from adapters.protocol import DuplexAgent
 from adapters.registry import load_adapter
 from dataset_builder.audio import SESSION_SR, resample, to_pcm16
 from dataset_builder.errors import UsageError
-from tests.adapter_episodes import CONFIGS, Ran, first_cases, run_cases
+from tests.adapter_episodes import CONFIGS, Ran, first_cases, run_cases, shortest_cases
 from tests.fake_minicpm_o import CLICK, FakeMiniCPMO, FakeMiniCPMODuplex
 
 SECOND = SESSION_SR  # one model chunk on the session clock
@@ -63,7 +63,7 @@ def test_one_episode_of_every_config(config: str, voice_wav: Path, reply: np.nda
     def taken(_ep: Any) -> dict[str, Any]:
         return {"spoke_at": list(model.spoke_at), "received": list(model.received), "prepare": model.prepare_calls[-1]}
 
-    ids = first_cases(folder, config, 3 if config.startswith("m3") else 1)
+    ids = shortest_cases(folder, config)
     runs: list[Ran] = list(run_cases(agent, folder, config, tmp_path, ids, after=taken))
     replies = 0
     for r in runs:

@@ -25,7 +25,7 @@ from adapters.moshi import FRAME_SIZE, TINY_TEXT, MoshiAgent, PersonaPlexAgent  
 from adapters.protocol import BatchedDuplexAgent  # noqa: E402
 from adapters.registry import load_adapter  # noqa: E402
 from dataset_builder.audio import SESSION_SR, to_pcm16, write_wav  # noqa: E402
-from tests.adapter_episodes import CONFIGS, Ran, first_cases, run_cases  # noqa: E402
+from tests.adapter_episodes import CONFIGS, Ran, first_cases, run_cases, shortest_cases  # noqa: E402
 
 N = FRAME_SIZE
 # PersonaPlex is an English model: the Japanese M3 configs are Moshi's (J-Moshi loads through `moshi`).
@@ -67,7 +67,7 @@ def voice_wav(speak, tmp_path_factory) -> Path:
 
 
 def check_episodes(spy: Spy, runs: list[Ran]) -> None:
-    for r, call in zip(runs, spy.calls[-len(runs):], strict=True):
+    for i, (r, call) in enumerate(zip(runs, spy.calls[-len(runs):], strict=True)):
         ep = r.episode
         assert ep.status == "ok", ep.failure
         assert call["prompt"] == r.plan.system_prompt
@@ -75,9 +75,11 @@ def check_episodes(spy: Spy, runs: list[Ran]) -> None:
         # The recording's model channel is exactly what the agent returned, frame for frame.
         np.testing.assert_array_equal(r.pcm[:, 1], to_pcm16(model))
         assert np.abs(model).max() > 0, "the model channel is digital silence"
-        # The same inputs and seed after a reset (other episodes ran before) give the same samples.
-        again = spy.replay(call)
-        assert all(np.array_equal(a.audio, b.audio) for a, b in zip(again, call["out"], strict=True))
+        # The same inputs and seed after a reset give the same samples, with the others episodes run since (the
+        # first episode's replay follows them all; tests/test_check_adapter.py covers reset on every adapter).
+        if i == 0:
+            again = spy.replay(call)
+            assert all(np.array_equal(a.audio, b.audio) for a, b in zip(again, call["out"], strict=True))
         # Its text is the tokenizer's pieces, stamped on the frames that said them.
         said = [(k, f.text) for k, f in enumerate(call["out"]) if f.text]
         assert [[round(k * N / SESSION_SR, 3), t] for k, t in said] == ep.model_text
@@ -92,7 +94,7 @@ def check_episodes(spy: Spy, runs: list[Ran]) -> None:
 def test_moshi_runs_every_config(config: str, mini_sets: Mapping[str, Path], tmp_path: Path) -> None:
     folder = mini_sets[config.split("_")[0]]
     spy = Spy(MoshiAgent(tiny=True))
-    ids = first_cases(folder, config, 3 if config.startswith("m3") else 1)
+    ids = shortest_cases(folder, config)
     runs = list(run_cases(spy.agent, folder, config, tmp_path, ids, seed=5))
     if config.startswith("m3"):
         assert {r.episode.condition for r in runs} == {"none", "user", "full"}
@@ -104,7 +106,7 @@ def test_personaplex_runs_every_config(config: str, mini_sets: Mapping[str, Path
                                        tmp_path: Path) -> None:
     folder = mini_sets[config.split("_")[0]]
     spy = Spy(PersonaPlexAgent(tiny=True, voice_prompt=str(voice_wav)))
-    ids = first_cases(folder, config, 3 if config.startswith("m3") else 1)
+    ids = shortest_cases(folder, config)
     check_episodes(spy, list(run_cases(spy.agent, folder, config, tmp_path, ids, seed=5)))
 
 

@@ -191,7 +191,10 @@ def test_barge_in_stops_the_reply_where_the_server_cut_it(n4_case, speak, key: s
     assert played, "the model channel is not the reply cut at the truncation point"
     assert 0 < played[0] < expected.size
     r_start = next(e for e in ep.timeline if e.turn_id == "t03").start_s
-    assert onset + played[0] >= round(r_start * SESSION_SR)  # cut only once the server could hear N4R
+    # Cut only once the server could hear N4R: at the earliest from the frame whose user audio carried N4R's start
+    # (a step's output plays in the same frame slot as the input it was given).
+    frame = 480  # the agent's 20 ms frame
+    assert onset + played[0] >= round(r_start * SESSION_SR) // frame * frame
     # Only the transcript of what started sounding was emitted, in order.
     text = "".join(t for _, t in ep.model_text)
     assert text and LONG_ANSWER.startswith(text) and text != LONG_ANSWER
