@@ -471,6 +471,10 @@ class StreamingVAD:
     `speaking` is True inside confirmed speech (a merged span that has reached min_speech_ms) until its
     min-silence and merge hang-overs have run out; `silence_s` counts seconds on the input clock since the end
     of the last confirmed speech (math.inf if there never was any); `onsets` holds confirmed span starts.
+
+    Pushed frames are kept and given to the model when the state is next read, in the order and the pieces they
+    came in, so what is read is exactly what pushing them one by one would give; frames nobody reads after (an
+    episode's tail past its last wait on the model) cost nothing.
     """
 
     def __init__(self, params: VADParams | None = None, sr: int = SESSION_SR) -> None:
@@ -486,10 +490,19 @@ class StreamingVAD:
         self._tracker.reset()
         self._buf = np.zeros(0, dtype=np.float32)
         self._in_n = 0
+        self._pending: list[np.ndarray] = []
 
     def push(self, frame: np.ndarray) -> None:
-        frame = _mono(frame)
+        frame = np.array(_mono(frame), dtype=np.float32)  # a copy: the caller may reuse its array
         self._in_n += frame.size
+        self._pending.append(frame)
+
+    def _catch_up(self) -> None:
+        pending, self._pending = self._pending, []
+        for frame in pending:
+            self._feed(frame)
+
+    def _feed(self, frame: np.ndarray) -> None:
         # soxr's stream output is delay-compensated: 16 kHz sample j is input time j/16000 (checked in tests).
         y = frame if self._rs is None else self._rs.resample_chunk(frame)
         if self._buf.size:
@@ -508,23 +521,28 @@ class StreamingVAD:
 
     @property
     def speaking(self) -> bool:
+        self._catch_up()
         return self._tracker.speaking
 
     @property
     def ever_spoke(self) -> bool:
+        self._catch_up()
         return bool(self._tracker.onsets)
 
     @property
     def onsets(self) -> list[float]:
+        self._catch_up()
         return [s / VAD_SR for s in self._tracker.onsets]
 
     @property
     def spans(self) -> list[Span]:
         """Finalized spans so far (an open span is not included until its hang-over ends)."""
+        self._catch_up()
         return self._tracker.spans()
 
     @property
     def silence_s(self) -> float:
+        self._catch_up()
         t = self._tracker
         if t.speech_now:
             return 0.0  # speech is going on right now
