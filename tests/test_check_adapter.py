@@ -363,9 +363,12 @@ class RealtimeLateJitter(Echo):
     def step(self, user_frame: np.ndarray, forced_model_frame: np.ndarray | None = None) -> Frame:
         out = super().step(user_frame).audio
         self.k += 1
-        if self.runs >= 7 and self.k == 2:
+        if self.late(self.runs) and self.k == 2:
             out = out + np.float32(6e-5)
         return Frame(out)
+
+    def late(self, run: int) -> bool:
+        return run >= 7
 
 
 class RealtimeLeakyReset(LeakyReset):
@@ -375,28 +378,12 @@ class RealtimeLeakyReset(LeakyReset):
     frame_size = 2400
 
 
-class RealtimeOneLateRun(Echo):
+class RealtimeOneLateRun(RealtimeLateJitter):
     """A paced service whose run after the cut-off case alone (the check's fourth run) caught a packet a step late:
     input A once more reproduces the earlier run, so only a rerun of the cut-off case shows it was timing."""
 
-    realtime = True
-    frame_size = 2400
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.runs = 0  # resets by the check (the constructor's own is not one)
-
-    def reset(self, system_prompt: str | None, seed: int) -> None:
-        super().reset(system_prompt, seed)
-        self.runs = getattr(self, "runs", -1) + 1
-        self.k = 0
-
-    def step(self, user_frame: np.ndarray, forced_model_frame: np.ndarray | None = None) -> Frame:
-        out = super().step(user_frame).audio
-        self.k += 1
-        if self.runs == 4 and self.k == 2:
-            out = out + np.float32(6e-5)
-        return Frame(out)
+    def late(self, run: int) -> bool:
+        return run == 4
 
 
 @pytest.fixture
