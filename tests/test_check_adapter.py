@@ -455,24 +455,19 @@ def test_unreproducible_agent_is_not_judged_on_isolation_or_causality(tts: Any) 
         assert checks[name].status == SKIP and "not reproducible" in checks[name].reason
 
 
-def test_a_realtime_agent_is_judged_on_causality_only_when_a_rerun_reproduces(tts: Any, unpaced: None) -> None:
-    peek = by_name(check_agent(RealtimeReadsAhead(), tts=tts))["causality"]
-    assert peek.status == FAIL and "the agent uses audio it has not yet been given" in peek.reason
-    jitter = check_agent(RealtimeLateJitter(), tts=tts)
-    checks = by_name(jitter)
-    assert checks["reset-determinism"].status == PASS, format_results(jitter)
-    assert checks["causality"].status == SKIP, format_results(jitter)
-    assert "not sample-reproducible on a rerun of the same input" in checks["causality"].reason
-
-
-def test_a_realtime_agent_fails_isolation_only_when_both_runs_reproduce(tts: Any, unpaced: None) -> None:
-    leaky = by_name(check_agent(RealtimeLeakyReset(), tts=tts))["reset-isolation"]
-    assert leaky.status == FAIL and "state leaks across reset" in leaky.reason
-    late = check_agent(RealtimeOneLateRun(), tts=tts)
-    checks = by_name(late)
-    assert checks["reset-determinism"].status == PASS, format_results(late)
-    assert checks["reset-isolation"].status == SKIP, format_results(late)
-    assert "not sample-reproducible on a rerun of the same input" in checks["reset-isolation"].reason
+@pytest.mark.parametrize(("check", "at_fault", "jittery", "fault"), [
+    ("causality", RealtimeReadsAhead, RealtimeLateJitter, "the agent uses audio it has not yet been given"),
+    ("reset-isolation", RealtimeLeakyReset, RealtimeOneLateRun, "state leaks across reset"),
+])
+def test_a_realtime_agent_fails_a_comparison_only_when_both_runs_reproduce(check: str, at_fault: type, jittery: type,
+                                                                          fault: str, tts: Any, unpaced: None) -> None:
+    caught = by_name(check_agent(at_fault(), tts=tts))[check]
+    assert caught.status == FAIL and fault in caught.reason
+    results = check_agent(jittery(), tts=tts)
+    checks = by_name(results)
+    assert checks["reset-determinism"].status == PASS, format_results(results)
+    assert checks[check].status == SKIP, format_results(results)
+    assert "not sample-reproducible on a rerun of the same input" in checks[check].reason
 
 
 def test_realtime_agents_are_paced_and_need_not_be_reproducible(tts: Any) -> None:
