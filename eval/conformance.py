@@ -281,12 +281,16 @@ class Suite:
         return FAIL, (f"the same input after reset(seed={self.seed}) gave different output ({where}): "
                       "output must be reproducible with a fixed seed, and no state may survive reset")
 
+    def a_after(self, audio: np.ndarray, prompt: str | None = None, forced: np.ndarray | None = None) -> Run:
+        """Input A's run after a run of `audio` (with that prompt or forced audio)."""
+        self.play(audio, prompt=prompt, forced=forced)
+        return self.play(self.stim.a)  # type: ignore[union-attr]
+
     def after_cut(self) -> Run:
         """Input A after a case cut off mid-speech, as a failed one is."""
         s = self.stim
         assert s is not None
-        self.play(s.b[:s.t_frame * self.agent.frame_size])
-        return self.play(s.a)
+        return self.a_after(s.b[:s.t_frame * self.agent.frame_size])
 
     def isolation(self) -> tuple[str, str]:
         if why := self.needs("a_after_cut", "a2"):
@@ -342,14 +346,11 @@ class Suite:
             return SKIP, "not declared (benchmarks that need a prompt speak it or skip the case)"
         if why := self.needs("a1"):
             return SKIP, why
-        def after_prompted() -> Run:
-            self.play(s.b, prompt=PROMPT)
-            return self.play(s.a)
-
-        after = after_prompted()
+        after = self.a_after(s.b, prompt=PROMPT)
         if self.reproducible and "a2" in self.runs:
             diff = first_difference(after.frames, self.runs["a2"].frames, self.atol)
-            if diff is not None and (why := self.jitter(len(after.frames), after, after_prompted)):
+            if diff is not None and (why := self.jitter(len(after.frames), after,
+                                                        lambda: self.a_after(s.b, prompt=PROMPT))):
                 return SKIP, f"{why}: whether the prompt outlived reset cannot be judged by comparison"
             if diff is not None:
                 return FAIL, (f"the prompt outlived reset: input A after reset(None) gave different output after a "
@@ -368,14 +369,10 @@ class Suite:
         k = len(s.forced) // n
         same = sum(np.array_equal(f, s.forced[i * n:(i + 1) * n]) for i, f in enumerate(forced.frames[:k]))
         after = self.play(s.a)
-
-        def after_forced() -> Run:
-            self.play(s.b, forced=s.forced)
-            return self.play(s.a)
-
         if self.reproducible and "a2" in self.runs:
             diff = first_difference(after.frames, self.runs["a2"].frames, self.atol)
-            if diff is not None and (why := self.jitter(len(after.frames), after, after_forced)):
+            if diff is not None and (why := self.jitter(len(after.frames), after,
+                                                        lambda: self.a_after(s.b, forced=s.forced))):
                 return SKIP, f"{why}: whether forced audio outlived reset cannot be judged by comparison"
             if diff is not None:
                 return FAIL, f"forced audio outlived reset: input A afterwards gave different output ({self.at(diff)})"

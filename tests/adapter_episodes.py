@@ -44,14 +44,11 @@ def shortest_cases(folder: Path, config: str) -> list[str]:
     """The config's shortest case; for M3, every condition of its shortest event (the cases share the event's id up
     to the condition). The fewest model steps that still run a whole episode of the config, for tests that hold for
     any case."""
-    bench = benchmark_for_config(config)
-    seconds = {c.case_id: len(a) for c, a in bench.function("case_audio")(folder, config)}
-    if config.startswith("m3"):
-        events: dict[str, list[str]] = {}
-        for c in bench.function("cases")(folder, config):
-            events.setdefault(c.case_id.rsplit("-", 1)[0], []).append(c.case_id)
-        return min(events.values(), key=lambda ids: (max(seconds[i] for i in ids), ids))
-    return [min(seconds, key=lambda cid: (seconds[cid], cid))]
+    seconds = {c.case_id: len(a) for c, a in benchmark_for_config(config).function("case_audio")(folder, config)}
+    groups: dict[str, list[str]] = {}
+    for cid in seconds:
+        groups.setdefault(cid.rsplit("-", 1)[0] if config.startswith("m3") else cid, []).append(cid)
+    return min(groups.values(), key=lambda ids: (max(seconds[i] for i in ids), ids))
 
 
 def run_cases(agent: DuplexAgent, folder: Path, config: str, out: Path, case_ids: list[str], *, seed: int = 0,

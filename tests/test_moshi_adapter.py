@@ -75,7 +75,7 @@ def check_episodes(spy: Spy, runs: list[Ran]) -> None:
         # The recording's model channel is exactly what the agent returned, frame for frame.
         np.testing.assert_array_equal(r.pcm[:, 1], to_pcm16(model))
         assert np.abs(model).max() > 0, "the model channel is digital silence"
-        # The same inputs and seed after a reset give the same samples, with the others episodes run since (the
+        # The same inputs and seed after a reset give the same samples, with the other episodes run since (the
         # first episode's replay follows them all; tests/test_check_adapter.py covers reset on every adapter).
         if i == 0:
             again = spy.replay(call)
