@@ -92,11 +92,32 @@ def speak(piper):
     return _speak
 
 
+# A run without pytest-xdist workers keeps the session's shared folders in this folder of its basetemp.
+SHARED = "shared"
+
+
 def session_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The test session's own temporary folder, shared by all of its pytest-xdist workers (each worker's basetemp is
-    a `popen-gwN` folder inside it); a run without workers has only its basetemp."""
+    a `popen-gwN` folder inside it); a run without workers keeps it in its basetemp, as `shared`."""
     base = tmp_path_factory.getbasetemp()
-    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base / SHARED
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _file_temp_removed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """What a test file wrote to the temporary folder (its module fixtures' runs, built sets and reports) is removed
+    once the file is done, unless one of its tests failed or errored; a passed test's own `tmp_path` goes when the
+    test ends (pyproject's tmp_path_retention_policy). A whole `make test` writes several GB of recordings and sets
+    in all; held to the end, they would fill a small disk."""
+    base = tmp_path_factory.getbasetemp()
+    before, failed = set(base.iterdir()), request.session.testsfailed
+    yield
+    if request.session.testsfailed == failed:
+        for path in set(base.iterdir()) - before:
+            if path.is_symlink() or path.is_file():
+                path.unlink(missing_ok=True)
+            elif path.name != SHARED:
+                shutil.rmtree(path, ignore_errors=True)
 
 
 @contextmanager
