@@ -100,7 +100,10 @@ def session_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The test session's own temporary folder, shared by all of its pytest-xdist workers (each worker's basetemp is
     a `popen-gwN` folder inside it); a run without workers keeps it in its basetemp, as `shared`."""
     base = tmp_path_factory.getbasetemp()
-    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base / SHARED
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return base.parent
+    (base / SHARED).mkdir(exist_ok=True)
+    return base / SHARED
 
 
 @pytest.fixture(scope="module", autouse=True)
