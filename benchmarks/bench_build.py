@@ -13,18 +13,15 @@ writes it with the raw numbers to OUT/bench-build.json. Nothing is asserted.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import resource
 import shutil
 import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
-from bench_mpe import Row, markdown, quiet, ratio, timed
+from bench_mpe import ResultFolder, Row, build_args, markdown, quiet, ratio, timed
 
 BUILD_OVERHEAD_GOAL = 0.15  # the goal: the build adds under 15 % on top of synthesis
 
@@ -71,17 +68,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pairs", type=int, default=20, help="scenario pairs to build (2 cases each); default 20")
     p.add_argument("--workers", type=int, default=None, help="pool size for engine and build; default all cores")
     p.add_argument("--full-pairs", type=int, default=2000, help="pairs of the preset to project to; default 2000")
-    p.add_argument("--seed", type=int, default=0, help="build seed; default 0")
-    p.add_argument("--tts", default="piper", help="TTS backend; default piper")
+    build_args(p)
     p.add_argument("--speech-gate", action="store_true",
                    help="also time one build with the CLI's default speech gate (the default ASR checks every "
                         "turn) and project the full build with it")
     p.add_argument("--repeat", type=int, default=1,
                    help="measure engine and build this many times, alternating, and keep the fastest of each")
-    p.add_argument("--out", default=None, help="keep the dataset and cache here (default: a temporary folder)")
     a = p.parse_args(argv)
     quiet()
-    from dataset_builder.atomic import make_temp_dir
     from dataset_builder.audio import SESSION_SR
     from dataset_builder.build import BuildOptions
     from dataset_builder.mpe.build import build as build_mpe
@@ -90,9 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     from dataset_builder.pool import WorkerPool, resolve_workers
     from dataset_builder.tts import get_tts
 
-    tmp = None if a.out else make_temp_dir(Path(tempfile.gettempdir()), prefix="bench-build-")
-    out = Path(a.out or tmp)
-    out.mkdir(parents=True, exist_ok=True)
+    folder = ResultFolder(a.out, "bench-build-", "bench-build.json")
+    out = folder.path
     workers = resolve_workers(a.workers, a.pairs)
     backend = get_tts(a.tts)
     preamble_text = duty_preamble()
@@ -101,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     clips = utterances(scripts, preamble_text, assistant)
     chars = sum(len(text) for text, _ in clips)
     t_start = time.perf_counter()
-    try:
+    with folder:
         engine_walls, build_walls, startups, engine_cpus, build_cpus = [], [], [], [], []
         for _ in range(a.repeat):
             # (1) The engine alone: a fresh pool of the build's size and kind (spawned, one ONNX thread per
@@ -207,20 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         print(markdown(rows))
         print(f"\n{a.pairs} pairs, seed {a.seed}, tts {a.tts}, {w}, fastest of {a.repeat}; total {total:.0f} s "
               f"on {os.cpu_count()} CPUs ({platform.processor() or platform.machine()})")
-        result = {"pairs": a.pairs, "workers": workers, "repeat": a.repeat, "seed": a.seed, "tts": a.tts,
-                  "date": time.strftime("%Y-%m-%d"), "total_s": round(total, 1),
-                  "host": {"cpus": os.cpu_count(), "machine": platform.machine(),
-                           "python": platform.python_version()},
-                  "rows": [{"measurement": r.measurement, "value": r.value, "unit": r.unit, "target": r.target,
-                            **({"detail": r.detail} if r.detail else {})} for r in rows]}
-        bench_json = out / "bench-build.json"
-        bench_json.write_text(json.dumps(result, indent=2) + "\n")
-        print(f"json: {bench_json}")
-    finally:
-        if tmp is not None:
-            for child in out.iterdir():
-                if child.name != "bench-build.json":
-                    shutil.rmtree(child, ignore_errors=True) if child.is_dir() else child.unlink()
+        folder.write(rows, total, pairs=a.pairs, workers=workers, repeat=a.repeat, seed=a.seed, tts=a.tts)
     return 0
 
 

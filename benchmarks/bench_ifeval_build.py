@@ -25,13 +25,12 @@ import resource
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from bench_build import _engine_speak, _start_engine, cpu_seconds
-from bench_mpe import Row, markdown, quiet, ratio
+from bench_mpe import ResultFolder, Row, build_args, markdown, quiet, ratio
 
 MINI_GOAL_S = 60.0  # the goal: the mini set builds in under a minute on this 2-core machine
 FULL_GOAL_S = 15 * 60.0  # and the full grid in under 15 minutes
@@ -72,21 +71,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=1,
                    help="measure engine and cold build this many times, alternating; keep the fastest of each")
     p.add_argument("--full", action="store_true", help="also build the full grid cold (~5x the mini synthesis)")
-    p.add_argument("--seed", type=int, default=0, help="build seed; default 0")
-    p.add_argument("--tts", default="piper", help="TTS backend; default piper")
-    p.add_argument("--out", default=None, help="keep datasets and caches here (default: a temporary folder)")
+    build_args(p)
     a = p.parse_args(argv)
     quiet()
-    from dataset_builder.atomic import make_temp_dir
     from dataset_builder.audio import SESSION_SR
     from dataset_builder.ifeval.build import audio_units, speech_clips
     from dataset_builder.ifeval.grid import PRESET_INSTANCES, compose
     from dataset_builder.pool import WorkerPool, resolve_workers
     from dataset_builder.tts import get_tts
 
-    tmp = None if a.out else make_temp_dir(Path(tempfile.gettempdir()), prefix="bench-ifeval-build-")
-    out = Path(a.out or tmp)
-    out.mkdir(parents=True, exist_ok=True)
+    folder = ResultFolder(a.out, "bench-ifeval-build-", "bench-ifeval-build.json")
+    out = folder.path
     workers = resolve_workers(a.workers, 2)
     backend = get_tts(a.tts)
     grids = {preset: compose(a.seed, backend.voices(), instances) for preset, instances in PRESET_INSTANCES.items()}
@@ -95,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     rows_of = {preset: len(g.cases) + sum(c.matched_audio for c in g.cases) for preset, g in grids.items()}
     voice = clips["mini"][0][1]
     t_start = time.perf_counter()
-    try:
+    with folder:
         engines, colds = [], []
         for _ in range(a.repeat):
             # (1) The engine alone, in a fresh pool of the build's size and kind, every clip in flight at once.
@@ -176,20 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nseed {a.seed}, tts {a.tts}, {w}, fastest of {a.repeat}; total {total:.0f} s on {os.cpu_count()} "
               f"CPUs ({platform.processor() or platform.machine()}); load average now "
               f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-        result = {"workers": workers, "repeat": a.repeat, "seed": a.seed, "tts": a.tts, "full": a.full,
-                  "date": time.strftime("%Y-%m-%d"), "total_s": round(total, 1),
-                  "host": {"cpus": os.cpu_count(), "machine": platform.machine(),
-                           "python": platform.python_version()},
-                  "rows": [{"measurement": r.measurement, "value": r.value, "unit": r.unit, "target": r.target,
-                            **({"detail": r.detail} if r.detail else {})} for r in table]}
-        bench_json = out / "bench-ifeval-build.json"
-        bench_json.write_text(json.dumps(result, indent=2, default=str) + "\n")
-        print(f"json: {bench_json}")
-    finally:
-        if tmp is not None:
-            for child in out.iterdir():
-                if child.name != "bench-ifeval-build.json":
-                    shutil.rmtree(child, ignore_errors=True) if child.is_dir() else child.unlink()
+        folder.write(table, total, workers=workers, repeat=a.repeat, seed=a.seed, tts=a.tts, full=a.full)
     return 0
 
 

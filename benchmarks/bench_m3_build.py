@@ -15,17 +15,15 @@ OUT/bench-m3-build.json. Nothing is asserted.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import resource
 import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from bench_mpe import Row, markdown, quiet, timed
+from bench_mpe import ResultFolder, Row, build_args, markdown, quiet, timed
 
 TARGET_S = 120  # the goal: the mini build of all four configs takes under two minutes
 
@@ -50,23 +48,19 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--workers", type=int, default=None, help="synthesis processes; default one per core")
     p.add_argument("--preset", default="mini", help="preset to time; default mini")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--tts", default="piper", help="English TTS backend; default piper")
-    p.add_argument("--out", default=None, help="keep the datasets and caches here (default: a temporary folder)")
+    build_args(p, "English TTS backend; default piper")
     a = p.parse_args(argv)
     quiet()
-    from dataset_builder.atomic import make_temp_dir
     from dataset_builder.build import BuildOptions
     from dataset_builder.m3.build import build, plan_configs
     from dataset_builder.m3.diversity import text_diversity
     from dataset_builder.pool import resolve_workers
 
-    tmp = None if a.out else make_temp_dir(Path(tempfile.gettempdir()), prefix="bench-m3-")
-    out = Path(a.out or tmp)
-    out.mkdir(parents=True, exist_ok=True)
+    folder = ResultFolder(a.out, "bench-m3-", "bench-m3-build.json")
+    out = folder.path
     workers = resolve_workers(a.workers, 8)
     t_start = time.perf_counter()
-    try:
+    with folder:
         for stale in ("cold", "warm", "cache"):
             shutil.rmtree(out / stale, ignore_errors=True)
         options = BuildOptions(preset=a.preset, seed=a.seed, tts=a.tts, workers=workers, cache_dir=out / "cache")
@@ -111,20 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\npreset {a.preset}, seed {a.seed}, tts {a.tts} + kokoro, {w}; cold and warm byte-identical: {same}; "
               f"total {total:.0f} s on {os.cpu_count()} CPUs ({platform.processor() or platform.machine()}), "
               f"load average {os.getloadavg()[0]:.1f}")
-        result = {"preset": a.preset, "workers": workers, "seed": a.seed, "tts": a.tts,
-                  "date": time.strftime("%Y-%m-%d"), "total_s": round(total, 1),
-                  "host": {"cpus": os.cpu_count(), "machine": platform.machine(),
-                           "python": platform.python_version(), "load_average": os.getloadavg()},
-                  "rows": [{"measurement": r.measurement, "value": r.value, "unit": r.unit, "target": r.target,
-                            **({"detail": r.detail} if r.detail else {})} for r in rows]}
-        bench_json = out / "bench-m3-build.json"
-        bench_json.write_text(json.dumps(result, indent=2, default=str) + "\n")
-        print(f"json: {bench_json}")
-    finally:
-        if tmp is not None:
-            for child in out.iterdir():
-                if child.name != "bench-m3-build.json":
-                    shutil.rmtree(child, ignore_errors=True) if child.is_dir() else child.unlink()
+        folder.write(rows, total, preset=a.preset, workers=workers, seed=a.seed, tts=a.tts)
     return 0
 
 

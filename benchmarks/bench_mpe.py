@@ -228,6 +228,55 @@ def markdown(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+def build_args(p: argparse.ArgumentParser, tts_help: str = "TTS backend; default piper") -> None:
+    """--seed, --tts and --out, as every build benchmark takes them."""
+    p.add_argument("--seed", type=int, default=0, help="build seed; default 0")
+    p.add_argument("--tts", default="piper", help=tts_help)
+    p.add_argument("--out", default=None, help="keep the datasets, runs and caches here (default: a temporary "
+                                                "folder, of which only the result JSON is kept)")
+
+
+def host() -> dict[str, Any]:
+    """The machine a result was measured on, as each benchmark's JSON records it."""
+    return {"cpus": os.cpu_count(), "machine": platform.machine(), "python": platform.python_version(),
+            "load_average": os.getloadavg()}
+
+
+def row_records(rows: list[Row]) -> list[dict[str, Any]]:
+    return [{"measurement": r.measurement, "value": r.value, "unit": r.unit, "target": r.target,
+             **({"detail": r.detail} if r.detail else {})} for r in rows]
+
+
+class ResultFolder:
+    """Where a benchmark writes: `--out` when given, kept whole; otherwise a new temporary folder of which only the
+    result JSON is left when the benchmark ends (its datasets, runs and caches are bulky)."""
+
+    def __init__(self, out: str | None, prefix: str, result_name: str) -> None:
+        from dataset_builder.atomic import make_temp_dir
+
+        # Not `mkdtemp`: its folder is 0700 whatever the umask, and the result is kept in it.
+        self.temporary = not out
+        self.path = Path(out) if out else make_temp_dir(Path(tempfile.gettempdir()), prefix=prefix)
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.result = self.path / result_name
+
+    def write(self, rows: list[Row], total_s: float, **params: Any) -> None:
+        """The result JSON: the benchmark's parameters, then when, how long, on what machine, and the rows."""
+        result = {**params, "date": time.strftime("%Y-%m-%d"), "total_s": round(total_s, 1), "host": host(),
+                  "rows": row_records(rows)}
+        self.result.write_text(json.dumps(result, indent=2, default=str) + "\n")
+        print(f"json: {self.result}")
+
+    def __enter__(self) -> ResultFolder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.temporary:
+            for child in self.path.iterdir():
+                if child != self.result:
+                    shutil.rmtree(child, ignore_errors=True) if child.is_dir() else child.unlink()
+
+
 def quiet() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(name)s %(levelname)s %(message)s")
     for name in ("duplex_eval", "datasets", "huggingface_hub", "accelerate", "faster_whisper", "piper"):
@@ -238,25 +287,19 @@ def quiet() -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--pairs", type=int, default=5, help="scenario pairs to build (2 cases each); default 5")
-    p.add_argument("--out", default=None, help="keep everything here (default: a temporary folder, removed)")
-    p.add_argument("--seed", type=int, default=0, help="build seed; default 0")
-    p.add_argument("--tts", default="piper", help="TTS backend for the build and the oracle; default piper")
+    build_args(p, "TTS backend for the build and the oracle; default piper")
     p.add_argument("--skip-memory", action="store_true", help="skip the peak-memory subprocesses (d)")
     a = p.parse_args(argv)
     quiet()
-    from dataset_builder.atomic import make_temp_dir
-
-    # Not `mkdtemp`: its folder is 0700 whatever the umask, and bench.json is kept in it.
-    tmp = None if a.out else make_temp_dir(Path(tempfile.gettempdir()), prefix="bench-mpe-")
-    out = Path(a.out or tmp)
-    out.mkdir(parents=True, exist_ok=True)
+    folder = ResultFolder(a.out, "bench-mpe-", "bench.json")
+    out = folder.path
     cache_dir = out / "tts-cache"
     if cache_dir.exists():
         shutil.rmtree(cache_dir)  # (c) measures an empty cache, also when --out is reused
     for stale in ("dataset", "dataset-warm", "runs", "mem-dataset", "mem-run"):
         shutil.rmtree(out / stale, ignore_errors=True)  # a leftover run folder would be resumed, not timed
     t0 = time.perf_counter()
-    try:
+    with folder:
         rows, cases = bench_builds(out, a.pairs, a.seed, a.tts, cache_dir)
         warm_process()
         _, warm_wall = timed(lambda: warm_oracle_cache(cases, cache_dir, a.tts))
@@ -271,19 +314,7 @@ def main(argv: list[str] | None = None) -> int:
         print(table)
         print(f"\n{a.pairs} pairs, seed {a.seed}, tts {a.tts}; oracle TTS warm-up {warm_wall:.1f} s (untimed); "
               f"total {total:.0f} s on {os.cpu_count()} CPUs ({platform.processor() or platform.machine()})")
-        result = {"pairs": a.pairs, "seed": a.seed, "tts": a.tts, "date": time.strftime("%Y-%m-%d"),
-                  "host": {"cpus": os.cpu_count(), "machine": platform.machine(), "python": platform.python_version()},
-                  "total_s": round(total, 1),
-                  "rows": [{"measurement": r.measurement, "value": r.value, "unit": r.unit, "target": r.target,
-                            **({"detail": r.detail} if r.detail else {})} for r in rows]}
-        bench_json = out / "bench.json"
-        bench_json.write_text(json.dumps(result, indent=2) + "\n")
-        print(f"json: {bench_json}")
-    finally:
-        if tmp is not None:  # keep only the small result; the datasets, runs and cache are bulky
-            for child in out.iterdir():
-                if child.name != "bench.json":
-                    shutil.rmtree(child, ignore_errors=True) if child.is_dir() else child.unlink()
+        folder.write(rows, total, pairs=a.pairs, seed=a.seed, tts=a.tts)
     return 0
 
 
