@@ -552,16 +552,20 @@ def _add_text_reference(p: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_text_reference)
 
 
+def _hub_upload_flags(p: argparse.ArgumentParser, dry_run_help: str) -> None:
+    """--dry-run, --token-env and --private, as every command that uploads to the Hub takes them."""
+    p.add_argument("--dry-run", action="store_true", help=dry_run_help)
+    p.add_argument("--token-env", default="HF_TOKEN", help="the environment variable holding the Hub token")
+    p.add_argument("--private", action="store_true", help="create the repo private")
+
+
 def _add_push(p: argparse.ArgumentParser) -> None:
     """`push FOLDER`: a dataset folder to the Hub."""
     p.add_argument("folder")
     p.add_argument("repo", nargs="?", default=None, help=argparse.SUPPRESS)  # refused with the --repo-id hint
     p.add_argument("--repo-id", default=None, help="the Hub dataset repo, e.g. my-org/duplex-mpe")
-    p.add_argument("--dry-run", action="store_true",
-                   help="list every file, its size and its path in the repo, and the configs load_dataset will "
-                        "see; upload nothing (no token needed)")
-    p.add_argument("--token-env", default="HF_TOKEN")
-    p.add_argument("--private", action="store_true")
+    _hub_upload_flags(p, "list every file, its size and its path in the repo, and the configs load_dataset will "
+                         "see; upload nothing (no token needed)")
     p.set_defaults(func=cmd_push)
 
 
@@ -571,13 +575,10 @@ def _add_push_results(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repo-id", default=None, help="the Hub dataset repo, e.g. my-org/duplex-eval-results")
     p.add_argument("--report", default=None, metavar="DIR",
                    help="also upload this HTML report folder (written by `duplex-eval report`) as report/")
-    p.add_argument("--dry-run", action="store_true",
-                   help="write the folder that would be uploaded (to --out) and list its files; upload nothing "
-                        "(no token needed)")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="--dry-run's folder (default out/push-results/ORG--NAME)")
-    p.add_argument("--token-env", default="HF_TOKEN")
-    p.add_argument("--private", action="store_true")
+    _hub_upload_flags(p, "write the folder that would be uploaded (to --out) and list its files; upload nothing "
+                         "(no token needed)")
     p.set_defaults(func=cmd_push_results)
 
 
@@ -585,14 +586,11 @@ def _add_push_metric(p: argparse.ArgumentParser) -> None:
     """`push-metric NAME`: an evaluate module to a Hub metric Space."""
     p.add_argument("name", help="a module folder under metrics/, e.g. fresh_onset_rate")
     p.add_argument("--space", required=True, metavar="ORG/NAME", help="the Space; its script is NAME.py")
-    p.add_argument("--dry-run", action="store_true",
-                   help="print every file the Space would receive (destination, source, the generated app.py, "
-                        "requirements.txt and README.md) and upload nothing")
     p.add_argument("--package", default=None, metavar="REQUIREMENT",
                    help="declare the scoring code as this pip requirement (e.g. 'duplex-eval @ "
                         "git+https://github.com/ORG/duplex-eval@COMMIT') instead of copying its files into the Space")
-    p.add_argument("--token-env", default="HF_TOKEN")
-    p.add_argument("--private", action="store_true")
+    _hub_upload_flags(p, "print every file the Space would receive (destination, source, the generated app.py, "
+                         "requirements.txt and README.md) and upload nothing")
     p.set_defaults(func=cmd_push_metric)
 
 
