@@ -48,7 +48,6 @@ it the real ones are loaded.
 from __future__ import annotations
 
 import json
-import sys
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +55,7 @@ from typing import Any
 
 import numpy as np
 
+from adapters.model_code import model_code
 from adapters.protocol import Frame
 from dataset_builder.errors import UsageError
 
@@ -105,17 +105,13 @@ def read_speaker(path: Path, speaker: str) -> np.ndarray:
 def load_parts(model_path: str, codec_path: str, speaker: str, speakers_file: str | None, device: str,
                dtype: str, repo_dir: str | None) -> FActorParts:
     """The real model as F-Actor's inference_example.py loads it, and NanoCodec as its nano_decode.py does."""
-    if repo_dir:
-        sys.path.insert(0, str(Path(repo_dir) / "training"))
-    try:
+    with model_code("f-actor", repo_dir and Path(repo_dir) / "training", "F-Actor's code",
+                    "a checkout of github.com/MaikeZuefle/f-actor with its training/ folder on PYTHONPATH or "
+                    "repo_dir=DIR, and its requirements (pip install DIR, which brings nemo-toolkit[tts])"):
         import torch
         from modeling_dsu import DSULlama
         from nemo.collections.tts.models import AudioCodecModel
         from transformers import AutoConfig, AutoTokenizer
-    except ImportError as err:
-        raise UsageError(f"f-actor needs F-Actor's code ({err}): a checkout of github.com/MaikeZuefle/f-actor with "
-                         "its training/ folder on PYTHONPATH or repo_dir=DIR, and its requirements (pip install "
-                         "DIR, which brings nemo-toolkit[tts])") from None
     import modeling_dsu
 
     folder = _snapshot(model_path)

@@ -22,14 +22,13 @@ from its public code and a real tiny Mimi (tests/fake_flm_audio.py); without it 
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from adapters.model_code import model_code
 from adapters.protocol import Frame
-from dataset_builder.errors import UsageError
 
 SAMPLE_RATE = 24_000
 FRAME_SIZE = 1920  # Mimi's 80 ms frame
@@ -47,15 +46,11 @@ class FLMParts:
 
 def load_parts(model_path: str, mimi_path: str | None, device: str, repo_dir: str | None) -> FLMParts:
     """The real model as FLM-Audio's server loads it."""
-    if repo_dir:
-        sys.path.insert(0, repo_dir)
-    try:
+    with model_code("flm-audio", repo_dir, "FLM-Audio's code", "a checkout of github.com/cofe-ai/flm-audio on "
+                    "PYTHONPATH or repo_dir=DIR, and its requirements-server.txt"):
         import torch
         from flmaudio.models import LMGen, loaders
         from transformers import AutoModelForCausalLM, AutoTokenizer
-    except ImportError as err:
-        raise UsageError(f"flm-audio needs FLM-Audio's code ({err}): a checkout of github.com/cofe-ai/flm-audio on "
-                         f"PYTHONPATH or repo_dir=DIR, and its requirements-server.txt") from None
     mimi = loaders.get_mimi(mimi_path or model_path, device)
     lm = AutoModelForCausalLM.from_pretrained(model_path, trust_remote_code=True, device_map=device,
                                               torch_dtype=torch.bfloat16, low_cpu_mem_usage=True)

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from copy import deepcopy
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from adapters.chunking import ChunkedAgent, ChunkGatherer, Playback
+from adapters.model_code import model_code
 from dataset_builder.audio import SESSION_SR
 from dataset_builder.errors import UsageError
 
@@ -85,18 +85,13 @@ def load_parts(checkpoint_dir: str, llm_path: str, repo_dir: str | None = None, 
                top_k: int = 20, temperature: float = 0.8) -> FreezeOmniParts:
     """The real model from its checkpoint folder and the Qwen2-7B-Instruct folder, with the repository's code
     (on PYTHONPATH, or `repo_dir`). Its pipeline and decoder place themselves on CUDA."""
-    if repo_dir is not None:
-        if not (Path(repo_dir) / "models" / "pipeline.py").is_file():
-            raise UsageError(f"freeze-omni: repo_dir {repo_dir} is not a Freeze-Omni checkout (no models/pipeline.py)")
-        if repo_dir not in sys.path:
-            sys.path.insert(0, repo_dir)
-    try:
+    if repo_dir is not None and not (Path(repo_dir) / "models" / "pipeline.py").is_file():
+        raise UsageError(f"freeze-omni: repo_dir {repo_dir} is not a Freeze-Omni checkout (no models/pipeline.py)")
+    with model_code("freeze-omni", repo_dir, "Freeze-Omni's code", "a checkout of github.com/VITA-MLLM/Freeze-Omni "
+                    "on PYTHONPATH or repo_dir=DIR, and its requirements.txt"):
         from models.decoder.llm2tts import llm2TTS
         from models.pipeline import inferencePipeline
         from web.vad import VAD
-    except ModuleNotFoundError as err:
-        raise UsageError(f"freeze-omni: cannot import its code ({err}); put a Freeze-Omni checkout on PYTHONPATH "
-                         "or pass repo_dir=PATH, and install its requirements") from err
     server_json = Path(checkpoint_dir) / "server.json"
     if not server_json.is_file():
         raise UsageError(f"freeze-omni: no {server_json}; checkpoint_dir must be the downloaded checkpoints folder")

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from adapters.model_code import model_code
 from adapters.turn_based import Reply, TurnBasedAgent
 from dataset_builder.audio import resample
 from dataset_builder.errors import UsageError
@@ -76,18 +76,14 @@ class FunAudioChatParts:
 def load_parts(model_path: str, detokenizer_path: str, device: str, dtype: str, repo_dir: str | None
                ) -> FunAudioChatParts:
     """The real model, processor and detokenizer, loaded as the repository's examples/infer_s2s.py loads them."""
-    if repo_dir:
-        sys.path.insert(0, str(Path(repo_dir).resolve()))
-    try:
+    with model_code("fun-audio-chat", repo_dir and Path(repo_dir).resolve(), "Fun-Audio-Chat's code",
+                    "a checkout of github.com/FunAudioLLM/Fun-Audio-Chat with its submodules, as repo_dir=DIR or on "
+                    "PYTHONPATH, and its requirements.txt"):
         import torch
         from cosyvoice.cli.cosyvoice import CosyVoice3  # type: ignore[import-not-found]
         from funaudiochat.register import register_funaudiochat  # type: ignore[import-not-found]
         from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoProcessor
         from utils.cosyvoice_detokenizer import token2wav  # type: ignore[import-not-found]
-    except ImportError as err:
-        raise UsageError(f"fun-audio-chat needs Fun-Audio-Chat's code ({err}): a checkout of "
-                         "github.com/FunAudioLLM/Fun-Audio-Chat with its submodules, as repo_dir=DIR or on "
-                         "PYTHONPATH, and its requirements.txt") from None
     register_funaudiochat()
     config = AutoConfig.from_pretrained(model_path)
     processor = AutoProcessor.from_pretrained(model_path)

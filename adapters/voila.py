@@ -43,7 +43,6 @@ head for batch row 0 only.
 from __future__ import annotations
 
 import queue
-import sys
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -54,6 +53,7 @@ from typing import Any
 
 import numpy as np
 
+from adapters.model_code import model_code
 from adapters.protocol import Frame
 from dataset_builder.audio import SESSION_SR, resample
 from dataset_builder.errors import UsageError
@@ -82,9 +82,8 @@ class VoilaParts:
 def load_parts(model_path: str, tokenizer_path: str, ref_audio: str | None, device: str, repo_dir: str | None,
                attn_implementation: str | None) -> VoilaParts:
     """The real model as Voila's infer.py loads it (bf16), its text tokenizer, audio tokenizer and a voice."""
-    if repo_dir:
-        sys.path.insert(0, repo_dir)
-    try:
+    with model_code("voila", repo_dir, "Voila's code", "a checkout of github.com/maitrix-org/Voila on PYTHONPATH "
+                    "or repo_dir=DIR, and its requirements.txt"):
         import tokenize_func
         import torch
         import torchaudio
@@ -92,9 +91,6 @@ def load_parts(model_path: str, tokenizer_path: str, ref_audio: str | None, devi
         from spkr import SpeakerEmbedding
         from transformers import AutoTokenizer
         from voila_tokenizer import VoilaTokenizer
-    except ImportError as err:
-        raise UsageError(f"voila needs Voila's code ({err}): a checkout of github.com/maitrix-org/Voila on "
-                         f"PYTHONPATH or repo_dir=DIR, and its requirements.txt") from None
     extra = {"attn_implementation": attn_implementation} if attn_implementation else {}
     model = VoilaAutonomousModel.from_pretrained(model_path, torch_dtype=torch.bfloat16, use_cache=True, **extra)
     model = model.to(device).eval()
