@@ -41,6 +41,10 @@ FORCED_TEXT = "Sure, twelve times three is thirty six."
 PROMPT = "You are Aria, a helpful voice assistant. Answer in one short sentence."
 LEAD_S, TAIL_S = 0.3, 1.5  # silence before and after the spoken turn: room for a reply
 MAX_FRAME_S = 0.5  # coarser frames blur every timing the benchmarks score by more than their tolerances
+# Reruns of each of the two runs a realtime agent's failed comparison rests on, each of which must reproduce it
+# before isolation, causality, prompt or forcing can FAIL (`Suite.jitter`): two, so that a loaded machine repeating
+# one late frame by chance is not read as a leak.
+REALTIME_RERUNS = 2
 
 
 @dataclass(frozen=True)
@@ -308,16 +312,19 @@ class Suite:
 
     def jitter(self, n_frames: int, first: Run, again: Callable[[], Run]) -> str | None:
         """For a realtime agent whose run `first` differed from input A's run `a2`: why it cannot be judged, unless
-        both runs reproduce -- input A once more gives `a2`'s first `n_frames`, and `again()` (the run that differed,
-        set up the same way) gives `first`'s. A real leak or look-ahead is reproducible and shows in both; a paced
-        service's output moves with the network's and the server's timing, and one rerun agreeing by luck
-        (reset-determinism may have passed by luck too) must not make jitter a FAIL. None when it can be judged."""
+        both runs reproduce, REALTIME_RERUNS times each -- input A again gives `a2`'s first `n_frames`, and
+        `again()` (the run that differed, set up the same way) gives `first`'s. A real leak or look-ahead is
+        reproducible and shows every time; a paced service's output moves with the network's and the server's
+        timing (a frame that arrives after its step shifts the stream), and a loaded machine can repeat the same
+        lateness in one rerun by luck (reset-determinism may have passed by luck too), which must not make jitter
+        a FAIL. None when it can be judged."""
         if not self.agent.realtime:
             return None
         for earlier, rerun in ((self.runs["a2"], lambda: self.play(self.stim.a)), (first, again)):  # type: ignore[union-attr]
-            diff = first_difference(earlier.frames[:n_frames], rerun().frames[:n_frames], self.atol)
-            if diff is not None:
-                return f"realtime agent not sample-reproducible on a rerun of the same input ({self.at(diff)})"
+            for _ in range(REALTIME_RERUNS):
+                diff = first_difference(earlier.frames[:n_frames], rerun().frames[:n_frames], self.atol)
+                if diff is not None:
+                    return f"realtime agent not sample-reproducible on a rerun of the same input ({self.at(diff)})"
         return None
 
     def causality(self) -> tuple[str, str]:
