@@ -6,7 +6,6 @@ import argparse
 import json
 import logging
 import os
-import signal
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -17,6 +16,7 @@ from dataset_builder.m3.schema import DOMAINS as M3_DOMAINS
 from dataset_builder.m3.schema import LANGUAGES as M3_LANGUAGES
 from dataset_builder.schema import SchemaError
 from dataset_builder.speech_gate import SpeechGate
+from eval import interrupt
 from eval.report_site.media import DEFAULT_KBPS as DEFAULT_AUDIO_KBPS
 from eval.run import Interrupted, RunConfig, add_run_arguments, configs_from_args, finish, kept_of, parse_kv, run
 from metrics.asr import SCORING_ASR
@@ -140,7 +140,7 @@ def _worker_run(cfgs: list[RunConfig]) -> int:
     from eval.launch import register_worker, worker_rank, write_worker_result
 
     # The launching process passes Ctrl-C on as SIGINT: heard here even where the shell started us ignoring it.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    interrupt.install(even_if_ignored=True)
     rank, n = worker_rank() or (0, 1)
     result: dict = {"results": [], "interrupted": None, "error": None}
     try:
@@ -689,6 +689,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     a = parser().parse_args(argv)
     a.argv = argv  # `run --num-processes` launches the same command in each process
+    interrupt.install()
     try:
         return int(a.func(a))
     except (SchemaError, UsageError, FileNotFoundError, RuntimeError) as err:

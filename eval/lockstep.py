@@ -27,6 +27,7 @@ import numpy as np
 from adapters.protocol import BatchedDuplexAgent
 from dataset_builder.episode import Episode
 from dataset_builder.errors import UsageError
+from eval import interrupt
 from eval.orchestrator import (
     STALL_PREFIX,
     CaseLike,
@@ -83,6 +84,7 @@ class LockstepRunner:
                 live = [i for i, r in enumerate(self.slots) if r is not None]
                 if not live:
                     return
+                interrupt.check()
                 any_forced = bool(self.mask.any())
                 try:
                     frames, step_s = step(self.agent.step_batch, self.user.copy(),

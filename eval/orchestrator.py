@@ -26,6 +26,7 @@ from adapters.protocol import DuplexAgent, TimelineCue
 from dataset_builder.atomic import round_ms
 from dataset_builder.audio import SESSION_SR, resample, write_wav
 from dataset_builder.episode import Episode, TimelineEvent
+from eval import interrupt
 from eval.schedule import Ctx, EpisodePlan, StepScheduler
 from metrics.feasibility import step_time_record
 from metrics.vad import StreamingVAD
@@ -347,6 +348,7 @@ def run_episode(agent: DuplexAgent, case: CaseLike, plan: EpisodePlan, out_dir: 
             except Exception as err:
                 raise EpisodeFailure(f"reset raised {type(err).__name__}: {err}") from err
         while not run.done:
+            interrupt.check()
             frames = run.next_input()
             if frames is None:
                 break

@@ -6,6 +6,9 @@ of the two channels exactly. They are importable as "tests.fake_agents:<Class>" 
 
 from __future__ import annotations
 
+import ctypes
+import os
+import signal
 import threading
 import time
 from collections import deque
@@ -170,6 +173,41 @@ class BrokenAgent:
 
     def close(self) -> None:
         self.released.set()
+
+
+class CtrlCInCallbackAgent:
+    """Silent; at frame `at_frame` of its `episode`-th episode it sends itself SIGINT from inside a C callback,
+    as a Ctrl-C lands while soundfile's cffi callback reads a case's audio. The KeyboardInterrupt raised there
+    is swallowed by the callback ("Exception ignored"), so only a handler that remembers the signal stops the run.
+    The callback runs on the thread that calls `step`: the main thread under `--step-timeout 0`."""
+
+    name = "ctrl-c-in-callback-fake"
+    version = "1"
+    sample_rate = 24_000
+    frame_size = 1920
+    realtime = False
+    capabilities: frozenset[str] = frozenset()
+
+    def __init__(self, episode: int = 3, at_frame: int = 5) -> None:
+        self.episode, self.at_frame = episode, at_frame
+        self.episodes, self.k = 0, 0
+
+    def reset(self, system_prompt: str | None, seed: int) -> None:
+        self.episodes, self.k = self.episodes + 1, 0
+
+    def step(self, user_frame: np.ndarray, forced_model_frame: np.ndarray | None = None) -> Frame:
+        k, self.k = self.k, self.k + 1
+        if self.episodes == self.episode and k == self.at_frame:
+            ctypes.CFUNCTYPE(None)(_sigint_self)()
+        return Frame(np.zeros(self.frame_size, np.float32))
+
+    def close(self) -> None:
+        pass
+
+
+def _sigint_self() -> None:
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(0.5)  # the handler runs here, inside the callback
 
 
 class CueTalkerAgent:

@@ -268,6 +268,19 @@ def test_ctrl_c_in_one_process_is_one_line_and_keeps_what_is_done(mini_sets, tmp
     assert not _ours(out)
 
 
+def test_a_ctrl_c_a_c_callback_swallows_still_stops_the_run(mini_sets, tmp_path: Path) -> None:
+    """SIGINT arriving inside a C callback (soundfile's cffi read of a case's audio, here a ctypes one) raises
+    KeyboardInterrupt where the library can only report and drop it: the run stops at its next step all the same,
+    with the one interrupted line and no traceback, keeping the two episodes finished before."""
+    out = tmp_path / "swallowed"
+    argv = ["run", "--dataset", str(mini_sets["ifeval"]), "--adapter", "tests.fake_agents:CtrlCInCallbackAgent",
+            "--out", str(out), "--limit", "6", "--no-progress", "--step-timeout", "0"]
+    stdout, stderr = _start(argv).communicate(timeout=300)
+    lines = [m for m in map(INTERRUPTED.match, stderr.splitlines()) if m]
+    assert len(lines) == 1 and int(lines[0].group(2)) == 2 == len(recs(out)), stderr[-3000:]
+    assert "Traceback" not in stderr and "Exception ignored" not in stderr and stdout == ""
+
+
 def test_num_processes_one_summary_one_line_each_on_ctrl_c_no_orphans(mini_sets, tmp_path: Path) -> None:
     out = tmp_path / "two"
     argv = ["run", "--dataset", str(mini_sets["ifeval"]), "--adapter", "silent", "--out", str(out), "--limit", "30",
