@@ -220,22 +220,77 @@ def test_streaming_onset_of_a_segment_joining_the_open_span_is_not_new() -> None
     assert t.done == [(5 * 512 - 480, 15 * 512 + 480), (35 * 512 - 480, 45 * 512 + 480)]
 
 
+def test_a_span_is_final_the_chunk_the_merge_reach_is_reached() -> None:
+    """The same reach on the grid with 90 ms of minimum speech (a segment confirmed in its third chunk): the first
+    span stops speaking after chunk 17, when a segment could start no earlier than 10 chunks after its end (chunk
+    8), not when the next segment is confirmed (chunk 20)."""
+    params = replace(IFEVAL, **{**STREAMING["reach on the grid"], "min_speech_ms": 90})
+    rows = state_after_each_chunk(OFF * 5 + ON * 3 + OFF * 10 + ON * 3 + OFF * 30, params)
+    assert [r[0] for r in rows[15:21]] == [True, True, False, False, False, True]
+    assert rows[17][4] == [(5 * 512, 8 * 512)] and rows[20][3] == 2
+
+
+# A silence is timed from its first low chunk to the chunk being read (32 chunks apart in a dip of 33); a gap from
+# one segment's end to the next one's start (32 chunks in a dip of 32).
+@pytest.mark.parametrize(("setting", "dip"), [("min_silence_ms", 33), ("merge_gap_ms", 32)])
+def test_a_long_setting_just_past_a_chunk_edge(setting: str, dip: int) -> None:
+    """1,025 ms is 16,400 samples, 16 past the edge of chunk 32: 32 chunks (16,384 samples) neither end a segment
+    under that minimum silence nor keep two apart under that merge gap; one chunk more does both."""
+    change = {"min_silence_ms": 0, "merge_gap_ms": 0, "min_speech_ms": 20, "speech_pad_ms": 0, setting: 1025}
+    params = replace(IFEVAL, **change)
+    for k, spans in ((dip, [(5 * 512, (8 + dip + 3) * 512)]),
+                     (dip + 1, [(5 * 512, 8 * 512), ((8 + dip + 1) * 512, (8 + dip + 4) * 512)])):
+        probs = OFF * 5 + ON * 3 + OFF * k + ON * 3 + OFF * 40
+        assert ours(np.array(probs), len(probs) * CHUNK, params) == spans, k
+
+
+def test_the_rules_choose_the_tracker() -> None:
+    """Two 64 ms bursts 128 ms apart: silero-vad drops each (90 ms or less) before the merge; the project's rules
+    merge them first and keep the span, 256 ms of unpadded speech."""
+    probs, n = OFF * 5 + ON * 2 + OFF * 4 + ON * 2 + OFF * 30, 43 * CHUNK
+    assert ours(np.array(probs), n, IFEVAL) == []
+    assert ours(np.array(probs), n, replace(IFEVAL, rules="project")) == [(5 * 512 - 480, 13 * 512 + 480)]
+
+
 # --- the runs over many sequences last: the hand-worked answers above fail first and fast on a broken rule ---
 
 
-def test_streaming_agrees_with_the_final_spans() -> None:
-    """Chunk by chunk (no end of signal): finalized spans are a prefix of the offline ones and each confirmed onset
-    is an offline span's start; only speech open at the very end may be added by `finish`."""
+# Settings the streaming rules must agree with the offline ones under, besides the preset: no merge with segments
+# closer than both pads (the onset splits the gap, silero's rule), and a merge reach on the chunk grid (320 ms, no
+# pad: a segment starting exactly 10 chunks after a kept one's end starts a new span; min speech under one chunk,
+# so it is confirmed in the chunk it starts).
+STREAMING = {"ifeval": {}, "no merge": {"merge_gap_ms": 0},
+             "close, no merge": {"merge_gap_ms": 0, "min_silence_ms": 0, "min_speech_ms": 20, "speech_pad_ms": 100},
+             "reach on the grid": {"merge_gap_ms": 320, "min_silence_ms": 0, "min_speech_ms": 20, "speech_pad_ms": 0}}
+
+
+@pytest.mark.parametrize("name", sorted(STREAMING))
+def test_streaming_agrees_with_the_final_spans(name: str) -> None:
+    """Chunk by chunk (no end of signal): finalized spans are a prefix of the offline ones and the confirmed onsets
+    are the offline spans' starts; only speech open at the very end may be added by `finish`."""
+    params = replace(IFEVAL, **STREAMING[name])
     for probs, _ in probability_runs(3, 300):
         n = probs.size * CHUNK
-        t = span_tracker(IFEVAL)
+        t = span_tracker(params)
         for p in probs:
             t.step(float(p))
         streamed, onsets = list(t.done), list(t.onsets)
-        final = ours(probs, n, IFEVAL)
+        final = ours(probs, n, params)
         assert streamed == final[: len(streamed)]
         starts = [a for a, _ in final]
         assert onsets in (starts, starts[:-1]), (onsets, starts)
+
+
+def test_a_segment_exactly_the_merge_reach_away_starts_a_new_span() -> None:
+    """Merge 320 ms with no pad: a gap of 10 chunks (5120 samples) is not under the merge gap, so the second
+    segment is a span of its own with its own onset; 9 chunks join."""
+    params = replace(IFEVAL, **STREAMING["reach on the grid"])
+    for gap, onsets, done in ((10, [5 * 512, 18 * 512], [(5 * 512, 8 * 512), (18 * 512, 21 * 512)]),
+                              (9, [5 * 512], [(5 * 512, 20 * 512)])):
+        t = span_tracker(params)
+        for p in OFF * 5 + ON * 3 + OFF * gap + ON * 3 + OFF * 30:
+            t.step(p)
+        assert (t.onsets, t.done) == (onsets, done), gap
 
 
 def test_streaming_state_pinned() -> None:
