@@ -3,9 +3,9 @@
 Python raises KeyboardInterrupt wherever the signal finds the main thread. Where that is inside a C library's
 callback (soundfile reading a case's audio through cffi, a ctypes callback), the library cannot pass the exception
 on: it reports it as "Exception ignored" with a traceback and carries on, and a run would finish its episodes as if
-nobody had pressed Ctrl-C. So the handler installed here also remembers the signal, the runner checks between
-steps and between episodes (`check`), and such a swallowed interrupt is not reported as an error, since the next
-check acts on it.
+nobody had pressed Ctrl-C. So the handler installed here also remembers the signal, the orchestrator checks before
+each step (`check`; the lockstep runner before each batch step), and such a swallowed interrupt is not reported as
+an error, since the next check acts on it.
 """
 
 from __future__ import annotations

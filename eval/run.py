@@ -39,7 +39,6 @@ from dataset_builder.episode import Episode  # noqa: E402
 from dataset_builder.errors import UsageError  # noqa: E402
 from dataset_builder.progress import Progress  # noqa: E402
 from dataset_builder.schema import SchemaError  # noqa: E402
-from eval import interrupt  # noqa: E402
 from eval.orchestrator import RunOptions  # noqa: E402
 from eval.selection import select_cases  # noqa: E402
 from metrics.episodes import RUN_INFO, read_run_info  # noqa: E402
@@ -327,7 +326,6 @@ def run_jobs(agent: Any, jobs: Iterable[tuple[Any, Any]], cfg: RunConfig, done: 
             try:
                 for i, ep in enumerate(runner.run(jobs), 1):
                     done(i, ep)
-                    interrupt.check()
             finally:
                 owner.agent = runner.agent
         else:
@@ -337,7 +335,6 @@ def run_jobs(agent: Any, jobs: Iterable[tuple[Any, Any]], cfg: RunConfig, done: 
                 else:
                     ep = run_episode(owner.agent, case, episode_plan, out, seed=cfg.seed, options=options)
                 done(i, ep)
-                interrupt.check()
                 if ep.failure and ep.failure.startswith(STALL_PREFIX):
                     # The stalled step may still be running in its abandoned thread: never reuse that agent.
                     owner.replace(reload)
