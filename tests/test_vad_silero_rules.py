@@ -220,6 +220,27 @@ def test_streaming_onset_of_a_segment_joining_the_open_span_is_not_new() -> None
     assert t.done == [(5 * 512 - 480, 15 * 512 + 480), (35 * 512 - 480, 45 * 512 + 480)]
 
 
+# Settings the streaming rules must agree with the offline ones under, besides the preset: no merge with segments
+# closer than both pads (the onset splits the gap, silero's rule), and a merge reach on the chunk grid (320 ms, no
+# pad: a segment starting exactly 10 chunks after a kept one's end starts a new span; min speech under one chunk,
+# so it is confirmed in the chunk it starts).
+STREAMING = {"ifeval": {}, "no merge": {"merge_gap_ms": 0},
+             "close, no merge": {"merge_gap_ms": 0, "min_silence_ms": 0, "min_speech_ms": 20, "speech_pad_ms": 100},
+             "reach on the grid": {"merge_gap_ms": 320, "min_silence_ms": 0, "min_speech_ms": 20, "speech_pad_ms": 0}}
+
+
+def test_a_segment_exactly_the_merge_reach_away_starts_a_new_span() -> None:
+    """Merge 320 ms with no pad: a gap of 10 chunks (5120 samples) is not under the merge gap, so the second
+    segment is a span of its own with its own onset; 9 chunks join."""
+    params = replace(IFEVAL, **STREAMING["reach on the grid"])
+    for gap, onsets, done in ((10, [5 * 512, 18 * 512], [(5 * 512, 8 * 512), (18 * 512, 21 * 512)]),
+                              (9, [5 * 512], [(5 * 512, 20 * 512)])):
+        t = span_tracker(params)
+        for p in OFF * 5 + ON * 3 + OFF * gap + ON * 3 + OFF * 30:
+            t.step(p)
+        assert (t.onsets, t.done) == (onsets, done), gap
+
+
 def test_a_span_is_final_the_chunk_the_merge_reach_is_reached() -> None:
     """The same reach on the grid with 90 ms of minimum speech (a segment confirmed in its third chunk): the first
     span stops speaking after chunk 17, when a segment could start no earlier than 10 chunks after its end (chunk
@@ -255,15 +276,6 @@ def test_the_rules_choose_the_tracker() -> None:
 # --- the runs over many sequences last: the hand-worked answers above fail first and fast on a broken rule ---
 
 
-# Settings the streaming rules must agree with the offline ones under, besides the preset: no merge with segments
-# closer than both pads (the onset splits the gap, silero's rule), and a merge reach on the chunk grid (320 ms, no
-# pad: a segment starting exactly 10 chunks after a kept one's end starts a new span; min speech under one chunk,
-# so it is confirmed in the chunk it starts).
-STREAMING = {"ifeval": {}, "no merge": {"merge_gap_ms": 0},
-             "close, no merge": {"merge_gap_ms": 0, "min_silence_ms": 0, "min_speech_ms": 20, "speech_pad_ms": 100},
-             "reach on the grid": {"merge_gap_ms": 320, "min_silence_ms": 0, "min_speech_ms": 20, "speech_pad_ms": 0}}
-
-
 @pytest.mark.parametrize("name", sorted(STREAMING))
 def test_streaming_agrees_with_the_final_spans(name: str) -> None:
     """Chunk by chunk (no end of signal): finalized spans are a prefix of the offline ones and the confirmed onsets
@@ -279,18 +291,6 @@ def test_streaming_agrees_with_the_final_spans(name: str) -> None:
         assert streamed == final[: len(streamed)]
         starts = [a for a, _ in final]
         assert onsets in (starts, starts[:-1]), (onsets, starts)
-
-
-def test_a_segment_exactly_the_merge_reach_away_starts_a_new_span() -> None:
-    """Merge 320 ms with no pad: a gap of 10 chunks (5120 samples) is not under the merge gap, so the second
-    segment is a span of its own with its own onset; 9 chunks join."""
-    params = replace(IFEVAL, **STREAMING["reach on the grid"])
-    for gap, onsets, done in ((10, [5 * 512, 18 * 512], [(5 * 512, 8 * 512), (18 * 512, 21 * 512)]),
-                              (9, [5 * 512], [(5 * 512, 20 * 512)])):
-        t = span_tracker(params)
-        for p in OFF * 5 + ON * 3 + OFF * gap + ON * 3 + OFF * 30:
-            t.step(p)
-        assert (t.onsets, t.done) == (onsets, done), gap
 
 
 def test_streaming_state_pinned() -> None:
