@@ -17,7 +17,7 @@ from typing import Any
 from dataset_builder.atomic import atomic_write_text
 from dataset_builder.errors import UsageError
 from dataset_builder.schema import SchemaError, Script
-from dataset_builder.speech_gate import SpeechGate
+from dataset_builder.speech_gate import HeardGate, SpeechGate
 from dataset_builder.tts import TTSBackend, get_tts
 from dataset_builder.tts.cache import CachedTTS
 
@@ -36,6 +36,9 @@ class BuildOptions:
     # Listens to every synthesised turn and re-speaks the ones it cannot understand (dataset_builder.speech_gate);
     # the CLI passes metrics.intelligibility.AsrSpeechGate unless --no-speech-gate. Must be picklable (workers).
     speech_gate: SpeechGate | None = None
+    # M3: the VAD that must hear every backchannel clip wherever it is placed (dataset_builder.speech_gate
+    # `HeardGate`); the CLI passes metrics.m3.heard.SileroHeardGate. Must be picklable (workers).
+    heard_gate: HeardGate | None = None
     writer: str = "template"  # who writes the scene text (`--writer`; MPE: dataset_builder/mpe/writer.py)
     writer_args: dict[str, Any] = field(default_factory=dict)  # writer constructor args (`--writer-arg K=V`)
     stats: Path | None = None  # M3: timing statistics to sample from (`--stats`, `duplex-eval events --stats-out`)

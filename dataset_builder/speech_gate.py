@@ -58,6 +58,36 @@ class SpeechGate(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class EdgeTolerance:
+    """How far a VAD's span may lie from a clip's own edges (seconds, each >= 0): its onset up to `onset_early_s`
+    before the clip starts or `onset_late_s` after, its end up to `end_early_s` before the clip ends or `end_late_s`
+    after."""
+
+    onset_early_s: float
+    onset_late_s: float
+    end_early_s: float
+    end_late_s: float
+
+
+@runtime_checkable
+class HeardGate(Protocol):
+    """The build-time VAD check of a short clip (M3: every backchannel). A VAD scores fixed chunks, so what it hears
+    of a brief sound can depend on where the sound starts within a chunk: a hummed "うんうん" measured heard whole
+    at some placements, half at others and not at all at two. The gate counts the placements it would mishear;
+    the M3 builder re-speaks a clip at another tempo until none is left (dataset_builder/m3/build.py `speak_clip`).
+    The VAD lives in `metrics`, which dataset_builder must not import: the CLI passes one in
+    (`metrics.m3.heard.SileroHeardGate`). Must be picklable (build workers)."""
+
+    name: str
+
+    def misheard(self, audio: np.ndarray, sr: int, tolerance: EdgeTolerance) -> int:
+        """How many placements of `audio` (mono float32 at `sr` Hz, trimmed to its sound) alone between silences,
+        one at each whole millisecond of the VAD's chunk, the VAD does not hear as one stretch of speech whose
+        edges are within `tolerance` of the clip's."""
+        ...
+
+
 @runtime_checkable
 class Slowable(Protocol):
     def slowed(self, factor: float) -> TTSBackend | None:

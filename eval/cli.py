@@ -15,7 +15,7 @@ from dataset_builder.errors import UsageError
 from dataset_builder.m3.schema import DOMAINS as M3_DOMAINS
 from dataset_builder.m3.schema import LANGUAGES as M3_LANGUAGES
 from dataset_builder.schema import SchemaError
-from dataset_builder.speech_gate import SpeechGate
+from dataset_builder.speech_gate import HeardGate, SpeechGate
 from eval import interrupt
 from eval.report_site.media import DEFAULT_KBPS as DEFAULT_AUDIO_KBPS
 from eval.run import Interrupted, RunConfig, add_run_arguments, configs_from_args, finish, kept_of, parse_kv, run
@@ -30,6 +30,13 @@ def buildable_names() -> list[str]:
 
 def build_target(name: str) -> Benchmark:
     return get_benchmark(name)
+
+
+def heard_gate() -> HeardGate:
+    """The build's heard gate (M3's backchannels): Silero under the events VAD, at every placement."""
+    from metrics.m3.heard import SileroHeardGate
+
+    return SileroHeardGate()
 
 
 def speech_gate(cache_dir: Path | None) -> SpeechGate:
@@ -80,6 +87,7 @@ def cmd_build(a: argparse.Namespace) -> int:
         options = BuildOptions(preset=a.preset, seed=a.seed, tts=a.tts,
                                tts_args=parse_kv(a.tts_arg, "--tts-arg"), n=a.n, cache_dir=cache_dir,
                                speech_gate=None if a.no_speech_gate or a.scripts_only else speech_gate(cache_dir),
+                               heard_gate=None if a.scripts_only else heard_gate(),
                                progress=a.progress, scripts_only=a.scripts_only, workers=a.workers,
                                writer=a.writer, writer_args=parse_kv(a.writer_arg, "--writer-arg"),
                                stats=Path(a.stats) if a.stats else None, configs=configs)

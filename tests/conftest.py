@@ -14,12 +14,15 @@ import shutil
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
 
 from dataset_builder.atomic import atomic_write_bytes
+
+if TYPE_CHECKING:
+    from dataset_builder.build import BuildOptions
 
 REPO = Path(__file__).resolve().parent.parent
 CACHE = REPO / ".cache" / "tts"
@@ -148,6 +151,16 @@ def built_once(root: Path, name: str, build: Callable[[Path], Any]) -> tuple[Pat
         return folder, pickle.loads(record.read_bytes())
 
 
+def mini_options(**changes: Any) -> BuildOptions:
+    """The suite's mini-set options: the suite's clip cache, M3's heard gate as `duplex-eval build` passes it, and
+    `changes`. The ASR speech gate stays off (as `--no-speech-gate`), as the suite's MPE mini set has always been
+    built: its own tests build with a gate of their own (tests/test_speech_gate.py)."""
+    from dataset_builder.build import BuildOptions
+    from eval.cli import heard_gate
+
+    return BuildOptions(**{"preset": "mini", "cache_dir": CACHE, "heard_gate": heard_gate(), **changes})
+
+
 class MiniSets(Mapping[str, Path]):
     """Benchmark name -> its real mini set, built on first use through the registry (`duplex-eval build NAME
     --preset mini`), once per session: a test that needs one set builds only that one, and the session's other
@@ -159,12 +172,10 @@ class MiniSets(Mapping[str, Path]):
 
     def _build(self, name: str) -> tuple[Path, dict[str, Any]]:
         from dataset_builder.benchmarks import get_benchmark
-        from dataset_builder.build import BuildOptions
 
         if name not in self._built:
             build = get_benchmark(name).function("build")
-            self._built[name] = built_once(self._root, f"{name}-mini",
-                                           lambda folder: build(folder, BuildOptions(preset="mini", cache_dir=CACHE)))
+            self._built[name] = built_once(self._root, f"{name}-mini", lambda folder: build(folder, mini_options()))
         return self._built[name]
 
     def __getitem__(self, name: str) -> Path:

@@ -23,6 +23,7 @@ from dataset_builder.m3.rows import event_to_row, list_events, list_items, row_t
 from dataset_builder.m3.schema import CONFIGS, EVENT_CONDITIONS, EVENT_TYPES, USER_CHANNEL, WINDOW_S
 from dataset_builder.pool import WorkerPool
 from metrics.m3.extract import events_from_audio
+from tests.conftest import mini_options
 
 CACHE = Path(__file__).resolve().parent.parent / ".cache" / "tts"
 # Silero's edges against a placed clip's, measured on the mini set and 12 full-preset English dialogues: onsets
@@ -100,7 +101,7 @@ def test_events_extracted_back_by_vad_match_the_intended_ones(mini) -> None:
     """Every assembled mini dialogue, through Silero VAD and the event rules, gives the events it was placed to
     have: the same types by the same party in the same order, at the same times within the VAD's error."""
     folder, _ = mini
-    options = BuildOptions(preset="mini", cache_dir=CACHE)
+    options = mini_options()
     plans = plan_configs(options)
     checked = 0
     with WorkerPool(1, start_speaking, (options,)) as pool:  # every clip is in the cache: nothing is synthesised
@@ -178,8 +179,7 @@ def test_rebuild_is_byte_identical_with_one_or_two_workers(mini, tmp_path: Path)
     outs = []
     for workers in (1, 2):
         out = tmp_path / f"w{workers}"
-        build(out, BuildOptions(preset="mini", configs=("m3_task_en",), workers=workers,
-                                cache_dir=tmp_path / f"cache{workers}"))
+        build(out, mini_options(configs=("m3_task_en",), workers=workers, cache_dir=tmp_path / f"cache{workers}"))
         outs.append(out)
     assert _shard_bytes(outs[0], "m3_task_en") == _shard_bytes(outs[1], "m3_task_en") \
         == _shard_bytes(folder, "m3_task_en")

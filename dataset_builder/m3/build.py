@@ -22,12 +22,13 @@ stream in which the user makes every event type, so every event type is in every
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import random
 import time
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,7 @@ from dataset_builder.m3.dialogues import PRESETS, SHAPE, Dialogue, generate_dial
 from dataset_builder.m3.language import LANGUAGES
 from dataset_builder.m3.schema import CONFIGS, EVENT_CONDITIONS, EVENT_TYPES
 from dataset_builder.m3.timeline import (
+    BC_HEARD,
     BC_MAX_MS,
     BC_MIN_MS,
     TURN_MIN_MS,
@@ -58,6 +60,7 @@ from dataset_builder.pool import WorkerPool, resolve_workers
 from dataset_builder.progress import Progress
 from dataset_builder.rules.m3_timing_stats import TimingStats, default_stats, load_stats
 from dataset_builder.schema import SchemaError
+from dataset_builder.speech_gate import HeardGate
 from dataset_builder.tts import TTSBackend, get_tts
 
 log = logging.getLogger("duplex_eval.build")
@@ -249,23 +252,54 @@ def worker_ready() -> None:
 
 def speak_clip(clip: Clip) -> tuple[TrimmedClip, float]:
     """The unit of work, in a worker: synthesise (through the cache) and trim to speech; a clip outside its
-    length limits is spoken again slower or faster (`SLOWER`, `FASTER`; where the backend can: `slowed`).
-    Returns the clip and its tempo factor (1.0: as the backend speaks; > 1 slower)."""
+    length limits is spoken again slower or faster (`SLOWER`, `FASTER`; where the backend can: `slowed`), and so is
+    a BC clip the build's heard gate would mishear at some placement (`_heard_bc`). Returns the clip and its tempo
+    factor (1.0: as the backend speaks; > 1 slower)."""
     if _SPEAKER is None:
         raise RuntimeError("start_speaking() was not called in this process")
     lang, text, voice, min_ms, max_ms = clip
     backend = unit_tts(_SPEAKER.backends[lang], _SPEAKER.options.cache_dir)
-    trimmed, factor = trim_clip(np.asarray(backend.synthesize(text, voice), np.float32)), 1.0
+    first = trim_clip(np.asarray(backend.synthesize(text, voice), np.float32))
+    gate = _SPEAKER.options.heard_gate
+    if gate is not None and max_ms and (heard := _heard_bc(backend, clip, first, gate)) is not None:
+        return heard
+    trimmed, factor = first, 1.0
     factors = SLOWER if trimmed.ms < min_ms else FASTER if max_ms and trimmed.ms > max_ms else ()
-    slowed = getattr(backend, "slowed", None)
-    for f in factors if slowed is not None else ():
-        variant = slowed(f)
-        if variant is None:
-            break
+    for f, variant in _tempo_variants(backend, factors):
         trimmed, factor = trim_clip(np.asarray(variant.synthesize(text, voice), np.float32)), f
         if min_ms <= trimmed.ms and (not max_ms or trimmed.ms <= max_ms):
             break
     return trimmed, factor
+
+
+def _tempo_variants(backend: TTSBackend, factors: Sequence[float]) -> Iterator[tuple[float, TTSBackend]]:
+    """(factor, the backend `factor` times slower) for each factor the backend can speak at, in order."""
+    slowed = getattr(backend, "slowed", None)
+    for f in factors if slowed is not None else ():
+        variant = slowed(f)
+        if variant is None:
+            return
+        yield f, variant
+
+
+def _heard_bc(backend: TTSBackend, clip: Clip, first: TrimmedClip, gate: HeardGate) -> tuple[TrimmedClip, float] | None:
+    """A BC clip the gate hears where it lies (`BC_HEARD`) at every placement: as spoken, else the first tempo of
+    `FASTER` then `SLOWER` that fits the BC's length limits and is heard; if none is heard everywhere, the fitting
+    one misheard at the fewest placements (the earliest among equals). None when no tempo fits the limits."""
+    _, text, voice, min_ms, max_ms = clip
+    best: tuple[int, TrimmedClip, float] | None = None
+    # Lazily: a later tempo is spoken only if every earlier one was misheard.
+    tried = itertools.chain([(1.0, first)], ((f, trim_clip(np.asarray(v.synthesize(text, voice), np.float32)))
+                                             for f, v in _tempo_variants(backend, FASTER + SLOWER)))
+    for factor, trimmed in tried:
+        if not min_ms <= trimmed.ms <= max_ms:
+            continue
+        misheard = gate.misheard(trimmed.audio, SESSION_SR, BC_HEARD)
+        if not misheard:
+            return trimmed, factor
+        if best is None or misheard < best[0]:
+            best = (misheard, trimmed, factor)
+    return (best[1], best[2]) if best else None
 
 
 def dialogue_clips(d: Dialogue, v: Voices) -> dict[str, Clip]:

@@ -60,6 +60,7 @@ from dataset_builder.rules.m3_events import (
     ipus_from_spans,
 )
 from dataset_builder.rules.m3_timing_stats import DEFAULT_MARGIN_S, TimingStats
+from dataset_builder.speech_gate import EdgeTolerance
 
 MS = SESSION_SR // 1000  # samples per millisecond: every placed time is a whole millisecond
 _PARAMS = EventParams()
@@ -72,7 +73,13 @@ _MARGIN_MS = whole_ms(DEFAULT_MARGIN_S)
 LATE_ONSET_MS = 350
 OWN_GAP_MS = whole_ms(_PARAMS.ipu_gap_s) + _MARGIN_MS  # a party's IPUs stay this far apart (never merge)
 # A BC clip at most this long (extracts as a BC): the VAD never starts a clip early and ends it under 0.05 s late.
-BC_MAX_MS = whole_ms(_PARAMS.bc_max_s) - 60
+BC_END_LATE_MS = 60
+BC_MAX_MS = whole_ms(_PARAMS.bc_max_s) - BC_END_LATE_MS
+# Where the VAD must hear a BC clip, at every placement, for the build to keep it (the heard gate,
+# dataset_builder/m3/build.py `speak_clip`): onset within the late-onset margin, end no later than BC_MAX_MS
+# allows, and no earlier than the extract-back test tolerates.
+BC_HEARD = EdgeTolerance(onset_early_s=0.1, onset_late_s=LATE_ONSET_MS / 1000, end_early_s=0.2,
+                         end_late_s=BC_END_LATE_MS / 1000)
 BC_MIN_MS = 250  # a BC clip at least this long (Silero misses shorter sounds: a 135 ms "huh" went unheard)
 TURN_MIN_MS = whole_ms(_PARAMS.bc_max_s) + _MARGIN_MS  # a TURN clip at least this long
 BARGE_MARGIN_S = LATE_ONSET_MS / 1000  # the barge-in overlap sampler's margin: overlaps > 0.75 s
