@@ -88,9 +88,11 @@ def test_a_misheard_bc_is_respoken_faster_until_heard() -> None:
     assert gate.asked == [400, 348, 304, 264]
 
 
-def test_then_slower_and_the_least_misheard_when_none_is_heard() -> None:
-    # Under 250 ms nothing fits; 264 (x0.66) is the shortest that does, so the least misheard of them.
-    assert speak(bc(), LengthGate(heard_ms=100)) == (264, 0.66)
+def test_then_slower_and_the_least_misheard_when_none_is_heard(caplog: pytest.LogCaptureFixture) -> None:
+    # Under 250 ms nothing fits; 264 (x0.66) is the shortest that does, so the least misheard of them, and said.
+    with caplog.at_level("WARNING", logger="duplex_eval.build"):
+        assert speak(bc(), LengthGate(heard_ms=100)) == (264, 0.66)
+    assert "'yeah' (a) is misheard by length" in caplog.text and "kept x0.66, misheard at 26" in caplog.text
     # A slower tempo is tried once the faster ones are spent: x1.15 = 460 ms is the first at most 470 ms long.
     gate = LengthGate(heard_ms=470)
     assert speak(("en", "yeah", "a", 420, BC_MAX_MS), gate) == (460, 1.15)

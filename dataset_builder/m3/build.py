@@ -299,7 +299,11 @@ def _heard_bc(backend: TTSBackend, clip: Clip, first: TrimmedClip, gate: HeardGa
             return trimmed, factor
         if best is None or misheard < best[0]:
             best = (misheard, trimmed, factor)
-    return (best[1], best[2]) if best else None
+    if best is None:
+        return None
+    log.warning("M3 backchannel %r (%s) is misheard by %s at some placements at every tempo: kept x%g, misheard "
+                "at %d", text, voice, gate.name, best[2], best[0])
+    return best[1], best[2]
 
 
 def dialogue_clips(d: Dialogue, v: Voices) -> dict[str, Clip]:
