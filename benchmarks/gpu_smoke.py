@@ -104,13 +104,13 @@ def dataset(data: Path, config: str) -> Path:
     """The built set a config's cases come from: DIR/<benchmark>, built (mini) when missing."""
     from dataset_builder.benchmarks import benchmark_for_config
     from dataset_builder.build import BuildOptions
-    from metrics.m3.heard import SileroHeardGate
+    from eval.cli import heard_gate
 
     bench = benchmark_for_config(config)
     folder = data / bench.name
     if not folder.exists():
         bench.function("build")(folder, BuildOptions(preset="mini", cache_dir=ROOT / ".cache" / "tts",
-                                                     heard_gate=SileroHeardGate()))
+                                                     heard_gate=heard_gate()))
     return folder
 
 

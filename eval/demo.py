@@ -194,12 +194,12 @@ def _is_long(job: tuple[str, Any]) -> bool:
 
 def _build(bench_name: str, dataset: Path, preset: str, cache: Path) -> None:
     from dataset_builder.build import BuildOptions
-    from metrics.m3.heard import SileroHeardGate
+    from eval.cli import heard_gate
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     if not (dataset / "README.md").exists():
         get_benchmark(bench_name).function("build")(dataset, BuildOptions(preset=preset, cache_dir=cache / "tts",
-                                                                          heard_gate=SileroHeardGate()))
+                                                                          heard_gate=heard_gate()))
 
 
 def _run_and_score(dataset: Path, config: str, agent: str, run_dir: Path, cache: Path, report: Path

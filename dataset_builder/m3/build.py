@@ -259,17 +259,21 @@ def speak_clip(clip: Clip) -> tuple[TrimmedClip, float]:
         raise RuntimeError("start_speaking() was not called in this process")
     lang, text, voice, min_ms, max_ms = clip
     backend = unit_tts(_SPEAKER.backends[lang], _SPEAKER.options.cache_dir)
-    first = trim_clip(np.asarray(backend.synthesize(text, voice), np.float32))
+    first = _spoken(backend, text, voice)
     gate = _SPEAKER.options.heard_gate
     if gate is not None and max_ms and (heard := _heard_bc(backend, clip, first, gate)) is not None:
         return heard
     trimmed, factor = first, 1.0
     factors = SLOWER if trimmed.ms < min_ms else FASTER if max_ms and trimmed.ms > max_ms else ()
     for f, variant in _tempo_variants(backend, factors):
-        trimmed, factor = trim_clip(np.asarray(variant.synthesize(text, voice), np.float32)), f
+        trimmed, factor = _spoken(variant, text, voice), f
         if min_ms <= trimmed.ms and (not max_ms or trimmed.ms <= max_ms):
             break
     return trimmed, factor
+
+
+def _spoken(tts: TTSBackend, text: str, voice: str) -> TrimmedClip:
+    return trim_clip(np.asarray(tts.synthesize(text, voice), np.float32))
 
 
 def _tempo_variants(backend: TTSBackend, factors: Sequence[float]) -> Iterator[tuple[float, TTSBackend]]:
@@ -289,8 +293,8 @@ def _heard_bc(backend: TTSBackend, clip: Clip, first: TrimmedClip, gate: HeardGa
     _, text, voice, min_ms, max_ms = clip
     best: tuple[int, TrimmedClip, float] | None = None
     # Lazily: a later tempo is spoken only if every earlier one was misheard.
-    tried = itertools.chain([(1.0, first)], ((f, trim_clip(np.asarray(v.synthesize(text, voice), np.float32)))
-                                             for f, v in _tempo_variants(backend, FASTER + SLOWER)))
+    tried = itertools.chain([(1.0, first)],
+                            ((f, _spoken(v, text, voice)) for f, v in _tempo_variants(backend, FASTER + SLOWER)))
     for factor, trimmed in tried:
         if not min_ms <= trimmed.ms <= max_ms:
             continue
