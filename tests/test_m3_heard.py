@@ -113,6 +113,8 @@ def test_silence_and_a_steady_tone_are_misheard_everywhere_speech_nowhere(piper)
     assert gate.misheard((0.3 * np.sin(2 * np.pi * 440 * t)).astype(np.float32), SESSION_SR, BC_HEARD) == CHUNK_MS
     speech = trim_clip(piper.synthesize("I see.", piper.voices()[0])).audio
     assert gate.misheard(speech, SESSION_SR, BC_HEARD) == 0
+    with pytest.raises(ValueError, match="22050 Hz has no whole samples per ms"):
+        gate.misheard(speech, 22050, BC_HEARD)
 
 
 @pytest.mark.parametrize("text,voice", [("うんうん", "kokoro-jf-nezumi"), ("へえ", "kokoro-jf-gongitsune")])
