@@ -230,11 +230,17 @@ def test_every_error_is_one_error_line(argv: list[str], line: str, capsys: pytes
 
 # ------------------------------------------------------------------------------------ processes and Ctrl-C
 
+def _default_ctrl_c() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start(argv: list[str]) -> subprocess.Popen:
-    """`duplex-eval ARGV` as a user starts it from a terminal: its own process group, which Ctrl-C signals."""
+    """`duplex-eval ARGV` as a user starts it from a terminal: its own process group, which Ctrl-C signals, and
+    SIGINT's default action even where the suite itself was started with SIGINT ignored (`cmd &` in a
+    non-interactive shell, nohup), which a child would otherwise inherit."""
     env = os.environ | {"HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
     return subprocess.Popen([sys.executable, "-m", "eval.cli", *argv], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=_default_ctrl_c)
 
 
 def _ctrl_c_after(proc: subprocess.Popen, out: Path, n: int) -> tuple[str, str]:
