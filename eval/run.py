@@ -230,15 +230,23 @@ def run(cfg: RunConfig) -> dict[str, int]:
     (`skipped_done`), failures kept from an earlier run, and — only when there are any — cases recorded as
     skipped now (`skipped`) or earlier (`skipped_kept`) because the adapter lacks a capability they need."""
     counts = {"cases": 0, "skipped_done": 0, "ok": 0, "failed": 0, "failed_kept": 0}
+    shard: list[Any] = []
     try:
-        return _run(cfg, counts)
+        return _run(cfg, counts, shard)
     except KeyboardInterrupt:
-        # An episode is written whole or not at all (its rec.json last), so what is on disk is what a rerun keeps.
-        raise Interrupted(kept_of(counts)) from None
+        raise Interrupted(kept_on_disk(cfg, shard) if shard else kept_of(counts)) from None
 
 
-def _run(cfg: RunConfig, counts: dict[str, int]) -> dict[str, int]:
-    """`run`, counting into `counts` as it goes (what an interruption reports)."""
+def kept_on_disk(cfg: RunConfig, shard: list[Any]) -> int:
+    """The episodes of this process's shard that a rerun of the same command keeps, counted on disk: an episode is
+    written whole or not at all (its rec.json last), and Ctrl-C can land after one is written and before it is
+    counted."""
+    return len(shard) - len(still_to_run(Path(cfg.out), shard, cfg.retry_failed)[0])
+
+
+def _run(cfg: RunConfig, counts: dict[str, int], my_shard: list[Any]) -> dict[str, int]:
+    """`run`, counting into `counts` as it goes, with this process's cases put in `my_shard` once it has them
+    (what an interruption reports)."""
     from dataset_builder.fingerprint import dataset_fingerprint
     from dataset_builder.hf_dataset import config_shards
 
@@ -282,6 +290,7 @@ def _run(cfg: RunConfig, counts: dict[str, int]) -> dict[str, int]:
         # even if another process has already finished some episodes by the time it looks.
         with state.split_between_processes(cases) as shard:
             mine, kept = still_to_run(out, shard, cfg.retry_failed)
+            my_shard.extend(shard)
             counts |= kept
             if mine and owner.agent is None:
                 owner.agent = load_adapter(cfg.adapter, **cfg.adapter_args)

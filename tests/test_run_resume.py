@@ -191,6 +191,28 @@ def test_each_agent_is_closed_once_a_stalled_one_replaced_and_on_ctrl_c(
     assert closes == [1, 1]  # the stalled one, then the one in use when Ctrl-C came
 
 
+def test_ctrl_c_between_writing_an_episode_and_counting_it_still_reports_it_kept(
+        mini_dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The count an interruption reports is what is on disk for a rerun, even when Ctrl-C lands just after an
+    episode's rec.json is written and before the run has counted it."""
+    real = run_mod.run_jobs
+
+    def ctrl_c_as_the_second_is_counted(agent: Any, jobs: Any, cfg: RunConfig, done: Any) -> None:
+        def late(i: int, ep: Any) -> None:
+            if i == 2:
+                raise KeyboardInterrupt
+            done(i, ep)
+
+        real(agent, jobs, cfg, late)
+
+    monkeypatch.setattr(run_mod, "run_jobs", ctrl_c_as_the_second_is_counted)
+    out = tmp_path / "late"
+    with pytest.raises(run_mod.Interrupted) as err:
+        run(RunConfig(dataset=str(mini_dataset), adapter="silent", out=str(out), limit=4))
+    assert err.value.kept == len(list(out.glob("*.rec.json"))) == 2
+    assert "2 episodes kept" in str(err.value)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
