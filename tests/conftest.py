@@ -57,9 +57,9 @@ MODEL_FIXTURES = frozenset({"piper", "speak", "mini_sets", "mini_dataset"})
 
 
 # The slowest files, slowest first (their tests' seconds in a whole `make test`, as pytest's --durations lists them;
-# benchmarks/bench_tests.py times a file). They are collected first, so that pytest-xdist, which hands out whole files
-# in collection order (`--dist loadfile --no-loadscope-reorder`, pyproject.toml), starts them while the many short
-# files fill the other worker; the rest keep their alphabetical order.
+# benchmarks/bench_tests.py times a file), collected first. pytest-xdist hands out the files with the most tests
+# first (pyproject.toml says why that order is kept), so this decides only the order of files with as many tests,
+# and the order in one process (`-n 0`).
 SLOW_FILES: tuple[str, ...] = (
     "test_readme.py", "test_ifeval_e2e.py", "test_e2e_mpe.py", "test_moshi_adapter.py", "test_build_audit.py",
     "test_benchmark_registry.py", "test_build_pool.py", "test_check_adapter.py", "test_tts_ja.py",

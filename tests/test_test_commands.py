@@ -33,16 +33,6 @@ def test_make_test_runs_everything_and_test_fast_the_fast_marker() -> None:
     assert fast.split("pytest", 1)[1].split() == ["-q", "-m", "fast"], fast
 
 
-def test_workers_take_the_slowest_files_first() -> None:
-    """tests/conftest.py collects SLOW_FILES first; pytest-xdist keeps that order only without its default reorder
-    (files sorted by their number of tests), and only when it hands out whole files."""
-    from tests.conftest import SLOW_FILES
-
-    addopts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["addopts"].split()
-    assert "--no-loadscope-reorder" in addopts and addopts[addopts.index("--dist") + 1] == "loadfile", addopts
-    assert SLOW_FILES and all((ROOT / "tests" / name).is_file() for name in SLOW_FILES)
-
-
 def test_every_fast_file_exists() -> None:
     assert FAST_FILES and all((ROOT / "tests" / name).is_file() for name in FAST_FILES)
     assert Path(__file__).name in FAST_FILES
