@@ -234,13 +234,13 @@ def run(cfg: RunConfig) -> dict[str, int]:
     try:
         return _run(cfg, counts, shard)
     except KeyboardInterrupt:
-        raise Interrupted(kept_on_disk(cfg, shard) if shard else kept_of(counts)) from None
+        raise Interrupted(kept_on_disk(cfg, shard)) from None
 
 
 def kept_on_disk(cfg: RunConfig, shard: list[Any]) -> int:
-    """The episodes of this process's shard that a rerun of the same command keeps, counted on disk: an episode is
-    written whole or not at all (its rec.json last), and Ctrl-C can land after one is written and before it is
-    counted."""
+    """The episodes of this process's shard that a rerun of the same command keeps, counted on disk (none while the
+    shard is not yet known): an episode is written whole or not at all (its rec.json last), and Ctrl-C can land
+    after one is written and before it is counted."""
     return len(shard) - len(still_to_run(Path(cfg.out), shard, cfg.retry_failed)[0])
 
 
