@@ -9,7 +9,8 @@ seed, so they hold for any model that is reproducible with a fixed seed:
 - reset-determinism: the same input twice (another case in between) gives the same output;
 - reset-isolation: input A after a reset gives the same output whether the case before was cut off mid-speech
   (where a model's state is busiest) or played out;
-- causality: two inputs that differ only from frame t on give the same output before t. The frames are handed
+- causality: two inputs that differ only from frame t on give the same output up to and including frame t (a
+  reply to user frame t is played from frame t + 1 on, where a live listener hears it). The frames are handed
   out as views of one stream and compared as the agent left them at the end, as a recording keeps them, so an
   agent that reads past its frame or rewrites audio it has already returned is caught.
 
@@ -336,13 +337,21 @@ class Suite:
             return SKIP, "not judged: the agent is not reproducible (reset-determinism)"
         self.runs["a_changed"] = self.play(s.a_changed)
         t = s.t_frame
-        diff = first_difference(self.runs["a2"].frames[:t], self.runs["a_changed"].frames[:t], self.atol)
+        # Strict: the frame played in slot t is heard while user frame t is still being spoken, so it may not
+        # depend on it either (docs/adding-a-model.md, "One timing rule").
+        upto = t + 1
+        diff = first_difference(self.runs["a2"].frames[:upto], self.runs["a_changed"].frames[:upto], self.atol)
         t_s = t * self.agent.frame_size / self.agent.sample_rate
         if diff is None:
-            return PASS, (f"user audio changed from t={t_s:.2f}s on left every earlier output frame unchanged"
-                          + self.trivial("a2"))
-        if why := self.jitter(t, self.runs["a_changed"], lambda: self.play(s.a_changed)):
+            return PASS, (f"user audio changed from t={t_s:.2f}s on left every output frame up to and including "
+                          f"the one played at t unchanged" + self.trivial("a2"))
+        if why := self.jitter(upto, self.runs["a_changed"], lambda: self.play(s.a_changed)):
             return SKIP, f"{why}: causality cannot be judged by comparison"
+        if diff[0] == t:
+            return FAIL, (f"the output frame played at t={t_s:.2f}s changed when only the user audio from t on "
+                          f"changed ({self.at(diff)}): the agent answers within the frame it is hearing; a reply "
+                          "to user frame t belongs in frame t + 1 or later (docs/adding-a-model.md, "
+                          "\"One timing rule\")")
         return FAIL, (f"output before t={t_s:.2f}s changed when only the user audio after t changed "
                       f"({self.at(diff)}): the agent uses audio it has not yet been given")
 
