@@ -11,8 +11,9 @@ model, waits `response_delay_s`, and plays the reply frame by frame; when the us
 The inner model is anything with `reply(audio, sr)` (`SpeechModel`): float32 mono audio of one user turn at its
 `sample_rate`, returning the reply as float32 audio at that rate, or a `Reply` (audio, its rate, optional text), or
 None for no reply. It is named as "module:Class" (`inner`), with its arguments as a JSON object (`inner_args`).
-On the virtual clock the model is infinitely fast: its reply plays from the end of the step that ended the turn
-plus `response_delay_s`; its compute time is the step's, so the run's live feasibility says whether it would have
+On the virtual clock the model is infinitely fast: its reply plays from the frame after the one that ended the turn
+(the one timing rule of docs/adding-a-model.md: a frame never depends on the user audio of its own slot) plus
+`response_delay_s`; its compute time is the step's, so the run's live feasibility says whether it would have
 kept up.
 """
 
@@ -138,6 +139,17 @@ class TurnBasedAgent:
             self.pending_text.append((lead, reply.text))
 
     def step(self, user_frame: np.ndarray, forced_model_frame: np.ndarray | None = None) -> Frame:
+        # One timing rule for every adapter (docs/adding-a-model.md): the frame played in this slot depends only on
+        # the user audio before it, so it is taken from the queue before this frame is heard; a reply to a turn
+        # that this frame ends, or a barge-in this frame completes, is heard from the next frame on.
+        # The reply's text is stamped on the frame where its audio starts.
+        text = [t for ahead, t in self.pending_text if ahead < self.frame_size]
+        self.pending_text = [(ahead - self.frame_size, t) for ahead, t in self.pending_text if ahead >= self.frame_size]
+        out = Frame(self.queue.next_frame(self.frame_size), "".join(text) or None)
+        self._hear(user_frame)
+        return out
+
+    def _hear(self, user_frame: np.ndarray) -> None:
         self.vad.push(user_frame)
         frame_s = self.frame_size / SESSION_SR
         if self.vad.speaking:
@@ -156,10 +168,6 @@ class TurnBasedAgent:
                     self._end_of_turn()
             else:
                 self.preroll = (self.preroll + [user_frame])[-max(1, int(PREROLL_S / frame_s)):]
-        # The reply's text is stamped on the frame where its audio starts.
-        text = [t for ahead, t in self.pending_text if ahead < self.frame_size]
-        self.pending_text = [(ahead - self.frame_size, t) for ahead, t in self.pending_text if ahead >= self.frame_size]
-        return Frame(self.queue.next_frame(self.frame_size), "".join(text) or None)
 
     def close(self) -> None:
         self.queue.stop()

@@ -2,7 +2,8 @@
 
 `FixedReply` hears each user turn at 16 kHz and answers only a turn of at least `min_turn_s` (with the 0.5 s before
 the onset and the quiet that ended it) with a fixed piper reply and its text. Checked: the reply lands sample for
-sample once, from the frame that ended the turn (end-of-turn by the real Silero VAD), with its text on that frame;
+sample once, from the frame after the one that ended the turn (end-of-turn by the real Silero VAD; the one timing
+rule of docs/adding-a-model.md), with its text on that frame;
 the model heard the turn at its own rate; every parameter is in rec.json; a user speaking over the reply stops it
 after the reaction time, and with barge-in off the reply plays out (check-adapter: tests/test_check_adapter.py).
 """
@@ -66,7 +67,12 @@ def n4_case(piper):
     return make_case(piper, N4_TURNS, "tb-n4")
 
 
-def run(agent: TurnBasedAgent, t_case, out: Path, protocol=FAST):
+# The reply is heard from the frame after the one that ended the turn, ~0.9 s after T ends: a window of 1.5 s for
+# its onset, so the plan waits for it.
+WAITS = replace(FAST, t_onset_window_s=1.5)
+
+
+def run(agent: TurnBasedAgent, t_case, out: Path, protocol=WAITS):
     case, audio = t_case
     ep_plan = plan(case, audio, protocol, SESSION_SR)
     try:
@@ -82,13 +88,13 @@ def test_reply_lands_once_after_the_turn_with_its_text(t_case, speak, tmp_path: 
     _, model = channels(tmp_path, t_case[0].case_id)
     expected = to_pcm16(speak(ANSWER))
     onset = int(np.flatnonzero(model)[0]) - int(np.flatnonzero(expected)[0])
-    assert onset % FRAME == 0  # from a frame boundary: the step that ended the turn
+    assert onset % FRAME == 0  # from a frame boundary: the step after the one that ended the turn
     assert np.array_equal(model[onset:onset + expected.size], expected)
     assert not model[onset + expected.size:].any()
     t_clip = next(e for e in ep.timeline if e.turn_id == "t01")
     # End of turn: 0.6 s of quiet as the VAD hears it (its speech ends a little after the clip, within its 300 ms
-    # merge hang-over), rounded up to a frame.
-    assert t_clip.end_s + 0.6 <= onset / SESSION_SR <= t_clip.end_s + 0.9 + FRAME / SESSION_SR
+    # merge hang-over), rounded up to a frame, and the reply heard from the next frame on.
+    assert t_clip.end_s + 0.6 + FRAME / SESSION_SR <= onset / SESSION_SR <= t_clip.end_s + 0.9 + 2 * FRAME / SESSION_SR
     assert ep.model_text == [[round(onset / SESSION_SR, 3), ANSWER]]
     heard = agent.model.heard
     assert all(sr == 16_000 for _, sr in heard) and len(heard) >= 2  # the VAD's turns: preamble, ..., T, ...
@@ -104,7 +110,7 @@ def test_barge_in_stops_the_reply_after_the_reaction_time(n4_case, speak, tmp_pa
     """N4R starts 1.6 s after N4Q, about 0.7 s into the reply to N4Q: the reply stops once N4R has held the floor
     for 0.4 s; with barge-in off (a negative reaction time) the whole reply plays over N4R."""
     # 2.5 s: the turn the VAD hears for N4Q (0.5 s before its onset, 1.6 s of speech, the quiet that ends it).
-    args, protocol = {"text": LONG_ANSWER, "min_turn_s": 2.5}, replace(FAST, n4_answer_window_s=1.6)
+    args, protocol = {"text": LONG_ANSWER, "min_turn_s": 2.5}, replace(WAITS, n4_answer_window_s=1.6)
     agent = TurnBasedAgent(inner=INNER, inner_args=args, barge_in_stop_s=0.4)
     _, ep = run(agent, n4_case, tmp_path / "stop", protocol)
     _, ep_off = run(TurnBasedAgent(inner=INNER, inner_args=args, barge_in_stop_s=-1), n4_case, tmp_path / "off",
@@ -125,6 +131,31 @@ def test_barge_in_stops_the_reply_after_the_reaction_time(n4_case, speak, tmp_pa
     # The VAD confirms N4R (150 ms minimum speech), then the user must hold the floor 0.4 s.
     assert r_start + 0.4 <= cut / SESSION_SR <= r_start + 0.4 + 0.15 + 3 * FRAME / SESSION_SR, cut / SESSION_SR
     assert [t for _, t in ep.model_text] == [LONG_ANSWER, LONG_ANSWER]  # stamped when each reply started
+
+
+def test_a_reply_is_heard_from_the_frame_after_the_turn_ends(speak) -> None:
+    """The one timing rule (docs/adding-a-model.md): the step whose input ends the turn calls the model, and its
+    own output is still silent; the reply starts on the next frame, with its text."""
+    agent = TurnBasedAgent(inner=INNER, inner_args={"min_turn_s": 0.5}, end_of_turn_s=0.6)
+    agent.reset(None, 0)
+    user = np.concatenate([speak("Could you tell me what time it is?"), np.zeros(2 * SESSION_SR, np.float32)])
+    user = np.pad(user, (0, -user.size % FRAME))
+    frames = [agent.step(user[i:i + FRAME]) for i in range(0, user.size, FRAME)]
+    agent.close()
+    called = len(agent.model.heard)
+    assert called == 1
+    loud = [i for i, f in enumerate(frames) if f.audio.any()]
+    first = loud[0]
+    assert not frames[first - 1].audio.any() and frames[first].text == ANSWER
+    # Replay up to the frame before the reply: the model was called in that frame's step, not earlier.
+    again = TurnBasedAgent(inner=INNER, inner_args={"min_turn_s": 0.5}, end_of_turn_s=0.6)
+    again.reset(None, 0)
+    for i in range(first - 1):
+        again.step(user[i * FRAME:(i + 1) * FRAME])
+    assert again.model.heard == []
+    again.step(user[(first - 1) * FRAME:first * FRAME])
+    assert len(again.model.heard) == 1
+    again.close()
 
 
 def test_arguments_and_registry() -> None:
