@@ -4,21 +4,28 @@ docs/scale.md).
 
 Per step: the user frame is Mimi-encoded, `LMGen` takes one step, and the model's audio tokens are Mimi-decoded.
 
-The one-frame offset. `LMGen` delays the acoustic codebooks by max(delays) = 1 frame, so the step that is handed
-the user's frame t returns the model's tokens for frame t - 1, and in the model's own timeline that user frame is
-frame t - 1 as well (moshi's server drops the first frame for this reason: "from the point of view of the model it is
-in the past"). The adapter feeds the first frame twice, as moshi's `run_inference` does, so the frame `step(user_t)`
-returns is the model's frame t, decoded: the two channels of the recording are aligned as the model saw them and no
-user audio is dropped. A naive loop would put every model frame one frame (1920 samples, 80 ms) late;
-`model_delay_frames` declares the 1. In a live call the model's frame t can be played only once the user's frame t
-has been heard: that is the 80 ms every frame-based model has, not a skew between the channels.
+Timing (docs/adding-a-model.md, one timing rule). The LM step that consumes the user's frame t samples the acoustic
+codebooks of the model's frame t (`LMGen` delays them by max(delays) = 1 frame; kyutai lm.py `_step` at e6a55d27
+reads the user tokens it has just written), so the decoded model frame t depends on user frame t. Kyutai's offline
+loop (`run_inference.py` 164-190: the first frame fed twice, then pcm k for user frame k) records it beside user
+frame t; a live listener hears it only once frame t has been said. `alignment` picks the clock:
+- "live" (the default): `step(user_t)` returns the model's frame t - 1 (slot 0 is silence), so what the model says
+  after hearing frame t is heard from frame t + 1 on. This is also NVIDIA's PersonaPlex `offline.py` alignment (its
+  LMGen infers at offset - 1 while the user frame is written at offset, fork lm.py 798-801, and offline.py 267-284
+  writes the frame each step returns: its output k depends on user frames before k).
+- "run_inference": Kyutai's offline alignment, model frame t beside user frame t (one frame earlier than any live
+  path); kept to reproduce recordings made with `moshi.run_inference`.
+Either way the first user frame is fed twice, as `run_inference` does, so none is dropped; `model_delay_frames`
+declares the codec's 1 and rec.json records the alignment (`adapter.runtime`).
 
 Teacher forcing (M3 Full). The forced model audio is Mimi-encoded (on its own encoder state) and written as the
-model's own tokens, each codebook at its delay. The model samples its frame-t semantic token before it hears user
-frame t, so forced frame t is needed one step before the protocol hands it over: while forcing, the LM runs one step
-behind the stream (the step of frame t consumes user frame t - 1) and catches up with two steps at the first free
-frame. Forced frames are returned as they came (the recording shows the context the model was forced with); the
-text stream stays the model's own.
+model's own tokens of the same frame as the user's, each codebook at its delay (the reference dialogue's two
+channels were recorded side by side). The model samples its frame-t semantic token before it hears user frame t, so
+forced frame t is needed one step before the protocol hands it over: while forcing, the LM runs one step behind the
+stream (the step of frame t consumes user frame t - 1); under "live" it always does, under "run_inference" it catches
+up with two steps at the first free frame. Forced frames are returned as they came (the recording shows the context
+the model was forced with); under "live" the first free frame would replay the last forced one and is silence
+instead; the text stream stays the model's own.
 
 Sampling is per slot: every slot draws its own noise from its own `torch.Generator` (seeded by `reset`), and the LM's
 sampling is replaced by the same top-k/temperature draw made from that noise (`LMGen` argmaxes one-hot logits), so
@@ -28,12 +35,29 @@ neighbours, and `step` (slot 0) equals `step_batch`. Across different batch size
 differently (measured: ~1e-7 on the decoded audio), so runs at B=1 and B=4 agree to float precision, not bit for
 bit; on a GPU the same is expected of cuBLAS but has not been measured here.
 
-PersonaPlex: a Moshi fine-tune with a text role prompt and an audio voice prompt. `reset` plays NVIDIA's prompt
-phases before the episode: the voice prompt as the model's own audio, 0.5 s of silence, the role prompt
-("<system> ... <system>") one text token per frame, 0.5 s of silence, with a 440 Hz sine on the user stream. The
-released checkpoint's depformer also predicts the user's codebooks (NVIDIA's loader builds it with dep_q=16 and
-copies the 8 model steps' weights into the 8 user steps); here the user's tokens are fed as input, as stock
-`LMGen` does, so the model steps alone are built (dep_q=8) and load the same weights.
+PersonaPlex (NVIDIA/personaplex@3428dfd9, its moshi fork): a Moshi fine-tune with a text role prompt and an audio
+voice prompt. `reset` plays NVIDIA's prompt phases before the episode, as `LMGen.step_system_prompts` does (fork
+lm.py 1123-1127): the voice prompt as the model's own audio with PAD text (1010-1020), 0.5 s of silence (1074-1083),
+the role prompt ("<system> ... <system>", server.py 79-86) one text token per frame (1096-1103), 0.5 s of silence;
+the user stream is a 440 Hz sine throughout. The silence and sine frames are NVIDIA's fixed Mimi codes
+(`SILENCE_TOKENS`, `SINE_TOKENS`, lm.py 56-57, 985-997), not a freshly encoded frame (the tiny model's 64-entry
+codebooks cannot hold them, so it encodes its own). NVIDIA's code never runs without a role prompt (offline.py and
+the server turn "" into None and then iterate it, lm.py 1097): a case without one gets `default_role_prompt`
+(NVIDIA's default, offline.py 335 and the web client's "Assistant (default)"); the prompt used is recorded.
+
+The released checkpoint and the 16-step depformer: NVIDIA's loader (fork loaders.py 166-260) builds the LM with
+dep_q=16 on the meta device, copies the model steps 0..7 into the user steps 8..15 where the file lacks them, and
+loads non-strictly. The depformer runs its steps in order and the user steps come after the model's, whose tokens
+are then replaced by the user's own (lm.py 1143-1163): the model's tokens depend on steps 0..7 alone. So here the
+model steps alone are built (dep_q=8, stock `LMGen`) and `model_steps_only` maps either layout of the file onto them
+(8-step keys as they are; 16-step keys cut to steps 0..7), loaded strictly, so any other mismatch still fails.
+
+Voice prompts: `voice_prompt` is an audio clip, or a preset name (NATF0..3, NATM0..3, VARF0..4, VARM0..4) looked up
+as `<name>.wav` in `voice_dir` or the repo's voices.tgz. NVIDIA's presets are `.pt` files (the web client's list,
+Queue.tsx 11-16; README "Voices": pre-packaged embeddings) that replay input embeddings and a cache through the fork's
+`LMGen.step_embeddings` (lm.py 853-873, 1031-1039), which stock `LMGen` lacks; NVIDIA's server and offline.py take
+a clip as well (server.py 164-169, lm.py 960-975), encoded and normalised to -24 LUFS as here. A preset that exists
+only as `.pt` is refused at construction with that reason: pass the clip.
 
 `tiny=True` builds a tiny randomly initialised Mimi + LM (and a character-level tokenizer) from a fixed seed, for
 tests and benchmarks; no weights are read.
@@ -41,6 +65,9 @@ tests and benchmarks; no weights are read.
 Presets (`PRESETS`, docs/models.md#the-moshi-family-presets): the Moshi-family checkpoints the papers evaluate,
 each a Hugging Face repo in moshi's layout plus the prompt handling it needs. `preset=NAME` (or the registered
 adapter of the same name) picks the repo and the agent class; `hf_repo` / `weights_dir` still override the files.
+`revision=` loads a Hub revision (default: the newest); rec.json records the snapshot revision that was loaded and
+the `moshi` release against its pin (`UPSTREAM`). Every preset greets first, so M3's None and User contexts get the
+5 s lead-in silence the M3 authors prepend (`greets_first`; M3-DuplexBench section V-A, footnote 2).
 """
 
 from __future__ import annotations
@@ -48,6 +75,7 @@ from __future__ import annotations
 import copy
 import io
 import os
+import re
 import string
 import tarfile
 from dataclasses import dataclass, field
@@ -57,20 +85,33 @@ from typing import Any
 import numpy as np
 
 from adapters.protocol import Frame
+from adapters.upstream import Pin, hf_snapshot_revision, provenance
 from dataset_builder.audio import SESSION_SR, resample
 from dataset_builder.errors import UsageError
 
 SAMPLE_RATE = SESSION_SR  # Mimi's rate is the session's
 FRAME_SIZE = 1920  # 80 ms: Mimi's 12.5 Hz frame
 MOSHI_VERSION = "0.2.13"
+# What this adapter was written against: the `moshi` release it imports (= kyutai-labs/moshi e6a55d27's
+# moshi/moshi, __version__ 0.2.13) and, for PersonaPlex, NVIDIA's fork whose prompt phases and loader it follows.
+# No Hub revision is pinned (none could be read from here): the revision a run loaded is recorded instead.
+UPSTREAM: tuple[Pin, ...] = (Pin("pypi", "moshi", MOSHI_VERSION),
+                             Pin("git", "kyutai-labs/moshi", "e6a55d2722a65870ef52a6c9f6ecfc0e90f38362"))
+PERSONAPLEX_UPSTREAM = Pin("git", "NVIDIA/personaplex", "3428dfd95309a7f3c84fd93259ded0f810d1ff91")
+ALIGNMENTS = ("live", "run_inference")  # see the module docstring
 TEXT_PAD, TEXT_EPAD = 3, 0  # moshi's text padding tokens: never words
 MODEL_CODEBOOKS = 8
 DTYPES = ("bfloat16", "float16", "float32")
-# PersonaPlex's prompt phases (NVIDIA's offline.py): 0.5 s of silence after each prompt, a 440 Hz sine at half
-# amplitude as the user stream, and the role prompt wrapped in <system> tags.
+# PersonaPlex's prompt phases (NVIDIA's fork lm.py): 0.5 s of silence after each prompt (server.py 107), NVIDIA's
+# fixed Mimi codes of a silent model frame and of the 440 Hz sine the user stream carries (lm.py 56-57), the role
+# prompt wrapped in <system> tags, and the role prompt NVIDIA's tools default to (offline.py 335, web client).
 PROMPT_SILENCE_S = 0.5
-SINE_HZ, SINE_AMPLITUDE = 440.0, 0.5
+SILENCE_TOKENS = (948, 243, 1178, 546, 1736, 1030, 1978, 2008)
+SINE_TOKENS = (430, 1268, 381, 1611, 1095, 1495, 56, 472)
+SINE_HZ, SINE_AMPLITUDE = 440.0, 0.5  # the tiny model's own sine frame (lm.py 102-107 create_sinewave)
 VOICE_LUFS = -24.0
+DEFAULT_ROLE_PROMPT = ("You are a wise and friendly teacher. Answer questions or provide advice in a clear and "
+                       "engaging way.")
 # tiny=True: small enough to step in ~10 ms on one CPU core; delays as the 7B (text, 8 model, 8 user codebooks).
 TINY_TEXT = string.ascii_lowercase + string.digits + " .,?!'"
 TINY_MIMI = {"seanet": {"dimension": 32, "n_filters": 4},
@@ -134,9 +175,11 @@ class Models:
     lm: Any  # moshi.models.LMModel
     tokenizer: Any | None  # sentencepiece.SentencePieceProcessor
     source: str  # where the weights came from, for `version`
+    revision: str | None = None  # the Hub snapshot revision the LM weights were read from (None: not a Hub snapshot)
 
 
-def _resolve(loaders: Any, name: str, hf_repo: str | None, weights_dir: str | None, given: str | None) -> Path:
+def _resolve(loaders: Any, name: str, hf_repo: str | None, weights_dir: str | None, given: str | None,
+             revision: str | None = None) -> Path:
     if given:
         return Path(given)
     if weights_dir:
@@ -145,19 +188,62 @@ def _resolve(loaders: Any, name: str, hf_repo: str | None, weights_dir: str | No
             raise UsageError(f"weights_dir {weights_dir} has no {name}")
         return path
     try:
-        return loaders.hf_get(name, hf_repo)
+        return loaders.hf_get(name, hf_repo, revision=revision)
     except Exception as err:  # noqa: BLE001 - offline, gated, a wrong id: the user fixes it the same way
         raise UsageError(f"cannot get {name} from the Hugging Face repo {hf_repo} ({type(err).__name__}: {err}); "
                          f"download the repo and pass weights_dir=DIR, or tiny=1 for the tiny random model") from None
 
 
+_STEP_KEY = re.compile(r"(?:^|\.)(linears|depformer_in|depformer_emb|gating|in_projs|out_projs)\.(\d+)\.")
+_FUSED_KEY = re.compile(r"^depformer\..*\.self_attn\.(in_proj_weight|out_proj\.weight)$")
+
+
+def model_steps_only(state: dict[str, Any], steps: int = MODEL_CODEBOOKS) -> dict[str, Any]:
+    """A Moshi LM state dict with its depformer cut to the model's `steps` codebooks, for a strict load into an LM
+    built with dep_q=steps. NVIDIA's PersonaPlex loader (fork loaders.py 166-260) builds dep_q=16: the user steps'
+    per-step modules (`linears.N`, `depformer_in.N`, `depformer_emb.N`, the depformer's `gating.N`) and the fused
+    per-step attention weights (`in_proj_weight`, `out_proj.weight`: one block of rows per step, fork transformer.py
+    176-200 and 360-368) are dropped past the model's steps; a file with dep_q=8 keys passes unchanged."""
+    in_file = {int(m.group(2)) for k in state if (m := _STEP_KEY.search(k)) and m.group(1) == "linears"}
+    have = max(in_file) + 1 if in_file else steps
+    out: dict[str, Any] = {}
+    for name, tensor in state.items():
+        m = _STEP_KEY.search(name)
+        if m and int(m.group(2)) >= (steps - 1 if m.group(1) == "depformer_emb" else steps):
+            continue  # a user step's own module (depformer_emb has one fewer: the last codebook is no input)
+        if have > steps and _FUSED_KEY.search(name):
+            tensor = tensor[:tensor.shape[0] // have * steps]
+        out[name] = tensor
+    return out
+
+
+def load_lm_model_steps(loaders: Any, weights: Path, lm_kwargs: dict[str, Any], device: str, dtype: Any) -> Any:
+    """The LM with the model's depformer steps only (`model_steps_only`), built on the meta device and assigned the
+    file's tensors as moshi's loader does (kyutai loaders.py 403-422), strictly."""
+    import torch
+    from safetensors.torch import load_file
+
+    lm = loaders.get_moshi_lm(None, lm_kwargs=dict(lm_kwargs, dep_q=MODEL_CODEBOOKS), device=torch.device("meta"),
+                              dtype=dtype)
+    state = load_file(str(weights), device=str(device))
+    state = {k: v.to(dtype) if v.dtype.is_floating_point else v for k, v in model_steps_only(state).items()}
+    try:
+        lm.load_state_dict(state, assign=True)
+    except RuntimeError as err:
+        first = str(err).splitlines()[1:2] or [str(err)]
+        raise UsageError(f"{weights}: not a Moshi-family LM this adapter can load ({first[0].strip()})") from None
+    return lm.eval()
+
+
 def load_pretrained(hf_repo: str, *, weights_dir: str | None = None, moshi_weight: str | None = None,
                     mimi_weight: str | None = None, tokenizer: str | None = None, config_path: str | None = None,
-                    device: str = "cpu", dtype: Any = None, use_repo_config: bool = True) -> Models:
-    """Mimi + LM + text tokenizer the way moshi's loaders find them: from a Hugging Face repo id, or a local folder
-    holding the same files (`weights_dir`), each file overridable. A repo or folder with a config.json names its
-    files and LM config there (moshi's `CheckpointInfo`); without one, the Moshi 7B config and file names apply.
-    `use_repo_config=False` ignores the repo's config.json (PersonaPlex: its LM is the Moshi 7B one)."""
+                    device: str = "cpu", dtype: Any = None, use_repo_config: bool = True,
+                    revision: str | None = None, model_steps_only_load: bool = False) -> Models:
+    """Mimi + LM + text tokenizer the way moshi's loaders find them: from a Hugging Face repo id (at `revision`), or
+    a local folder holding the same files (`weights_dir`), each file overridable. A repo or folder with a config.json
+    names its files and LM config there (moshi's `CheckpointInfo`); without one, the Moshi 7B config and file names
+    apply. `use_repo_config=False` ignores the repo's config.json (PersonaPlex: its LM is the Moshi 7B one);
+    `model_steps_only_load` reads the LM through `load_lm_model_steps` (PersonaPlex's 16-step depformer)."""
     loaders = import_moshi(device)
     cfg_path: Path | None = Path(config_path) if config_path else None
     if cfg_path is None and use_repo_config:
@@ -165,7 +251,7 @@ def load_pretrained(hf_repo: str, *, weights_dir: str | None = None, moshi_weigh
             cfg_path = Path(weights_dir) / "config.json" if (Path(weights_dir) / "config.json").is_file() else None
         else:
             try:
-                cfg_path = loaders.hf_get("config.json", hf_repo)
+                cfg_path = loaders.hf_get("config.json", hf_repo, revision=revision)
             except Exception:  # noqa: BLE001 - a legacy repo without config.json (the Moshi 7B defaults apply),
                 cfg_path = None  # or no network: the weights below then say so
     raw: dict[str, Any] = {}
@@ -175,13 +261,13 @@ def load_pretrained(hf_repo: str, *, weights_dir: str | None = None, moshi_weigh
         raw = json.loads(cfg_path.read_text())
     names = {"moshi": raw.get("moshi_name", loaders.MOSHI_NAME), "mimi": raw.get("mimi_name", loaders.MIMI_NAME),
              "tokenizer": raw.get("tokenizer_name", loaders.TEXT_TOKENIZER_NAME)}
-    files = {"moshi_weights": _resolve(loaders, names["moshi"], hf_repo, weights_dir, moshi_weight),
-             "mimi_weights": _resolve(loaders, names["mimi"], hf_repo, weights_dir, mimi_weight),
-             "tokenizer": _resolve(loaders, names["tokenizer"], hf_repo, weights_dir, tokenizer)}
+    files = {"moshi_weights": _resolve(loaders, names["moshi"], hf_repo, weights_dir, moshi_weight, revision),
+             "mimi_weights": _resolve(loaders, names["mimi"], hf_repo, weights_dir, mimi_weight, revision),
+             "tokenizer": _resolve(loaders, names["tokenizer"], hf_repo, weights_dir, tokenizer, revision)}
     if raw.get("mimi_config_name"):
-        files["mimi_config_path"] = _resolve(loaders, raw["mimi_config_name"], hf_repo, weights_dir, None)
+        files["mimi_config_path"] = _resolve(loaders, raw["mimi_config_name"], hf_repo, weights_dir, None, revision)
     if raw.get("lora_name"):
-        files["lora_weights"] = _resolve(loaders, raw["lora_name"], hf_repo, weights_dir, None)
+        files["lora_weights"] = _resolve(loaders, raw["lora_name"], hf_repo, weights_dir, None, revision)
     if cfg_path is not None:
         # Every file is given as a path and so is the config: CheckpointInfo downloads nothing more.
         info = loaders.CheckpointInfo.from_hf_repo(hf_repo or "local", config_path=cfg_path, **files)
@@ -190,8 +276,12 @@ def load_pretrained(hf_repo: str, *, weights_dir: str | None = None, moshi_weigh
     if info.model_type != "moshi":
         raise UsageError(f"{hf_repo or weights_dir} holds a {info.model_type!r} model, not a duplex moshi one")
     mimi = info.get_mimi(device=device)
-    lm = info.get_moshi(device=device, dtype=dtype)
-    return Models(mimi, lm, info.get_text_tokenizer(), str(weights_dir or hf_repo))
+    if model_steps_only_load:
+        lm = load_lm_model_steps(loaders, files["moshi_weights"], info.lm_config or loaders._lm_kwargs, device, dtype)
+    else:
+        lm = info.get_moshi(device=device, dtype=dtype)
+    return Models(mimi, lm, info.get_text_tokenizer(), str(weights_dir or hf_repo),
+                  hf_snapshot_revision(files["moshi_weights"].parent))
 
 
 def build_tiny(device: str = "cpu", seed: int = 0) -> Models:
@@ -257,11 +347,13 @@ class _Slot:
     user: dict[int, Any] = field(default_factory=dict)  # frame -> user codes [8]
     model: dict[int, Any] = field(default_factory=dict)  # frame -> forced model codes [8]
     text: dict[int, int] = field(default_factory=dict)  # frame -> forced text token
+    played: set[int] = field(default_factory=set)  # frames whose forced audio the recording already holds
 
     def forget_before(self, frame: int) -> None:
         for table in (self.user, self.model, self.text):
             for k in [k for k in table if k < frame]:
                 del table[k]
+        self.played = {k for k in self.played if k >= frame}
 
 
 class MoshiAgent:
@@ -272,6 +364,7 @@ class MoshiAgent:
     frame_size = FRAME_SIZE
     realtime = False
     default_preset = "moshiko"
+    greets_first = True  # M3's None/User contexts get the authors' 5 s lead-in (M3-DuplexBench V-A, footnote 2)
 
     def __new__(cls, *args: Any, preset: str | None = None, **kwargs: Any) -> MoshiAgent:
         # `--adapter moshi --adapter-arg preset=personaplex` must build the agent that plays PersonaPlex's prompts:
@@ -284,9 +377,15 @@ class MoshiAgent:
                  mimi_weight: str | None = None, tokenizer: str | None = None, config_path: str | None = None,
                  device: str | None = None, dtype: str | None = None, batch_size: int = 1, temp: float = 0.8,
                  temp_text: float = 0.7, top_k: int = 250, top_k_text: int = 25, tiny: bool = False,
-                 tiny_seed: int = 0, preset: str | None = None) -> None:
+                 tiny_seed: int = 0, preset: str | None = None, alignment: str = "live",
+                 revision: str | None = None) -> None:
         import torch
 
+        if alignment not in ALIGNMENTS:
+            raise UsageError(f"alignment must be one of {ALIGNMENTS}, got {alignment!r}")
+        self.alignment = alignment
+        self._shift = 1 if alignment == "live" else 0  # the model frame played in slot t is frame t - shift
+        self.tiny = bool(tiny)
         self.preset = preset or self.default_preset
         spec = preset_of(self.preset)
         if (spec.prompts == "persona") != isinstance(self, PersonaPlexAgent):
@@ -311,11 +410,15 @@ class MoshiAgent:
         if tiny:
             models = build_tiny(device, int(tiny_seed))
         else:
+            persona = spec.prompts == "persona"
             models = load_pretrained(hf_repo or self.default_repo, weights_dir=weights_dir,
                                      moshi_weight=moshi_weight, mimi_weight=mimi_weight, tokenizer=tokenizer,
                                      config_path=config_path, device=device, dtype=_dtype(dtype, device),
-                                     use_repo_config=spec.prompts != "persona")
+                                     use_repo_config=not persona, revision=revision, model_steps_only_load=persona)
         self.version = f"moshi-{MOSHI_VERSION}:{models.source}"
+        self.weights = {"repo": None if tiny or weights_dir else hf_repo or self.default_repo,
+                        "requested_revision": revision, "revision": models.revision}
+        self.upstream = [provenance(self.name, UPSTREAM[0], _installed_moshi(), "the installed moshi package")]
         self.tokenizer = models.tokenizer
         self.capabilities = frozenset({"teacher_forcing"} | ({"text_output"} if self.tokenizer else set()))
         self.temp, self.temp_text = float(temp), float(temp_text)
@@ -368,6 +471,18 @@ class MoshiAgent:
 
     def _prompt_codes(self, models: Models) -> None:
         """Codes PersonaPlex's prompt phases need (the base model needs none)."""
+
+    def runtime(self) -> dict[str, Any]:
+        """What shapes the recording beyond the case (rec.json `adapter.runtime`): the alignment, the checkpoint
+        and the Hub revision loaded, the code it was written against and what the load found."""
+        pins = [{"repo": pin.repo, "kind": pin.kind, "pinned": pin.ref} for pin in self._written_against()]
+        return {"alignment": self.alignment, "preset": self.preset, "weights": self.weights,
+                "sampling": {"temp": self.temp, "temp_text": self.temp_text, "top_k": self._top_k_audio,
+                             "top_k_text": self._top_k_text},
+                "upstream": self.upstream, "written_against": pins}
+
+    def _written_against(self) -> tuple[Pin, ...]:
+        return UPSTREAM
 
     def _pick(self, logits: Any, temp: float, noise: Any) -> Any:
         """moshi's top-k / temperature sampling (an exponential race over the top-k probabilities), from noise a
@@ -508,31 +623,38 @@ class MoshiAgent:
             if is_forced[s]:
                 assert forced_codes is not None
                 slot.model[t] = forced_codes[s].to(self._all.device)
-            # Forced: the LM stays a step behind (frame t's semantic token is sampled at step t); free: it has
-            # sampled frame t + 1's and returns frame t.
-            needs[s] = max(0, t + (1 if is_forced[s] else 2) - slot.steps)
+                slot.played.add(t)
+            # Forced: the LM stays a step behind (frame t's semantic token is sampled at step t); free: it returns
+            # frame t - shift, which needs steps up to t - shift + 1.
+            needs[s] = max(0, t + (1 if is_forced[s] else 2 - self._shift) - slot.steps)
         decoded = self._lm_steps(needs)
         frames = []
         for s, slot in enumerate(self._slots):
+            source = slot.base + slot.frames - self._shift  # the model frame this slot plays
             slot.frames += 1
-            slot.forget_before(slot.base + slot.frames - 2)
+            slot.forget_before(slot.base + slot.frames - 2 - self._shift)
             if is_forced[s]:
                 assert forced is not None
                 frames.append(Frame(forced[s].copy()))
-                continue
-            pcm, token = decoded[s]
-            frames.append(Frame(pcm.float().cpu().numpy().astype(np.float32), self._text(token)))
+            elif source < slot.base or source in slot.played:  # before the episode, or already played as forced
+                frames.append(Frame(np.zeros(n, np.float32)))
+            else:
+                pcm, token = decoded[s]
+                frames.append(Frame(pcm.float().cpu().numpy().astype(np.float32), self._text(token)))
         return frames
 
     def plant_tokens(self, frame: int, codes: Any, slot: int = 0) -> None:
-        """Make the model's own audio tokens of episode frame `frame` (not yet stepped) these 8 Mimi codes, as
-        teacher forcing does at the token level; the frame is still decoded and returned as the model's."""
+        """Make the model's own audio tokens of the frame played in episode slot `frame` (not yet stepped) these 8
+        Mimi codes, as teacher forcing does at the token level; the frame is still decoded and returned as the
+        model's."""
         import torch
 
         state = self._slots[slot]
         if frame < state.frames:
             raise ValueError(f"frame {frame} of slot {slot} has already been stepped")
-        state.model[state.base + frame] = torch.as_tensor(codes, dtype=torch.long, device=self._all.device)
+        # Slot `frame` plays the model's frame `frame - shift` (the module docstring's alignment).
+        state.model[state.base + frame - self._shift] = torch.as_tensor(codes, dtype=torch.long,
+                                                                         device=self._all.device)
 
     def _text(self, token: int) -> str | None:
         tok = self.tokenizer
@@ -558,6 +680,15 @@ class MoshiAgent:
         self._slots = []
 
 
+def _installed_moshi() -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("moshi")
+    except PackageNotFoundError:
+        return None
+
+
 def _one_hot_(logits: Any, token: Any) -> Any:
     """Logits that argmax to `token` (one per row), written in place."""
     logits.fill_(float("-inf"))
@@ -566,38 +697,48 @@ def _one_hot_(logits: Any, token: Any) -> Any:
 
 
 class PersonaPlexAgent(MoshiAgent):
-    """NVIDIA PersonaPlex: Moshi with a text role prompt (the system prompt) and an audio voice prompt.
-
-    `voice_prompt` is an audio file of the voice to speak in, or a preset name (NATF0..3, NATM0..3, VARF0..4,
-    VARM0..4) looked up as `voices/<name>.wav` in the repo's voices.tgz. NVIDIA's precomputed `.pt` voice
-    embeddings replay input embeddings through its own LMGen fork and are not read here: give the clip instead.
-    """
+    """NVIDIA PersonaPlex: Moshi with a text role prompt (the system prompt, or `default_role_prompt` when a case has
+    none) and an audio voice prompt (`voice_prompt`: a clip, or a preset's `.wav`; see the module docstring)."""
 
     name = "personaplex"
     default_preset = "personaplex"
 
-    def __init__(self, voice_prompt: str | None = "NATF2", voice_dir: str | None = None, **kwargs: Any) -> None:
+    def __init__(self, voice_prompt: str | None = "NATF2", voice_dir: str | None = None,
+                 default_role_prompt: str = DEFAULT_ROLE_PROMPT, **kwargs: Any) -> None:
         self.voice_prompt = None if kwargs.get("tiny") and voice_prompt == "NATF2" else voice_prompt
         self.voice_dir = voice_dir
+        if not default_role_prompt.strip():
+            raise UsageError("default_role_prompt must not be empty: NVIDIA's code has no path without a role prompt "
+                             "(an empty one crashes its server and offline.py)")
+        self.default_role_prompt = default_role_prompt
         self._hf_repo = kwargs.get("hf_repo") or PRESETS[self.default_preset].repo
         super().__init__(**kwargs)
         self.capabilities = self.capabilities | {"system_prompt"}
+
+    def runtime(self) -> dict[str, Any]:
+        return super().runtime() | {"voice_prompt": self.voice_prompt, "default_role_prompt": self.default_role_prompt,
+                                    "prompt_codes": "encoded (tiny model)" if self.tiny else "NVIDIA's fixed tokens"}
+
+    def _written_against(self) -> tuple[Pin, ...]:
+        return (*UPSTREAM, PERSONAPLEX_UPSTREAM)
 
     def _voice_file(self) -> Path:
         assert self.voice_prompt is not None
         path = Path(self.voice_prompt)
         if path.suffix:
             if path.suffix == ".pt":
-                raise UsageError(f"voice_prompt {path}: precomputed PersonaPlex embeddings (.pt) need NVIDIA's "
-                                 f"LMGen fork; pass an audio clip of the voice (.wav)")
+                raise UsageError(f"voice_prompt {path}: NVIDIA's .pt voice embeddings replay through its own LMGen "
+                                 f"fork (step_embeddings); pass an audio clip of the voice (.wav)")
             if not path.is_file():
                 raise UsageError(f"voice_prompt {path} does not exist")
             return path
         folder = Path(self.voice_dir) if self.voice_dir else self._voices_from_repo()
         clip = folder / f"{self.voice_prompt}.wav"
         if not clip.is_file():
-            raise UsageError(f"no {clip.name} in {folder} (presets there: "
-                             f"{sorted(p.stem for p in folder.glob('*.*'))}); pass voice_prompt=PATH.wav")
+            embedding = " (only NVIDIA's .pt embedding, which stock moshi cannot replay)" if (
+                folder / f"{self.voice_prompt}.pt").is_file() else ""
+            raise UsageError(f"no {clip.name} in {folder}{embedding}; presets there: "
+                             f"{sorted(p.name for p in folder.glob('*.*'))}; pass voice_prompt=PATH.wav")
         return clip
 
     def _voices_from_repo(self) -> Path:
@@ -612,14 +753,17 @@ class PersonaPlexAgent(MoshiAgent):
     def _prompt_codes(self, models: Models) -> None:
         import torch
 
-        n = self.frame_size
-        sine = (SINE_AMPLITUDE * np.sin(2 * np.pi * SINE_HZ * np.arange(n) / SAMPLE_RATE)).astype(np.float32)
-        clips = [np.zeros(n, np.float32), sine]
-        voice = self._load_voice() if self.voice_prompt else np.zeros(0, np.float32)
         dev = models.lm.device
+        voice = self._load_voice() if self.voice_prompt else np.zeros(0, np.float32)
         with torch.no_grad():
-            silence_code, sine_code = (self._encode_alone(models.mimi, c)[0] for c in clips)
             voice_codes = self._encode_alone(models.mimi, voice) if len(voice) else []
+            if self.tiny:  # NVIDIA's tokens index a 2048-entry codebook; the tiny model's has 64
+                n = self.frame_size
+                sine = (SINE_AMPLITUDE * np.sin(2 * np.pi * SINE_HZ * np.arange(n) / SAMPLE_RATE)).astype(np.float32)
+                silence_code, sine_code = (self._encode_alone(models.mimi, c)[0] for c in (np.zeros(n, np.float32),
+                                                                                           sine))
+            else:
+                silence_code, sine_code = (torch.tensor(c, dtype=torch.long) for c in (SILENCE_TOKENS, SINE_TOKENS))
         self._silence_code, self._sine_code = silence_code.to(dev), sine_code.to(dev)
         self._voice_codes = [c.to(dev) for c in voice_codes]
 
@@ -650,17 +794,16 @@ class PersonaPlexAgent(MoshiAgent):
         return np.asarray(audio, np.float32)
 
     def _prompt_frames(self, system_prompt: str | None) -> list[tuple[Any, Any, int | None]]:
+        """NVIDIA's `step_system_prompts` (fork lm.py 1123-1127): voice, silence, role prompt, silence."""
         silence = [(self._sine_code, self._silence_code, TEXT_PAD)] * int(PROMPT_SILENCE_S * SAMPLE_RATE
                                                                          / self.frame_size)
         frames = [(self._sine_code, code, TEXT_PAD) for code in self._voice_codes] + silence
-        text = (system_prompt or "").strip()
-        if text:
-            if not (text.startswith("<system>") and text.endswith("<system>")):
-                text = f"<system> {text} <system>"
-            assert self.tokenizer is not None
-            frames += [(self._sine_code, self._silence_code, int(t)) for t in self.tokenizer.encode(text)]
-            frames += silence
-        return frames
+        text = (system_prompt or "").strip() or self.default_role_prompt.strip()
+        if not (text.startswith("<system>") and text.endswith("<system>")):
+            text = f"<system> {text} <system>"
+        assert self.tokenizer is not None
+        frames += [(self._sine_code, self._silence_code, int(t)) for t in self.tokenizer.encode(text)]
+        return frames + silence
 
 
 # One registered adapter per Moshi-family preset (adapters/registry.py), so `--adapter j-moshi` works like
