@@ -12,13 +12,23 @@ through `token2wav(cosyvoice3, tokens, embedding=None, token_hop_len=750, pre_lo
 `CosyVoice3` detokenizer (`Fun-CosyVoice3-0.5B-2512`, its own `sample_rate`, 24 kHz). Sampling draws from torch's
 global generator, so `reset` seeds it.
 
-What DSB-IFEval's harness did (its appendix D.5, and D.1: "respond after the full input" with "a 1.0 s trailing
-segment"): bf16 `AutoModelForSeq2SeqLM`, CosyVoice3 detokenizer, user audio at 16 kHz, the conditioning prompt
-appended once to the system prompt, at most 2048 new tokens with the repository's decoding defaults, the reply
-resampled to 24 kHz; the reply is never cut (it cannot listen while it speaks). `FunAudioChatAgent` is
-`turn-based` with exactly that: `barge_in_stop_s=-1`, an `end_of_turn_s` no shorter than the longest pause inside
-a DSB-IFEval user turn, so each scripted turn reaches the model whole, and each turn's trailing quiet cut to 1.0 s
-before the model hears it.
+What DSB-IFEval's harness did (its appendix D.5, and D.1: the turn-based adapters "respond after the full input" and
+"use a 1.0 s trailing segment"; it reports Take Turn 50.0 for this model): bf16 `AutoModelForSeq2SeqLM`, CosyVoice3
+detokenizer, user audio at 16 kHz, the conditioning prompt appended once to the system prompt, at most 2048 new
+tokens with the repository's decoding defaults, the reply resampled to 24 kHz; the reply is never cut (it cannot
+listen while it speaks). `FunAudioChatAgent` is `turn-based` with exactly that by default (`handover="paper"`): a
+user's input is handed over once it has been followed by 1.0 s of quiet, with that 1.0 s trailing segment, and the
+reply follows at once (`barge_in_stop_s=-1`). TAKE_TURN is scored inside a pause of the user's turn
+(dataset_builder/ifeval/DESIGN.md, "Trigger events and windows"), so the paper's 50.0 is reachable only by a model
+that was handed the input before the pause; `handover="whole-turn"` instead waits `END_OF_TURN_S` = 16 s of quiet
+(longer than any pause DSB-IFEval puts inside a turn), so each scripted turn reaches the model whole and Take Turn
+is 0 by construction.
+
+Checked against FunAudioLLM/Fun-Audio-Chat@8ba984b6 (`UPSTREAM`; docs/models.md#fun-audio-chat-fun-audio-chat lists
+each file:line): the loader imports `utils.cosyvoice_detokenizer` before anything of CosyVoice's, because that module
+is what puts `third_party/CosyVoice` and its Matcha-TTS on sys.path (utils/cosyvoice_detokenizer.py:24-30) and the
+README's set-up puts only the checkout itself there (README.md:123, `export PYTHONPATH` to its folder); `CosyVoice3` is
+taken from that module, as examples/infer_s2s.py's `get_audio_detokenizer` does.
 
 `parts="module:function"` names a function that returns already built `FunAudioChatParts` (the tests name a fake
 of the library written from its public code, tests/fake_fun_audio_chat.py); without it the real ones are loaded
@@ -29,6 +39,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,9 +49,14 @@ import numpy as np
 
 from adapters.model_code import model_code
 from adapters.turn_based import Reply, TurnBasedAgent
+from adapters.upstream import Pin, git_head, hf_snapshot_revision, provenance
 from dataset_builder.audio import resample
 from dataset_builder.errors import UsageError
 
+# What this adapter was written against: the repository and its CosyVoice submodule (third_party/CosyVoice at that
+# commit). The weights' Hugging Face revision is not pinned (none could be read here): what was loaded is recorded.
+UPSTREAM: tuple[Pin, ...] = (Pin("git", "FunAudioLLM/Fun-Audio-Chat", "8ba984b64b4880918db2807e08d795475481200c"),
+                             Pin("git", "FunAudioLLM/CosyVoice", "2db78e705835e56778f69b80cae51e4314d635b0"))
 MODEL_REPO = "FunAudioLLM/Fun-Audio-Chat-8B"
 DETOKENIZER_REPO = "FunAudioLLM/Fun-CosyVoice3-0.5B-2512"
 INPUT_SR = 16_000  # the model's audio encoder (Whisper features) and DSB-IFEval's harness
@@ -61,8 +77,10 @@ HISTORY_TURNS = 8  # the repository's web demo keeps the latest 8 rounds (utils/
 # hands over the turn with all the quiet that ended it, so the quiet after the last sound above -60 dBFS is cut to this.
 TRAILING_S, QUIET_LEVEL = 1.0, 1e-3
 # DSB-IFEval's longest pause inside a user turn is R4_A's 12 s, drawn up to 1.3x (15.6 s;
-# dataset_builder/ifeval/DESIGN.md "Written durations"): a turn-based model must not be handed a turn before it.
+# dataset_builder/ifeval/DESIGN.md "Written durations"): the quiet after which "whole-turn" hands a turn over.
 END_OF_TURN_S = 16.0
+# The end-of-turn quiet of each handover: the paper's harness (input, then its 1.0 s trailing segment), or whole turns.
+HANDOVERS = {"paper": TRAILING_S, "whole-turn": END_OF_TURN_S}
 
 
 @dataclass
@@ -73,26 +91,60 @@ class FunAudioChatParts:
     token2wav: Callable[..., Any]  # utils.cosyvoice_detokenizer.token2wav(detokenizer, tokens, ...) -> [1, n]
 
 
-def load_parts(model_path: str, detokenizer_path: str, device: str, dtype: str, repo_dir: str | None
-               ) -> FunAudioChatParts:
-    """The real model, processor and detokenizer, loaded as the repository's examples/infer_s2s.py loads them."""
+def import_code(repo_dir: str | None) -> tuple[Callable[[], None], Any, Callable[..., Any]]:
+    """`register_funaudiochat`, `CosyVoice3` and `token2wav` from a checkout, in the repository's own order:
+    CosyVoice3 comes from `utils.cosyvoice_detokenizer`, never from `cosyvoice` directly: importing that module is
+    what puts third_party/CosyVoice (and its Matcha-TTS) on sys.path (utils/cosyvoice_detokenizer.py:24-30 at the
+    pinned commit), and CosyVoice3 is a name it imported."""
     with model_code("fun-audio-chat", repo_dir and Path(repo_dir).resolve(), "Fun-Audio-Chat's code",
                     "a checkout of github.com/FunAudioLLM/Fun-Audio-Chat with its submodules, as repo_dir=DIR or on "
                     "PYTHONPATH, and its requirements.txt"):
-        import torch
-        from cosyvoice.cli.cosyvoice import CosyVoice3  # type: ignore[import-not-found]
         from funaudiochat.register import register_funaudiochat  # type: ignore[import-not-found]
-        from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoProcessor
-        from utils.cosyvoice_detokenizer import token2wav  # type: ignore[import-not-found]
+        from utils import cosyvoice_detokenizer  # type: ignore[import-not-found]
+    return register_funaudiochat, cosyvoice_detokenizer.CosyVoice3, cosyvoice_detokenizer.token2wav
+
+
+def checkout_of(module: Any) -> Path:
+    """The checkout a module of the repository was imported from (utils/ is at its top)."""
+    return Path(module.__file__).resolve().parent.parent
+
+
+def local_weights(path: str, revision: str | None) -> str:
+    """A local folder as it is; a hub id as its snapshot at `revision` (None: the newest), downloaded once."""
+    if Path(path).is_dir():
+        return path
+    from huggingface_hub import snapshot_download
+
+    return str(snapshot_download(path, revision=revision))
+
+
+def load_parts(code: tuple[Callable[[], None], Any, Callable[..., Any]], model_path: str, detokenizer_path: str,
+               device: str, dtype: str) -> FunAudioChatParts:
+    """The real model, processor and detokenizer (`code` from `import_code`), loaded as the repository's
+    examples/infer_s2s.py loads them."""
+    register_funaudiochat, cosyvoice3, token2wav = code
+    import torch
+    from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoProcessor
+
     register_funaudiochat()
     config = AutoConfig.from_pretrained(model_path)
     processor = AutoProcessor.from_pretrained(model_path)
     model = AutoModelForSeq2SeqLM.from_pretrained(model_path, config=config, torch_dtype=getattr(torch, dtype),
                                                   device_map=device)
-    detokenizer = CosyVoice3(detokenizer_path, load_trt=False, load_vllm=False, fp16=False)
+    detokenizer = cosyvoice3(detokenizer_path, load_trt=False, load_vllm=False, fp16=False)
     # As the repository's get_audio_detokenizer() sets it for its token hop.
     detokenizer.model.flow.decoder.estimator.static_chunk_size = 2 * TOKEN_HOP_LEN
     return FunAudioChatParts(model, processor, detokenizer, token2wav)
+
+
+def upstream_of(code: Path | None, model_path: str, detokenizer_path: str) -> list[dict[str, Any]]:
+    """What was loaded against `UPSTREAM` (one log line for each that differs), and the weights' revisions as found."""
+    repo, cosy = UPSTREAM
+    found = [provenance("fun-audio-chat", repo, code and git_head(code), "the Fun-Audio-Chat checkout"),
+             provenance("fun-audio-chat", cosy, code and git_head(code / "third_party" / "CosyVoice"),
+                        "its third_party/CosyVoice")]
+    return found + [{"repo": path, "kind": "hf", "pinned": None, "used": hf_snapshot_revision(path), "matches": None}
+                    for path in (model_path, detokenizer_path)]
 
 
 def built_parts(target: str) -> FunAudioChatParts:
@@ -121,7 +173,7 @@ class FunAudioChat:
                  dtype: str = "bfloat16", repo_dir: str | None = None, base_prompt: str = S2M_PROMPT,
                  max_new_tokens: int = 2048, gen_kwargs: dict[str, Any] | None = None,
                  history_turns: int = HISTORY_TURNS, trailing_s: float | None = TRAILING_S,
-                 parts: str | None = None) -> None:
+                 revision: str | None = None, parts: str | None = None) -> None:
         if history_turns < 1 or max_new_tokens < 1 or (trailing_s is not None and trailing_s < 0):
             raise UsageError("fun-audio-chat: history_turns and max_new_tokens must be >= 1, trailing_s >= 0")
         if dtype not in ("bfloat16", "float16", "float32"):
@@ -129,14 +181,21 @@ class FunAudioChat:
         self.model_path = model_path or _in_checkout(repo_dir, "Fun-Audio-Chat-8B", MODEL_REPO)
         self.detokenizer_path = detokenizer_path or _in_checkout(repo_dir, "Fun-CosyVoice3-0.5B-2512",
                                                                  DETOKENIZER_REPO)
+        self.revision = revision
         if parts is None:
             import torch
 
             self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-            self.parts = load_parts(self.model_path, self.detokenizer_path, self.device, dtype, repo_dir)
+            code = import_code(repo_dir)  # first: without the code nothing is downloaded
+            self.model_path = local_weights(self.model_path, revision)
+            self.detokenizer_path = local_weights(self.detokenizer_path, None)
+            self.parts = load_parts(code, self.model_path, self.detokenizer_path, self.device, dtype)
             self.version = f"fun-audio-chat:{self.model_path}"
+            self.upstream = upstream_of(checkout_of(sys.modules["utils.cosyvoice_detokenizer"]), self.model_path,
+                                        self.detokenizer_path)
         else:
             self.device, self.parts, self.version = device or "cpu", built_parts(parts), f"fun-audio-chat:{parts}"
+            self.upstream = []  # built parts (a test double): no checkout or weights were loaded
         self.dtype, self.parts_target, self.base_prompt = dtype, parts, base_prompt
         self.gen_kwargs = {**GEN_KWARGS, "max_new_tokens": int(max_new_tokens), **(gen_kwargs or {})}
         self.history_turns, self.trailing_s = history_turns, trailing_s
@@ -150,7 +209,8 @@ class FunAudioChat:
                 "parts": self.parts_target, "base_prompt": self.base_prompt, "gen_kwargs": self.gen_kwargs,
                 "sp_gen_kwargs": dict(self.parts.model.sp_gen_kwargs), "history_turns": self.history_turns,
                 "trailing_s": self.trailing_s, "input_sr": INPUT_SR, "token_hop_len": TOKEN_HOP_LEN,
-                "pre_lookahead_len": PRE_LOOKAHEAD_LEN, "speaker": "token2wav's default (embedding=None)"}
+                "pre_lookahead_len": PRE_LOOKAHEAD_LEN, "speaker": "token2wav's default (embedding=None)",
+                "revision": self.revision}
 
     def reset(self, system_prompt: str | None, seed: int) -> None:
         import torch
@@ -200,17 +260,25 @@ def _in_checkout(repo_dir: str | None, name: str, repo_id: str) -> str:
 
 class FunAudioChatAgent(TurnBasedAgent):
     """`turn-based` with Fun-Audio-Chat inside and DSB-IFEval's harness settings: the reply is never cut
-    (`barge_in_stop_s=-1`) and a user turn ends only after `end_of_turn_s` of quiet. Every other argument is
-    Fun-Audio-Chat's own (`FunAudioChat`), recorded as the wrapper's `inner_args`."""
+    (`barge_in_stop_s=-1`) and a user's input is handed over after the quiet its `handover` names ("paper": the
+    harness's 1.0 s trailing segment; "whole-turn": 16 s, each scripted turn whole), or after `end_of_turn_s` when
+    given. Every other argument is Fun-Audio-Chat's own (`FunAudioChat`), recorded as the wrapper's `inner_args`."""
 
     name = "fun-audio-chat"
 
-    def __init__(self, end_of_turn_s: float = END_OF_TURN_S, barge_in_stop_s: float = -1.0,
+    def __init__(self, handover: str = "paper", end_of_turn_s: float | None = None, barge_in_stop_s: float = -1.0,
                  response_delay_s: float = 0.0, frame_size: int = 1920, **model_args: Any) -> None:
+        if handover not in HANDOVERS:
+            raise UsageError(f"fun-audio-chat: handover must be one of {sorted(HANDOVERS)}, got {handover!r}")
         known = set(inspect.signature(FunAudioChat).parameters)
         if unknown := sorted(set(model_args) - known):
-            raise UsageError(f"fun-audio-chat does not take {unknown}; it takes end_of_turn_s, barge_in_stop_s, "
-                             f"response_delay_s, frame_size and Fun-Audio-Chat's {sorted(known)}")
+            raise UsageError(f"fun-audio-chat does not take {unknown}; it takes handover, end_of_turn_s, "
+                             f"barge_in_stop_s, response_delay_s, frame_size and Fun-Audio-Chat's {sorted(known)}")
+        self.handover = handover
         super().__init__(inner=f"{__name__}:FunAudioChat", inner_args=model_args, frame_size=frame_size,
-                         end_of_turn_s=end_of_turn_s, barge_in_stop_s=barge_in_stop_s,
-                         response_delay_s=response_delay_s)
+                         end_of_turn_s=HANDOVERS[handover] if end_of_turn_s is None else end_of_turn_s,
+                         barge_in_stop_s=barge_in_stop_s, response_delay_s=response_delay_s)
+
+    def runtime(self) -> dict[str, Any]:
+        """The wrapper's record, the handover, and what was loaded against `UPSTREAM`."""
+        return {**super().runtime(), "handover": self.handover, "upstream": self.model.upstream}

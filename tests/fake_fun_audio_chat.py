@@ -1,7 +1,14 @@
 """A fake of the parts of Fun-Audio-Chat's public code that adapters/fun_audio_chat.py calls, written from
-github.com/FunAudioLLM/Fun-Audio-Chat (funaudiochat/processing_funaudiochat.py, funaudiochat/modeling_funaudiochat.py,
-utils/cosyvoice_detokenizer.py, examples/infer_s2s.py): the same names and call shapes, a tiny deterministic
-computation inside.
+FunAudioLLM/Fun-Audio-Chat@8ba984b6 (funaudiochat/processing_funaudiochat.py, funaudiochat/modeling_funaudiochat.py,
+funaudiochat/register.py, utils/cosyvoice_detokenizer.py, utils/constant.py, examples/infer_s2s.py; its CosyVoice
+submodule at 2db78e70): the same names and call shapes, a tiny deterministic computation inside.
+
+- `fake_checkout(root)`: a checkout laid out as the repository is, for the loader's imports: `funaudiochat/register.py`
+  (`register_funaudiochat`), `utils/cosyvoice_detokenizer.py`, which, as its lines 24-30 do, puts
+  `third_party/CosyVoice` and its `third_party/Matcha-TTS` first on sys.path and then imports `CosyVoice3` from
+  `cosyvoice.cli.cosyvoice`, and CosyVoice only under `third_party/CosyVoice/`. With the README's set-up (the
+  checkout alone on the path) `import cosyvoice` therefore fails until `utils.cosyvoice_detokenizer` has been
+  imported, as with the real checkout.
 
 - `FakeProcessor`: `apply_chat_template(conversation, add_generation_prompt=True, tokenize=False)` writes the
   conversation in ChatML; `__call__(text=, audio=[arrays])` refuses a count of `<|AUDIO|>` placeholders that differs
@@ -166,3 +173,33 @@ def voice() -> np.ndarray:
 
 def fake_parts() -> FunAudioChatParts:
     return FunAudioChatParts(FakeFunAudioChatModel(), FakeProcessor(), FakeCosyVoice3(), fake_token2wav)
+
+
+CHECKOUT_FILES = {
+    "funaudiochat/__init__.py": "",
+    "funaudiochat/register.py": "REGISTERED = []\n\n\ndef register_funaudiochat():\n    REGISTERED.append(True)\n",
+    "utils/__init__.py": "",
+    "utils/cosyvoice_detokenizer.py": (
+        "import os\nimport sys\n\ncurrent_dir = os.path.dirname(os.path.abspath(__file__))\n"
+        "sys.path.insert(0, os.path.join(current_dir, '../', 'third_party/CosyVoice'))\n"
+        "sys.path.insert(0, os.path.join(current_dir, '../', 'third_party/CosyVoice/third_party/Matcha-TTS'))\n"
+        "from cosyvoice.cli.cosyvoice import CosyVoice, CosyVoice3  # noqa: E402\n\n\n"
+        "def token2wav(cosyvoice3_model, tokens, embedding=None, token_hop_len=25 * 30, pre_lookahead_len=3):\n"
+        "    raise NotImplementedError\n"),
+    "third_party/CosyVoice/cosyvoice/__init__.py": "",
+    "third_party/CosyVoice/cosyvoice/cli/__init__.py": "",
+    "third_party/CosyVoice/cosyvoice/cli/cosyvoice.py": (
+        "class CosyVoice:\n    pass\n\n\nclass CosyVoice3(CosyVoice):\n"
+        "    def __init__(self, model_dir, load_trt=False, load_vllm=False, fp16=False):\n"
+        "        self.model_dir = model_dir\n"),
+    "third_party/CosyVoice/third_party/Matcha-TTS/matcha/__init__.py": "",
+}
+
+
+def fake_checkout(root: Path) -> Path:
+    """A stand-in checkout of FunAudioLLM/Fun-Audio-Chat@8ba984b6 under `root` (its import layout only)."""
+    for rel, text in CHECKOUT_FILES.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root

@@ -1,31 +1,47 @@
 """`fun-audio-chat` (adapters/fun_audio_chat.py): `turn-based` with Fun-Audio-Chat inside, against a fake of its
 library written from its public code (tests/fake_fun_audio_chat.py), not real weights.
 
-Checked: a DSB-IFEval mini barge-in episode through the real plan and orchestrator (each scripted turn reaches the
-model whole at 16 kHz, the case's prompt appended once to the system prompt, the second turn with the first in its
-history, both replies played sample for sample and never cut by the user's barge-in, their text stamped where they
-start, every parameter in rec.json); the default end-of-turn quiet against the longest pause DSB-IFEval puts inside
-a user turn; seeding, reset and the history window; arguments and the loader's one-line error without the code.
+Checked: a DSB-IFEval mini barge-in episode through the real plan and orchestrator with whole-turn handover (each
+scripted turn reaches the model whole at 16 kHz, the case's prompt appended once to the system prompt, the second
+turn with the first in its history, both replies played sample for sample and never cut by the user's barge-in,
+their text stamped where they start, every parameter in rec.json); the default end-of-turn quiet against the longest
+pause DSB-IFEval puts inside a user turn; seeding, reset and the history window; arguments and the loader's one-line
+error without the code; the default (paper) handover answering inside a pause of the turn; the loader's imports in
+the repository's order against a stand-in checkout (the old order fails there) and a checkout at another commit
+logged in one line and recorded.
 `check-adapter` runs on it in tests/test_check_adapter.py.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
-from collections.abc import Mapping
+import logging
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from adapters.fun_audio_chat import END_OF_TURN_S, GEN_KWARGS, S2M_PROMPT, SP_GEN_KWARGS, FunAudioChat
+from adapters.fun_audio_chat import (
+    END_OF_TURN_S,
+    GEN_KWARGS,
+    S2M_PROMPT,
+    SP_GEN_KWARGS,
+    UPSTREAM,
+    FunAudioChat,
+    import_code,
+    upstream_of,
+)
 from adapters.registry import adapter_target, load_adapter
 from dataset_builder.audio import SESSION_SR, to_pcm16
 from dataset_builder.benchmarks import benchmark_for_config
 from dataset_builder.errors import UsageError
 from eval.orchestrator import RunOptions, run_episode
-from tests.fake_fun_audio_chat import SENTENCES, TOKEN_SAMPLES
+from tests.fake_fun_audio_chat import SENTENCES, TOKEN_SAMPLES, fake_checkout
 
 PARTS = "tests.fake_fun_audio_chat:fake_parts"
 # The plan's waits, lengthened past the model's end-of-turn quiet so that each reply is heard before the next turn
@@ -45,7 +61,7 @@ def test_dsb_ifeval_barge_in_episode(mini_sets: Mapping[str, Path], tmp_path: Pa
     items = bench.function("cases")(folder, config)
     item = next(c for c in items if c.timed.conversation.turn2.mode == "barge_in" and c.case.level == "L1")
     (case, audio), = bench.function("case_audio")(folder, config, wanted={item.case_id})
-    agent = load_adapter("fun-audio-chat", parts=PARTS)
+    agent = load_adapter("fun-audio-chat", parts=PARTS, handover="whole-turn")
     protocol = replace(bench.protocol_class()().for_agent(agent), **LONG_WAITS)
     ep_plan = bench.function("plan")(case, audio, protocol, agent.sample_rate)
     try:
@@ -92,11 +108,12 @@ def test_dsb_ifeval_barge_in_episode(mini_sets: Mapping[str, Path], tmp_path: Pa
                                      "response_delay_s")} == {
         "inner": "adapters.fun_audio_chat:FunAudioChat", "inner_args": {"parts": PARTS}, "inner_sample_rate": 16_000,
         "end_of_turn_s": 16.0, "barge_in_stop_s": -1.0, "response_delay_s": 0.0}
+    assert runtime["handover"] == "whole-turn" and runtime["upstream"] == []
     assert runtime["inner_describe"] == {
         "model_path": "FunAudioLLM/Fun-Audio-Chat-8B", "detokenizer_path": "FunAudioLLM/Fun-CosyVoice3-0.5B-2512",
         "device": "cpu", "dtype": "bfloat16", "parts": PARTS, "base_prompt": S2M_PROMPT, "gen_kwargs": GEN_KWARGS,
         "sp_gen_kwargs": SP_GEN_KWARGS, "history_turns": 8, "trailing_s": 1.0, "input_sr": 16_000, "token_hop_len": 750,
-        "pre_lookahead_len": 3, "speaker": "token2wav's default (embedding=None)"}
+        "pre_lookahead_len": 3, "speaker": "token2wav's default (embedding=None)", "revision": None}
     assert rec["adapter"]["name"] == "fun-audio-chat" and rec["adapter"]["version"] == f"1/fun-audio-chat:{PARTS}"
     assert sorted(rec["adapter"]["capabilities"]) == ["system_prompt", "text_output"]
 
@@ -155,3 +172,83 @@ def test_arguments_registry_and_loader_error(tmp_path: Path) -> None:
     with pytest.raises(UsageError) as err:
         FunAudioChat(repo_dir=str(tmp_path))  # an empty folder: no Fun-Audio-Chat code anywhere
     assert "needs Fun-Audio-Chat's code" in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.fixture
+def clean_imports() -> Iterator[None]:
+    """The stand-in checkout's modules and sys.path entries are gone after the test."""
+    path, modules = list(sys.path), set(sys.modules)
+    yield
+    sys.path[:] = path
+    for name in set(sys.modules) - modules:
+        del sys.modules[name]
+
+
+def test_the_loader_imports_cosyvoice_the_way_the_repository_does(tmp_path: Path, clean_imports: None) -> None:
+    """With the README's set-up (the checkout alone on the path) CosyVoice can be imported only once
+    utils.cosyvoice_detokenizer has put third_party/CosyVoice on sys.path: the old first import of
+    `cosyvoice.cli.cosyvoice` fails there, the loader's order does not."""
+    root = fake_checkout(tmp_path / "Fun-Audio-Chat")
+    sys.path.insert(0, str(root))
+    with pytest.raises(ModuleNotFoundError, match="cosyvoice"):
+        importlib.import_module("cosyvoice.cli.cosyvoice")  # what the adapter used to import first
+    register, cosyvoice3, token2wav = import_code(None)
+    register()
+    assert sys.modules["funaudiochat.register"].REGISTERED == [True]
+    assert cosyvoice3 is sys.modules["cosyvoice.cli.cosyvoice"].CosyVoice3 and token2wav.__name__ == "token2wav"
+    assert Path(sys.modules["cosyvoice"].__file__).resolve().is_relative_to(root / "third_party" / "CosyVoice")
+
+
+def test_a_checkout_at_another_commit_is_said_in_one_line_and_recorded(tmp_path: Path, clean_imports: None,
+                                                                       caplog: pytest.LogCaptureFixture) -> None:
+    root = fake_checkout(tmp_path / "Fun-Audio-Chat")
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "x"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    with caplog.at_level(logging.WARNING, logger="duplex_eval.upstream"):
+        found = upstream_of(root, str(tmp_path / "weights"), str(tmp_path / "detok"))
+    repo, cosy = found[0], found[1]
+    assert repo == {"repo": "FunAudioLLM/Fun-Audio-Chat", "kind": "git", "pinned": UPSTREAM[0].ref, "used": head,
+                    "matches": False}
+    # The submodule folder is inside the same git checkout here, so it reports the same commit, not CosyVoice's.
+    assert cosy["repo"] == "FunAudioLLM/CosyVoice" and cosy["matches"] is False
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 2 and "Fun-Audio-Chat checkout is at " + head in lines[0] and "8ba984b6" in lines[0]
+    assert [f["used"] for f in found[2:]] == [None, None]  # plain folders: the revision cannot be told
+
+
+def test_default_handover_is_the_papers_and_recorded() -> None:
+    agent = load_adapter("fun-audio-chat", parts=PARTS)
+    runtime = agent.runtime()
+    assert (agent.end_of_turn_s, runtime["handover"], runtime["end_of_turn_s"]) == (1.0, "paper", 1.0)
+    assert runtime["upstream"] == []  # a test double: nothing was loaded
+    whole = load_adapter("fun-audio-chat", parts=PARTS, handover="whole-turn")
+    assert whole.end_of_turn_s == END_OF_TURN_S
+    with pytest.raises(UsageError, match="handover must be one of"):
+        load_adapter("fun-audio-chat", parts=PARTS, handover="vad")
+
+
+def test_paper_handover_answers_inside_a_pause_of_the_turn(speak) -> None:
+    """DSB-IFEval scores TAKE_TURN inside a pause of the user's turn (dataset_builder/ifeval/DESIGN.md): with the
+    paper's handover the input before the pause reaches the model after 1.0 s of quiet (as the VAD hears it) with
+    that 1.0 s, and the reply starts in the pause; with whole-turn handover nothing is said there."""
+    said = speak("Let me think about what I want to order for dinner tonight.")
+    pause = np.zeros(round(3.5 * SESSION_SR), np.float32)
+    user = np.concatenate([said, pause, said, np.zeros(2 * SESSION_SR, np.float32)])
+    user = np.pad(user, (0, -user.size % 1920))
+    onsets = {}
+    for handover in ("paper", "whole-turn"):
+        agent = load_adapter("fun-audio-chat", parts=PARTS, handover=handover)
+        agent.reset(None, 0)
+        out = np.concatenate([agent.step(user[i:i + 1920]).audio for i in range(0, user.size, 1920)])
+        agent.close()
+        in_pause = out[said.size:said.size + pause.size]
+        onsets[handover] = np.flatnonzero(in_pause)[0] / SESSION_SR if in_pause.any() else None
+        heard = agent.model.parts.model.calls
+        if handover == "paper":
+            first = heard[0]["audios"][-1]
+            assert np.abs(first[-16_000:]).max() <= 1e-3 < np.abs(first[-16_001])  # its 1.0 s trailing segment
+    assert onsets["whole-turn"] is None
+    assert onsets["paper"] is not None and 1.0 < onsets["paper"] < 1.6
