@@ -1,16 +1,34 @@
 """`moshi-server`: a Moshi-family model served by `moshi.server` or NVIDIA's PersonaPlex server (docs/models.md).
 
-The wire protocol (kyutai-labs/moshi `rust/protocol.md`, `moshi/moshi/server.py`): one websocket at `/api/chat`,
-binary messages whose first byte is the kind — 0x00 handshake (the server is ready: the model's streaming state is
-reset and, for PersonaPlex, its voice and role prompts have been played in), 0x01 audio (Ogg pages of 24 kHz mono
-Opus), 0x02 text (a UTF-8 piece of the inner monologue), 0x05 error (UTF-8). Other kinds are ignored, as the
-protocol says. PersonaPlex reads `text_prompt`, `voice_prompt` and `seed` from the query string.
+Written against kyutai-labs/moshi@e6a55d27 (`moshi/moshi/server.py`, `rust/protocol.md`) and
+NVIDIA/personaplex@3428dfd9 (`moshi/moshi/server.py`, the web client `client/src/pages/Conversation/Conversation.tsx`),
+`UPSTREAM`. The wire protocol: one websocket at `/api/chat`, binary messages whose first byte is the kind — 0x00
+handshake (the server is ready: the model's streaming state is reset and, for PersonaPlex, its voice and role prompts
+have been played in), 0x01 audio (Ogg pages of 24 kHz mono Opus), 0x02 text (a UTF-8 piece of the inner monologue),
+0x05 error (UTF-8). Other kinds are ignored, as the protocol says.
+
+What PersonaPlex's server reads from the query string, and refuses (NVIDIA server.py, at 3428dfd9):
+- `voice_prompt` (line 152, `request.query[...]`: a KeyError without it) names a file in its voice folder (157-160:
+  FileNotFoundError for an unknown one); its voices.tgz holds `.pt` embeddings (`NATF2.pt`, the client's list).
+- `text_prompt` (170, 254: a KeyError without it); an empty one becomes None (170) and the prompt phase then
+  iterates None (lm.py 1097): a TypeError. NVIDIA's code never runs without a role prompt, so a case without one
+  sends NVIDIA's default (`adapters.moshi.DEFAULT_ROLE_PROMPT`, the client's and offline.py's default); the server
+  wraps it in `<system>` tags itself (170, `wrap_with_system_tags`).
+- `seed`: the line that reads it, `int(request["seed"]) if "seed" in request.query` (171), looks it up in aiohttp's
+  per-request storage, not the query: a query carrying `seed` raises KeyError. It is never sent. NVIDIA's client sends
+  `text_seed` and `audio_seed` (Conversation.tsx 68-69), which the server does not read: they are sent as the client
+  does (`send_seed`), and the server samples from the one seed it set at start-up (server.py 410, `seed_all(42424242)`),
+  so a served PersonaPlex's samples are not reproducible per case.
+Each of these raises in the handler after `ws.prepare` (137): aiohttp answers with an HTTP 500 written onto the
+upgraded connection and closes it, before any handshake. The session then fails with that reason.
+Kyutai's own server reads nothing from the query (kyutai server.py at e6a55d27): the moshi flavour sends none.
 
 How it maps onto the step protocol. `realtime = True`: the runner paces it in wall-clock time, as a microphone
 would. Each step Opus-encodes the user frame (1920 samples, Mimi's 80 ms frame) and sends it; the server answers
 each 80 ms it hears with one frame of model audio (silence included), which is queued here and played out one frame
 per step after a jitter buffer of `buffer_frames` frames fills once at the start of the session. So the model
-channel lags the user channel by the server's compute and network time plus the buffer, as a caller would hear it.
+channel lags the user channel by the server's compute and network time plus the buffer, as a caller would hear it
+(docs/adding-a-model.md, one timing rule: a served model's audio is played in the first step after it arrives).
 A server that falls behind real time empties the buffer: the step plays zeros and counts an underrun. The session's
 live feasibility, measured from the client (metrics/feasibility.py `SessionPace`: underruns of frames played, when
 the audio arrived, the most ever queued), goes into each episode's rec.json (`session_feasibility`, docs/scale.md),
@@ -18,6 +36,9 @@ is kept in `session_stats` and logged at close. Text pieces are released with th
 
 Anything that breaks a session (a dropped connection, an error message, a missing handshake) makes the next step
 raise `RealtimeSessionError`, so the episode is recorded as failed with that reason.
+
+Which server code ran cannot be asked over the wire: `server_revision=COMMIT` (the checkout the server runs) is
+compared with the pin and recorded in rec.json (`adapter.runtime.upstream`); without it the record says it is unknown.
 """
 
 from __future__ import annotations
@@ -28,9 +49,12 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import numpy as np
+from websockets.exceptions import ConnectionClosed
 
 from adapters.loop_thread import LoopThread
+from adapters.moshi import DEFAULT_ROLE_PROMPT
 from adapters.protocol import Frame
+from adapters.upstream import Pin, provenance
 from adapters.ws_session import RealtimeSessionError, ServedAgent, WebsocketSession
 from dataset_builder.errors import UsageError
 from metrics.feasibility import SessionPace
@@ -41,6 +65,10 @@ SAMPLE_RATE = 24_000  # Mimi's rate; the Opus stream is 24 kHz mono
 FRAME = 1920  # Mimi's 12.5 Hz frame
 KIND_HANDSHAKE, KIND_AUDIO, KIND_TEXT, KIND_ERROR = 0, 1, 2, 5
 SERVERS = ("moshi", "personaplex")
+UPSTREAM: tuple[Pin, ...] = (Pin("git", "kyutai-labs/moshi", "e6a55d2722a65870ef52a6c9f6ecfc0e90f38362"),
+                             Pin("git", "NVIDIA/personaplex", "3428dfd95309a7f3c84fd93259ded0f810d1ff91"))
+# What NVIDIA's client sends for sampling seeds (Conversation.tsx 68-69); `seed` itself makes the server raise.
+SEED_PARAMS = ("text_seed", "audio_seed")
 
 
 def _opus() -> Any:
@@ -52,17 +80,19 @@ def _opus() -> Any:
 
 
 def chat_url(url: str, server: str, text_prompt: str | None, voice_prompt: str, seed: int | None) -> str:
-    """The session's URL: PersonaPlex's server reads `text_prompt` and `voice_prompt` (both required) and `seed`."""
+    """The session's URL: for PersonaPlex's server `text_prompt` (never empty: NVIDIA's default role prompt stands in)
+    and `voice_prompt`, both required, and the client's `text_seed`/`audio_seed`; never `seed` (see the module
+    docstring). Kyutai's server reads no query: its URL is left as given."""
     parts = urlsplit(url)
     if parts.scheme not in ("ws", "wss"):
         raise UsageError(f"moshi-server: url must start with ws:// or wss://, got scheme {parts.scheme!r}")
     if server == "moshi":
         return url
-    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
-             if k not in ("text_prompt", "voice_prompt", "seed")]
-    query += [("text_prompt", text_prompt or ""), ("voice_prompt", voice_prompt)]
+    ours = ("text_prompt", "voice_prompt", "seed", *SEED_PARAMS)
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k not in ours]
+    query += [("text_prompt", (text_prompt or "").strip() or DEFAULT_ROLE_PROMPT), ("voice_prompt", voice_prompt)]
     if seed is not None:
-        query.append(("seed", str(seed)))
+        query += [(k, str(seed)) for k in SEED_PARAMS]
     return urlunsplit(parts._replace(query=urlencode(query)))
 
 
@@ -90,7 +120,13 @@ class _Session(WebsocketSession):
         # PersonaPlex plays its prompts in before the handshake: the wait covers them.
         async with asyncio.timeout(timeout_s):
             while True:
-                message = await self.ws.recv()
+                try:
+                    message = await self.ws.recv()
+                except ConnectionClosed as err:
+                    raise RealtimeSessionError(
+                        f"the server closed the connection before its handshake ({err}); PersonaPlex's server does "
+                        f"so when the query lacks text_prompt or voice_prompt, names a voice it does not have, or "
+                        f"carries `seed`") from None
                 if isinstance(message, bytes) and message[:1] == bytes([KIND_HANDSHAKE]):
                     break
                 if isinstance(message, bytes) and message[:1] == bytes([KIND_ERROR]):
@@ -154,7 +190,7 @@ class MoshiServerAgent(ServedAgent[_Session]):
 
     def __init__(self, url: str = "ws://localhost:8998/api/chat", server: str = "moshi", voice_prompt: str = "NATF2.pt",
                  buffer_frames: int = 2, connect_timeout_s: float = 60.0, send_seed: bool = True,
-                 model: str | None = None) -> None:
+                 model: str | None = None, server_revision: str | None = None) -> None:
         if server not in SERVERS:
             raise UsageError(f"moshi-server: server must be one of {SERVERS}, got {server!r}")
         if buffer_frames < 0:
@@ -166,14 +202,22 @@ class MoshiServerAgent(ServedAgent[_Session]):
         self.capabilities: frozenset[str] = frozenset({"text_output"} | ({"system_prompt"} if server == "personaplex"
                                                                           else set()))
         self.version = f"1/{server}/{model or 'server-default'}"
+        pin = UPSTREAM[SERVERS.index(server)]
+        # Said once per agent (one line) when the server's code is not the pinned commit, or cannot be told.
+        self.upstream = provenance(self.name, pin, server_revision, f"the {server} server's code")
         self.session_stats: dict[str, Any] | None = None  # the last closed session's live feasibility
         self._io = LoopThread("moshi-server", "moshi server", RealtimeSessionError)
         self._session: _Session | None = None
 
     def runtime(self) -> dict[str, Any]:
-        """The client's settings that shape the recording (rec.json): its jitter buffer and the server flavour."""
+        """The client's settings that shape the recording (rec.json): its jitter buffer, the server flavour, what
+        PersonaPlex was prompted with when a case has no role prompt, and the server code it was written against."""
+        persona = self.server == "personaplex"
         return {"server": self.server, "buffer_frames": self.buffer_frames,
-                "voice_prompt": self.voice_prompt if self.server == "personaplex" else None}
+                "voice_prompt": self.voice_prompt if persona else None,
+                "default_role_prompt": DEFAULT_ROLE_PROMPT if persona else None,
+                "seed_params": list(SEED_PARAMS) if persona and self.send_seed else [],
+                "upstream": [self.upstream]}
 
     def reset(self, system_prompt: str | None, seed: int) -> None:
         """A fresh server session per case (the server resets its streaming state for each connection)."""

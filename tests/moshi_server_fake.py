@@ -1,13 +1,23 @@
 """A stand-in for `moshi.server` / PersonaPlex's server: a local websocket at /api/chat speaking their protocol.
 
-Written from the protocol's public definition (kyutai-labs/moshi `rust/protocol.md`): the first byte of each binary
-message is its kind (0x00 handshake, 0x01 Ogg/Opus audio at 24 kHz, 0x02 text, 0x05 error). Like the real server it
-answers every 80 ms frame of user audio it decodes with one frame of model audio (silence when it says nothing) and
-sends the inner monologue as text pieces after the audio of their frame. Its "model": an energy VAD over each frame;
-once the user has been quiet `silence_frames` frames after an utterance ending past `respond_after_s`, it
-says the reply clip, one word of its transcript per frame from the first; when the user speaks over the reply for
-`barge_frames` frames it stops (a full-duplex model yielding). It can also drop the TCP connection after some
-reply frames, or send an error.
+A contract of kyutai-labs/moshi@e6a55d27 (`moshi/moshi/server.py`, `rust/protocol.md`) and, with
+`require_prompt=True`, of NVIDIA/personaplex@3428dfd9 (`moshi/moshi/server.py` `handle_chat`, `models/lm.py` prompt
+phases). The first byte of each binary message is its kind (0x00 handshake, 0x01 Ogg/Opus audio at 24 kHz, 0x02
+text, 0x05 error). Like the real server it answers every 80 ms frame of user audio it decodes with one frame of model
+audio (silence when it says nothing) and sends the inner monologue as text pieces after the audio of their frame.
+
+What PersonaPlex's server refuses, the stand-in refuses the same way (`require_prompt=True`): a query without
+`voice_prompt` (server.py 152: KeyError), naming a voice its folder lacks (157-160: FileNotFoundError), without
+`text_prompt` (170: KeyError), with an empty `text_prompt` (170 makes it None, lm.py 1097 iterates it: TypeError), or
+carrying `seed` (171 reads `request["seed"]`, aiohttp's request storage: KeyError). Each raises in the handler after
+`ws.prepare` (137), so aiohttp answers an HTTP 500 on the upgraded connection and closes it, with no handshake:
+the stand-in writes the same status line onto the connection and closes it (`refused` records why). Kyutai's server
+reads no query and refuses none of these.
+
+Its "model": an energy VAD over each frame; once the user has been quiet `silence_frames` frames after an utterance
+ending past `respond_after_s`, it says the reply clip, one word of its transcript per frame from the first; when the
+user speaks over the reply for `barge_frames` frames it stops (a full-duplex model yielding). It can also drop the
+TCP connection after some reply frames, or send an error.
 """
 
 from __future__ import annotations
@@ -22,6 +32,25 @@ import sphn
 from tests.ws_standin import StandInServer
 
 SR, FRAME = 24_000, 1920
+# The voice presets NVIDIA's web client offers (client/src/pages/Queue/Queue.tsx 11-16): files in voices.tgz.
+VOICES = frozenset(f"{name}.pt" for name in (*(f"NAT{g}{i}" for g in "FM" for i in range(4)),
+                                              *(f"VAR{g}{i}" for g in "FM" for i in range(5))))
+HTTP_500 = b"HTTP/1.1 500 Internal Server Error\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n"
+
+
+def personaplex_refusal(query: dict[str, str]) -> str | None:
+    """Why PersonaPlex's handler (server.py at 3428dfd9) raises on this query, or None if it runs."""
+    if "voice_prompt" not in query:
+        return "KeyError: 'voice_prompt'"  # 152
+    if query["voice_prompt"] not in VOICES:
+        return f"FileNotFoundError: voice prompt {query['voice_prompt']!r} not found"  # 157-160
+    if "text_prompt" not in query:
+        return "KeyError: 'text_prompt'"  # 170
+    if "seed" in query:
+        return "KeyError: 'seed'"  # 171: request["seed"], not request.query
+    if not query["text_prompt"]:
+        return "TypeError: 'NoneType' object is not iterable"  # 170 -> lm.py 1097
+    return None
 
 
 @dataclass
@@ -34,7 +63,7 @@ class MoshiBehaviour:
     energy: float = 0.01
     drop_after_frames: int | None = None  # abort the connection after this many reply frames
     error_after_s: float | None = None
-    require_prompt: bool = False  # PersonaPlex's server: text_prompt and voice_prompt must be in the query
+    require_prompt: bool = False  # PersonaPlex's server: its query rules (`personaplex_refusal`)
 
 
 @dataclass
@@ -44,6 +73,7 @@ class MoshiConnection:
     reply_frames: list[int] = field(default_factory=list)  # user frame index at which each reply frame was sent
     cut_at: int | None = None  # user frame at which the reply stopped for a barge-in
     close_code: int | None = None
+    refused: str | None = None  # why PersonaPlex's handler raised (no handshake was sent)
 
 
 class FakeMoshiServer(StandInServer):
@@ -64,9 +94,10 @@ class FakeMoshiServer(StandInServer):
             if parts.path != "/api/chat":
                 await ws.close(1008, "unknown path")
                 return
-            if b.require_prompt and not {"text_prompt", "voice_prompt"} <= conn.query.keys():
-                await ws.send(b"\x05" + b"text_prompt and voice_prompt are required")
-                await ws.close()
+            if b.require_prompt and (refused := personaplex_refusal(conn.query)) is not None:
+                conn.refused = refused
+                ws.transport.write(HTTP_500 + f"500 Internal Server Error\n\n{refused}".encode())
+                ws.transport.close()
                 return
             await ws.send(b"\x00")
             await _Model(b, conn, ws).serve()

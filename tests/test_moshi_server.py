@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from urllib.parse import urlencode
 
 import numpy as np
 import pytest
 import soundfile as sf
 
+from adapters.moshi import DEFAULT_ROLE_PROMPT
 from adapters.moshi_server import FRAME, MoshiServerAgent, chat_url
 from adapters.registry import adapter_target, load_adapter
 from dataset_builder.audio import SESSION_SR
@@ -98,29 +100,63 @@ def test_reply_and_text_stream_after_the_turn(t_case, speak, tmp_path: Path) -> 
     # The episode recorded its session's live feasibility (docs/scale.md), as the client saw it when it ended.
     assert ep.compute["session"]["frames"] == agent.session_stats["frames"]
     assert ep.compute["session"]["frame_ms"] == 80.0 and ep.compute["session"]["chunks"] > 0
-    assert ep.adapter["runtime"] == {"server": "moshi", "buffer_frames": 2, "voice_prompt": None}
+    runtime = ep.adapter["runtime"]
+    assert {k: runtime[k] for k in ("server", "buffer_frames", "voice_prompt", "default_role_prompt")} == {
+        "server": "moshi", "buffer_frames": 2, "voice_prompt": None, "default_role_prompt": None}
+    (pin,) = runtime["upstream"]  # which server code ran cannot be told over the wire: recorded as unknown
+    assert (pin["repo"], pin["used"], pin["matches"]) == ("kyutai-labs/moshi", None, False)
 
 
-def test_personaplex_prompt_voice_and_seed_reach_the_query(t_case, speak, tmp_path: Path) -> None:
+def test_personaplex_prompt_voice_and_seeds_reach_the_query(t_case, speak, tmp_path: Path) -> None:
     case, audio = t_case
     ep_plan = replace(plan(case, audio, FAST, SESSION_SR), system_prompt=PROMPT)
     with FakeMoshiServer(MoshiBehaviour(reply=speak(ANSWER), require_prompt=True, respond_after_s=99)) as server:
         agent = MoshiServerAgent(url=server.url, server="personaplex", voice_prompt="NATM1.pt")
         try:
             ep = run_episode(agent, case, ep_plan, tmp_path, seed=7, options=RunOptions(step_timeout_s=10.0))
+            # A case without a role prompt (M3, Duplex-MPE) sends NVIDIA's default: its server has no path without.
+            bare_case = run(agent, case, plan(case, audio, FAST, SESSION_SR), tmp_path / "no-prompt")
         finally:
             agent.close()
-        bare = MoshiServerAgent(url=server.url)  # the moshi flavour sends no prompt: PersonaPlex's server refuses
+        bare = MoshiServerAgent(url=server.url)  # the moshi flavour sends no query: PersonaPlex's server refuses
         try:
             refused = run(bare, case, ep_plan, tmp_path / "bare")
         finally:
             bare.close()
     assert ep.status == "ok", ep.failure
-    assert server.connections[0].query == {"text_prompt": PROMPT, "voice_prompt": "NATM1.pt", "seed": "7"}
+    assert bare_case.status == "ok", bare_case.failure
+    # NVIDIA's client's seed parameters, never `seed` (its server raises on that one).
+    assert server.connections[0].query == {"text_prompt": PROMPT, "voice_prompt": "NATM1.pt", "text_seed": "7",
+                                           "audio_seed": "7"}
+    assert server.connections[1].query["text_prompt"] == DEFAULT_ROLE_PROMPT
+    assert ep.adapter["runtime"]["default_role_prompt"] == DEFAULT_ROLE_PROMPT
     assert "system_prompt" in agent.capabilities and "system_prompt" not in bare.capabilities
-    assert refused.status == "failed"
-    assert refused.failure == ("reset raised RealtimeSessionError: the server refused the session: text_prompt and "
-                               "voice_prompt are required"), refused.failure
+    assert refused.status == "failed" and server.connections[2].refused == "KeyError: 'voice_prompt'"
+    assert refused.failure.startswith("reset raised RealtimeSessionError: the server closed the connection before "
+                                      "its handshake"), refused.failure
+
+
+@pytest.mark.parametrize(("query", "why"), [
+    ({"text_prompt": "hi", "voice_prompt": "NATF2.pt", "seed": "7"}, "KeyError: 'seed'"),
+    ({"text_prompt": "", "voice_prompt": "NATF2.pt"}, "TypeError: 'NoneType' object is not iterable"),
+    ({"voice_prompt": "NATF2.pt"}, "KeyError: 'text_prompt'"),
+    ({"text_prompt": "hi"}, "KeyError: 'voice_prompt'"),
+    ({"text_prompt": "hi", "voice_prompt": "NATF2.wav"}, "FileNotFoundError: voice prompt 'NATF2.wav' not found"),
+])
+def test_the_stand_in_refuses_what_personaplex_refuses(speak, query: dict[str, str], why: str) -> None:
+    """PersonaPlex's handler (server.py at 3428dfd9) raises after accepting the websocket: no handshake, an HTTP 500
+    on the upgraded connection, closed. The stand-in does the same; the adapter's own query passes."""
+    from websockets.exceptions import ConnectionClosed
+    from websockets.sync.client import connect
+
+    with FakeMoshiServer(MoshiBehaviour(reply=speak(ANSWER), require_prompt=True)) as server:
+        with connect(f"{server.url}?{urlencode(query)}", open_timeout=10) as ws, pytest.raises(ConnectionClosed):
+            ws.recv(timeout=10)
+        with connect(chat_url(server.url, "personaplex", query.get("text_prompt"), "NATF2.pt", 7),
+                     open_timeout=10) as ws:
+            assert ws.recv(timeout=10) == b"\x00"  # the handshake
+    assert [c.refused for c in server.connections] == [why, None]
+    assert "seed" not in server.connections[1].query and server.connections[1].query["text_prompt"]
 
 
 def test_barge_in_stops_the_reply(n4_case, speak, tmp_path: Path) -> None:
@@ -190,6 +226,9 @@ def test_arguments_and_registry() -> None:
         MoshiServerAgent(url="http://localhost:8998/api/chat")
     with pytest.raises(UsageError, match="server must be one of"):
         MoshiServerAgent(server="nope")
-    assert chat_url("ws://h/api/chat?x=1", "personaplex", None, "NATF2.pt", None) == \
-        "ws://h/api/chat?x=1&text_prompt=&voice_prompt=NATF2.pt"
+    assert chat_url("ws://h/api/chat?x=1&seed=3", "personaplex", "Be brief.", "NATF2.pt", 4) == \
+        "ws://h/api/chat?x=1&text_prompt=Be+brief.&voice_prompt=NATF2.pt&text_seed=4&audio_seed=4"
+    assert chat_url("ws://h/api/chat", "personaplex", " ", "NATF2.pt", None) == \
+        f"ws://h/api/chat?{urlencode({'text_prompt': DEFAULT_ROLE_PROMPT, 'voice_prompt': 'NATF2.pt'})}"
+    assert chat_url("ws://h/api/chat?x=1", "moshi", "ignored", "NATF2.pt", 4) == "ws://h/api/chat?x=1"
     assert load_adapter("moshi-server").frame_size == 1920
