@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -293,3 +294,142 @@ def test_missing_weights_say_what_to_do(tmp_path: Path) -> None:
 
     with pytest.raises(UsageError, match="has no model.safetensors"):
         MoshiAgent(weights_dir=str(tmp_path), device="cpu")
+
+
+# --- the timing rule (docs/adding-a-model.md): slot t plays what the model said before hearing user frame t --------
+def test_live_alignment_is_run_inference_one_frame_later_and_causal() -> None:
+    """`alignment="live"` (the default) plays kyutai run_inference's frame t in slot t + 1, bit for bit, slot 0 being
+    silence; its output up to and including slot t never changes when the user audio changes from frame t on, where
+    run_inference's does for some t (its frame t's acoustic tokens heard user frame t)."""
+    live, offline = MoshiAgent(tiny=True), MoshiAgent(tiny=True, alignment="run_inference")
+    assert (live.runtime()["alignment"], offline.runtime()["alignment"]) == ("live", "run_inference")
+    a = noise(2, 1)
+    first_live, first_ri = [], []
+    for t in range(5, 12):
+        b = np.concatenate([a[:t * N], -3 * a[t * N:]])
+        (la, lb), (ra, rb) = ([play(agent, x, seed=3) for x in (a, b)] for agent in (live, offline))
+        np.testing.assert_array_equal(la[:N], np.zeros(N, np.float32))
+        np.testing.assert_array_equal(la[N:], ra[:-N])
+        first_live.append(int(np.flatnonzero(la != lb)[0]) // N - t)
+        first_ri.append(int(np.flatnonzero(ra != rb)[0]) // N - t)
+    assert min(first_live) >= 1, first_live  # heard from the slot after, never within the frame
+    assert min(first_ri) == 0, first_ri  # the offline alignment answers within the frame it is hearing
+    with pytest.raises(Exception, match="alignment must be one of"):
+        MoshiAgent(tiny=True, alignment="offline")
+
+
+def test_live_forcing_then_the_models_own_frames(tiny: MoshiAgent) -> None:
+    """Forced frames come back as they went in; the first free slot would replay the last forced frame (the model's
+    frame before it) and is silence; the model's own audio follows."""
+    user, k = noise(3, 1), 15 * N
+    forced = noise(3, 7)[:k]
+    out = play(tiny, user, 3, forced=forced)
+    np.testing.assert_array_equal(out[:k], forced)
+    np.testing.assert_array_equal(out[k:k + N], np.zeros(N, np.float32))
+    assert np.abs(out[k + N:]).max() > 0
+
+
+# --- PersonaPlex as NVIDIA's fork runs it ---------------------------------------------------------------------------
+def test_personaplex_never_runs_without_a_role_prompt(voice_wav: Path) -> None:
+    """NVIDIA's server and offline.py turn an empty role prompt into None and then iterate it: a case without one
+    (M3, Duplex-MPE) gets NVIDIA's default role prompt, recorded in runtime(); an empty default is refused."""
+    from adapters.moshi import DEFAULT_ROLE_PROMPT
+    from dataset_builder.errors import UsageError
+
+    agent = PersonaPlexAgent(tiny=True, voice_prompt=str(voice_wav))
+    user = noise(1, 1)
+    default = play(agent, user, 3, None)
+    np.testing.assert_array_equal(play(agent, user, 3, ""), default)
+    np.testing.assert_array_equal(play(agent, user, 3, DEFAULT_ROLE_PROMPT), default)
+    assert not np.array_equal(play(agent, user, 3, "you are a pirate."), default)
+    assert agent.runtime()["default_role_prompt"] == DEFAULT_ROLE_PROMPT
+    assert agent.runtime()["written_against"][-1]["repo"] == "NVIDIA/personaplex"
+    with pytest.raises(UsageError, match="default_role_prompt must not be empty"):
+        PersonaPlexAgent(tiny=True, voice_prompt=str(voice_wav), default_role_prompt=" ")
+
+
+def test_personaplex_silence_and_sine_are_nvidias_fixed_tokens() -> None:
+    from adapters.moshi import SILENCE_TOKENS, SINE_TOKENS
+
+    # NVIDIA's fork, models/lm.py 56-57 at 3428dfd9.
+    assert SILENCE_TOKENS == (948, 243, 1178, 546, 1736, 1030, 1978, 2008)
+    assert SINE_TOKENS == (430, 1268, 381, 1611, 1095, 1495, 56, 472)
+    agent = PersonaPlexAgent.__new__(PersonaPlexAgent)
+    agent.tiny, agent.voice_prompt, agent.frame_size = False, None, N
+
+    class Lm:
+        device = "cpu"
+
+    agent._prompt_codes(type("M", (), {"lm": Lm(), "mimi": None})())  # the real model's path encodes nothing
+    assert agent._silence_code.tolist() == list(SILENCE_TOKENS) and agent._sine_code.tolist() == list(SINE_TOKENS)
+
+
+def nvidia_layout(state: dict[str, Any]) -> dict[str, Any]:
+    """A 0.2.13 LM state dict written as NVIDIA's fork keys it: the depformer's per-step attention weights fused
+    into `self_attn.in_proj_weight` / `self_attn.out_proj.weight`, one block of rows per step (fork
+    modules/transformer.py 176-200, 360-368 at 3428dfd9)."""
+    import torch
+
+    out: dict[str, Any] = {}
+    fused: dict[str, list[Any]] = {}
+    for name, tensor in state.items():
+        m = re.match(r"(depformer\..*\.self_attn)\.(in|out)_projs\.(\d+)\.weight$", name)
+        if m:
+            key = f"{m.group(1)}.in_proj_weight" if m.group(2) == "in" else f"{m.group(1)}.out_proj.weight"
+            fused.setdefault(key, []).append((int(m.group(3)), tensor))
+        else:
+            out[name] = tensor
+    for key, parts in fused.items():
+        out[key] = torch.cat([t for _, t in sorted(parts, key=lambda p: p[0])])
+    return out
+
+
+def test_a_16_step_personaplex_checkpoint_loads_its_model_steps_strictly(tmp_path: Path) -> None:
+    """NVIDIA builds PersonaPlex's LM with a 16-step depformer and loads non-strictly (fork loaders.py 166-260); a
+    stock 8-step strict load refuses such a file. `load_lm_model_steps` maps it onto the 8 model steps, whose
+    weights are the file's steps 0..7, in either key layout; an 8-step file loads unchanged."""
+    import torch
+    from moshi.models import loaders
+    from safetensors.torch import save_file
+
+    from adapters.moshi import TINY_LM, load_lm_model_steps, model_steps_only
+
+    cfg = dict(loaders._lm_kwargs, **TINY_LM, text_card=40)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        lm16 = loaders.get_moshi_lm(None, lm_kwargs=dict(cfg, dep_q=16), device="cpu", dtype=torch.float32)
+    state16 = {k: v.contiguous() for k, v in lm16.state_dict().items()}
+    for name, state in (("split", state16), ("fused", nvidia_layout(state16))):
+        path = tmp_path / f"{name}.safetensors"
+        save_file(state, path)
+        with pytest.raises(RuntimeError, match="Unexpected key|size mismatch"):
+            loaders.get_moshi_lm(path, lm_kwargs=cfg, device="cpu", dtype=torch.float32)  # stock: strict, 8 steps
+        lm8 = load_lm_model_steps(loaders, path, cfg, "cpu", torch.float32)
+        assert lm8.dep_q == 8
+        got = lm8.state_dict()
+        assert got.keys() == model_steps_only(state16).keys()
+        for key, value in got.items():  # each of the model's steps holds the file's same step
+            np.testing.assert_array_equal(value.numpy(), state16[key].numpy(), err_msg=key)
+        assert not [k for k in got if re.search(r"(linears|depformer_in|gating)\.(8|9|1[0-5])\.", k)]
+    lm8_file = tmp_path / "eight.safetensors"
+    save_file({k: v.contiguous() for k, v in lm8.state_dict().items()}, lm8_file)
+    again = load_lm_model_steps(loaders, lm8_file, cfg, "cpu", torch.float32)
+    assert all(torch.equal(again.state_dict()[k], v) for k, v in lm8.state_dict().items())
+
+
+def test_the_runtime_records_the_moshi_release_and_a_differing_one_in_one_line(
+        caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import adapters.moshi as moshi_adapter
+
+    agent = MoshiAgent(tiny=True)
+    (pin,) = agent.runtime()["upstream"]
+    assert (pin["repo"], pin["pinned"], pin["used"], pin["matches"]) == ("moshi", "0.2.13", "0.2.13", True)
+    assert agent.runtime()["written_against"][1] == {"repo": "kyutai-labs/moshi", "kind": "git",
+                                                     "pinned": "e6a55d2722a65870ef52a6c9f6ecfc0e90f38362"}
+    monkeypatch.setattr(moshi_adapter, "_installed_moshi", lambda: "0.2.14")
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="duplex_eval.upstream"):
+        other = MoshiAgent(tiny=True)
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "duplex_eval.upstream"]
+    assert "0.2.14" in line and "moshi@0.2.13" in line
+    assert other.runtime()["upstream"][0]["matches"] is False
