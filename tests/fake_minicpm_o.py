@@ -1,10 +1,18 @@
 """An API fake of MiniCPM-o 4.5 in duplex mode, for testing adapters/minicpm_o.py without the weights.
 
-Written from the model's trusted code (modeling_minicpmo.py, class `MiniCPMODuplex`, as mirrored in
-OpenBMB/minicpm-o-4_5-pytorch-simple-demo) and the OpenBMB/MiniCPM-o README: the same method names, keyword
-arguments and return shapes —
+A contract of OpenBMB/minicpm-o-4_5-pytorch-simple-demo@c7e16605: MiniCPMO45/modeling_minicpmo.py (class
+`MiniCPMODuplex`: `from_pretrained` 2480-2493, `prepare` 2561-2637, `streaming_prefill` 2639-3012,
+`streaming_generate` 3014-3268) and its callers (core/processors/unified.py 862-898, MiniCPMO45/README.md "Duplex
+Streaming"): the same method names, keyword arguments and return shapes —
+- `modeling_module(duplex, file)`: a stand-in of the `MiniCPMO45.modeling_minicpmo` module whose
+  `MiniCPMODuplex.from_pretrained(pretrained_model_name_or_path, device="cuda", pt_path=None, **kwargs)` returns
+  `duplex` (the loader's one call), recording its arguments;
 - `prepare(prefix_system_prompt=None, suffix_system_prompt=None, ref_audio=None, prompt_wav_path=None,
-  context_previous_marker=...) -> str` starts a fresh session (its `_reset_streaming_state`);
+  context_previous_marker=...) -> str` starts a fresh session (its `_reset_streaming_state`). The real one feeds
+  the prefix's tokens verbatim (2584-2587), so a prompt without the system turn every OpenBMB caller writes
+  (`<|im_start|>system\n...\n<|audio_start|>`, then the voice, then `<|audio_end|><|im_end|>`; unified.py:881-882)
+  is taken silently and the model hears a prompt outside the format it was trained on: this fake refuses it
+  (`ValueError`), so a test fails where the real model would quietly mis-hear;
 - `streaming_prefill(audio_waveform=None, frame_list=None, text_list=None, max_slice_nums=1,
   batch_vision_feed=False) -> {"success", "reason", "cost_*"}`: audio is buffered as the real one buffers it —
   the first chunk padded in front to 1.035 s (16560 samples) and consumed whole, then 16000 samples a chunk;
@@ -12,7 +20,6 @@ arguments and return shapes —
 - `streaming_generate(prompt_wav_path=None, max_new_speak_tokens_per_chunk=20, decode_mode="sampling", ...)
   -> {"is_listen", "text", "audio_waveform", "end_of_turn", "current_time", "cost_*", "n_tokens",
   "n_tts_tokens"}`: a listen result carries one second of 24 kHz zeros, a speak result 24 kHz float32 audio.
-And the model object `as_duplex()` is called on (`FakeMiniCPMO`), for the loader.
 
 Its behaviour is deterministic and easy to place: it listens until it has heard the user (a chunk above an RMS
 floor) and then a silent chunk; at that chunk it starts saying its `voice`, one second per chunk, with a CLICK
@@ -22,12 +29,14 @@ differs. `spoke_at` records the chunk of each reply's start (since the last `pre
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 import torch
 
 IN_RATE, OUT_RATE = 16_000, 24_000
+SYSTEM_START, AUDIO_START, SUFFIX = "<|im_start|>system\n", "\n<|audio_start|>", "<|audio_end|><|im_end|>"
 FIRST_CHUNK = 16_560  # 1035 ms at 16 kHz, aligned to the 160-sample hop (StreamingMelProcessorExact)
 CHUNK = 16_000
 HEARD_RMS = 0.01
@@ -67,11 +76,18 @@ class FakeMiniCPMODuplex:
     def prepare(self, prefix_system_prompt: str | None = None, suffix_system_prompt: str | None = None,
                 ref_audio: np.ndarray | None = None, prompt_wav_path: str | None = None,
                 context_previous_marker: str = "\n\nprevious: ") -> str:
+        wrapped = (prefix_system_prompt or "").startswith(SYSTEM_START) and \
+            (prefix_system_prompt or "").endswith(AUDIO_START) and suffix_system_prompt == SUFFIX
+        if not wrapped:
+            raise ValueError(f"prepare: the system turn is not written as OpenBMB's callers write it "
+                             f"({SYSTEM_START!r}...{AUDIO_START!r}, voice, {SUFFIX!r}): got prefix "
+                             f"{prefix_system_prompt!r}, suffix {suffix_system_prompt!r}")
         self._reset_streaming_state()
-        self.prompts.append(prefix_system_prompt)
-        self.prepare_calls.append({"prefix_system_prompt": prefix_system_prompt, "ref_audio": ref_audio,
+        self.prompts.append(prefix_system_prompt[len(SYSTEM_START):-len(AUDIO_START)])
+        self.prepare_calls.append({"prefix_system_prompt": prefix_system_prompt,
+                                   "suffix_system_prompt": suffix_system_prompt, "ref_audio": ref_audio,
                                    "prompt_wav_path": prompt_wav_path})
-        return (prefix_system_prompt or "") + ("[audio embedding]" if ref_audio is not None else "")
+        return prefix_system_prompt + ("[audio embedding]" if ref_audio is not None else "") + suffix_system_prompt
 
     def streaming_prefill(self, audio_waveform: np.ndarray | None = None, frame_list: list | None = None,
                           text_list: list | None = None, max_slice_nums: int | list[int] = 1,
@@ -137,26 +153,20 @@ class FakeMiniCPMODuplex:
                 "cost_all": 0.0, "n_tokens": 0, "n_tts_tokens": 0}
 
 
-class FakeMiniCPMO:
-    """The model `AutoModel.from_pretrained(..., trust_remote_code=True)` returns: `eval`, `to`, `init_tts`,
-    `as_duplex` (the calls the loader makes), each recorded in order."""
+def modeling_module(duplex: FakeMiniCPMODuplex, file: str) -> ModuleType:
+    """A stand-in `MiniCPMO45.modeling_minicpmo` (at `file`, so the loader can find its checkout) whose
+    `MiniCPMODuplex.from_pretrained` returns `duplex`; each call's arguments are in `module.loads`."""
+    module = ModuleType("MiniCPMO45.modeling_minicpmo")
+    module.__file__ = file
+    loads: list[dict[str, Any]] = []
 
-    def __init__(self, duplex: FakeMiniCPMODuplex, **from_pretrained: Any) -> None:
-        self.duplex = duplex
-        self.calls: list[tuple[str, Any]] = [("from_pretrained", from_pretrained)]
+    class MiniCPMODuplex:
+        @classmethod
+        def from_pretrained(cls, pretrained_model_name_or_path: str, device: str = "cuda", pt_path: str | None = None,
+                            **kwargs: Any) -> FakeMiniCPMODuplex:
+            loads.append({"path": pretrained_model_name_or_path, "device": device, "pt_path": pt_path, **kwargs})
+            return duplex
 
-    def eval(self) -> FakeMiniCPMO:
-        self.calls.append(("eval", None))
-        return self
-
-    def to(self, device: str) -> FakeMiniCPMO:
-        self.calls.append(("to", device))
-        return self
-
-    def init_tts(self, streaming: bool = False, model_dir: str | None = None, enable_float16: bool = False,
-                 n_timesteps: int = 10) -> None:
-        self.calls.append(("init_tts", None))
-
-    def as_duplex(self, device: str | None = None, **kwargs: Any) -> FakeMiniCPMODuplex:
-        self.calls.append(("as_duplex", kwargs))
-        return self.duplex
+    module.MiniCPMODuplex = MiniCPMODuplex  # type: ignore[attr-defined]
+    module.loads = loads  # type: ignore[attr-defined]
+    return module

@@ -7,6 +7,9 @@ reply must sit in the recording is known exactly: chunk k ends at session sample
 
 from __future__ import annotations
 
+import logging
+import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -15,13 +18,13 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from adapters.minicpm_o import DEFAULT_PROMPT, DEFAULT_REF, MiniCPMOAgent
+from adapters.minicpm_o import DEFAULT_PROMPT, DEFAULT_REF, UPSTREAM, MiniCPMOAgent, system_turn
 from adapters.protocol import DuplexAgent
 from adapters.registry import load_adapter
 from dataset_builder.audio import SESSION_SR, resample, to_pcm16
 from dataset_builder.errors import UsageError
 from tests.adapter_episodes import CONFIGS, Ran, first_cases, run_cases, shortest_cases
-from tests.fake_minicpm_o import CLICK, FakeMiniCPMO, FakeMiniCPMODuplex
+from tests.fake_minicpm_o import CLICK, FakeMiniCPMODuplex, modeling_module
 
 SECOND = SESSION_SR  # one model chunk on the session clock
 
@@ -74,8 +77,10 @@ def test_one_episode_of_every_config(config: str, voice_wav: Path, reply: np.nda
             continue
         assert ep.status == "ok", ep.failure
         got = r.extra
-        # The case's system prompt (or the duplex preamble when it has none) and the voice reached prepare.
-        assert got["prepare"]["prefix_system_prompt"] == (r.plan.system_prompt or DEFAULT_PROMPT)
+        # The case's system prompt (or the duplex preamble when it has none), in the system turn OpenBMB's callers
+        # write, and the voice reached prepare.
+        prefix, suffix = system_turn(r.plan.system_prompt or DEFAULT_PROMPT)
+        assert (got["prepare"]["prefix_system_prompt"], got["prepare"]["suffix_system_prompt"]) == (prefix, suffix)
         assert got["prepare"]["prompt_wav_path"] == str(voice_wav)
         # Every whole second of the user channel reached the model as one 16 kHz chunk, in order.
         user = r.pcm[:, 0].astype(np.float32) / 32768
@@ -192,35 +197,63 @@ def test_registered_and_a_duplex_agent(voice_wav: Path) -> None:
     assert agent.capabilities == {"system_prompt", "text_output"} and agent.chunk_s == 1.0
 
 
-def test_the_loader_makes_the_readme_calls(tmp_path: Path, voice_wav: Path, monkeypatch) -> None:
-    """AutoModel.from_pretrained(trust_remote_code) -> eval -> to(device) -> init_tts -> as_duplex, from a local
-    folder or a hub id's snapshot, with the voice the model ships (assets/HT_ref_audio.wav) by default."""
+def test_the_loader_makes_the_demo_calls(tmp_path: Path, voice_wav: Path, monkeypatch,
+                                        caplog: pytest.LogCaptureFixture) -> None:
+    """MiniCPMODuplex.from_pretrained(weights, device=, attn_implementation=, force_listen_count=) from the demo's
+    model code, with the weights from a local folder or a hub id's snapshot at `revision`, the voice the model ships
+    (assets/HT_ref_audio.wav) by default; a checkout at another commit than the pin is said in one line and
+    recorded."""
     import huggingface_hub
-    import torch
-    import transformers
 
     folder = tmp_path / "MiniCPM-o-4_5"
     (folder / "assets").mkdir(parents=True)
     (folder / DEFAULT_REF).write_bytes(voice_wav.read_bytes())
+    checkout = tmp_path / "minicpm-o-4_5-pytorch-simple-demo"
+    (checkout / "MiniCPMO45").mkdir(parents=True)
+    (checkout / "MiniCPMO45" / "modeling_minicpmo.py").write_text("")
+    git = ["git", "-C", str(checkout), "-c", "user.name=t", "-c", "user.email=t@t"]
+    for args in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "x"]):
+        subprocess.run([*git, *args], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
     duplex = FakeMiniCPMODuplex()
-    built: list[FakeMiniCPMO] = []
-
-    def from_pretrained(path: str, **kwargs: Any) -> FakeMiniCPMO:
-        built.append(FakeMiniCPMO(duplex, path=path, **kwargs))
-        return built[-1]
-
-    monkeypatch.setattr(transformers.AutoModel, "from_pretrained", from_pretrained)
-    snapshots: list[str] = []
-    monkeypatch.setattr(huggingface_hub, "snapshot_download", lambda repo, **kw: snapshots.append(repo) or str(folder))
+    module = modeling_module(duplex, str(checkout / "MiniCPMO45" / "modeling_minicpmo.py"))
+    package = type(sys)("MiniCPMO45")
+    package.modeling_minicpmo = module  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "MiniCPMO45", package)
+    monkeypatch.setitem(sys.modules, "MiniCPMO45.modeling_minicpmo", module)
+    snapshots: list[tuple[str, str | None]] = []
+    monkeypatch.setattr(huggingface_hub, "snapshot_download",
+                        lambda repo, revision=None: snapshots.append((repo, revision)) or str(folder))
     for path in (str(folder), "openbmb/MiniCPM-o-4_5"):
-        agent = MiniCPMOAgent(model_path=path, device="cpu")
+        with caplog.at_level(logging.WARNING, logger="duplex_eval.upstream"):
+            caplog.clear()
+            agent = MiniCPMOAgent(model_path=path, device="cpu", revision="0123abcd", force_listen_count=3)
         assert agent.duplex is duplex and agent.ref_path == str(folder / DEFAULT_REF)
-        assert [name for name, _ in built[-1].calls] == ["from_pretrained", "eval", "to", "init_tts", "as_duplex"]
-        assert built[-1].calls[0][1] == {"path": str(folder), "trust_remote_code": True, "attn_implementation": "sdpa",
-                                         "torch_dtype": torch.bfloat16, "init_vision": False, "init_audio": True,
-                                         "init_tts": True}
-        assert built[-1].calls[2][1] == "cpu"
-    assert snapshots == ["openbmb/MiniCPM-o-4_5"]
+        assert module.loads[-1] == {"path": str(folder), "device": "cpu", "pt_path": None,
+                                    "attn_implementation": "sdpa", "force_listen_count": 3}
+        code, weights = agent.runtime()["upstream"]
+        assert code == {"repo": UPSTREAM[0].repo, "kind": "git", "pinned": UPSTREAM[0].ref, "used": head,
+                        "matches": False}
+        assert weights == {"repo": path, "kind": "hf", "pinned": "0123abcd", "used": None, "matches": None}
+        assert len(caplog.records) == 1 and "c7e16605" in caplog.records[0].getMessage()
+    assert snapshots == [("openbmb/MiniCPM-o-4_5", "0123abcd")]
     (folder / DEFAULT_REF).unlink()
     with pytest.raises(UsageError, match="ref_audio=PATH"):
         MiniCPMOAgent(model_path=str(folder), device="cpu")
+
+
+def test_the_fake_refuses_an_unwrapped_prompt_and_the_adapter_wraps_it(voice_wav: Path) -> None:
+    """The real `prepare` feeds the prefix verbatim (a bare prompt would be heard outside the system turn the model
+    was trained with); the fake refuses it, and the adapter writes the system turn as OpenBMB's callers do."""
+    model = FakeMiniCPMODuplex()
+    ref = np.zeros(16_000, np.float32)
+    with pytest.raises(ValueError, match="system turn"):
+        model.prepare(prefix_system_prompt="You are a helpful assistant.", ref_audio=ref)
+    with pytest.raises(ValueError, match="system turn"):  # the prefix alone, without the suffix
+        model.prepare(prefix_system_prompt="<|im_start|>system\nBe brief.\n<|audio_start|>", ref_audio=ref)
+    agent = MiniCPMOAgent(model=model, ref_audio=str(voice_wav))
+    agent.reset("Be brief.", 0)
+    assert model.prepare_calls[-1]["prefix_system_prompt"] == "<|im_start|>system\nBe brief.\n<|audio_start|>"
+    assert model.prepare_calls[-1]["suffix_system_prompt"] == "<|audio_end|><|im_end|>"
+    assert agent.runtime()["system_turn"] == "<|im_start|>system\n{prompt}\n<|audio_start|>{ref_audio}" \
+                                             "<|audio_end|><|im_end|>"
