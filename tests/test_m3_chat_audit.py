@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from dataset_builder.m3.chat_audit import PAPER_SHIFT_MEAN_S, config_audit, format_audit_block
+from dataset_builder.m3.corpus import corpus_dialogues
 from dataset_builder.m3.dialogues import PRESETS, Dialogue, DialogueUtterance, generate_dialogues
 from dataset_builder.m3.textbank import bank_languages, missing_files
 
@@ -15,11 +16,14 @@ LANGS = [code for code in bank_languages() if not missing_files(code)]
 
 @pytest.mark.parametrize("lang, domain", [(lang, d) for lang in LANGS for d in ("chat", "task")])
 def test_full_preset_passes_every_text_check(lang: str, domain: str) -> None:
-    block = config_audit(generate_dialogues(lang, domain, PRESETS["full"]))
+    full = PRESETS["full"]
+    block = config_audit(corpus_dialogues(lang, full) if domain == "chat" else generate_dialogues(lang, domain, full))
     m = block["measures"]
+    assert m["conversations"] == full and (domain == "task" or m["distinct_storylines"] == full)
     assert block["ok"], "\n".join(format_audit_block(block))
     assert m["doubled_words"] == 0 and m["bc_in_question"] <= 0.05 and m["pause_after_sentence"] <= 0.10
     assert abs(m["shift_mean_s"] - PAPER_SHIFT_MEAN_S[lang, domain]) <= 0.1 and m["shifts"] > 1000
+    assert domain == "chat" or m["follow_ups_topic_change"] == 0
     if lang == "ja":
         assert m["mixed_register_turns"] == 0
         assert domain != "chat" or m["register_switches"] == 0
@@ -43,8 +47,8 @@ def test_planted_problems_are_counted_exactly() -> None:
         ("user", "turn", "It will take us another month at this rate, I think.", "pause"),  # after a full stop
         ("system", "turn", telling, "shift"),
         ("user", "bc", "mm-hm", "bc"),  # placed in the telling, before the question
-        ("user", "turn", "I did, and the one of the cat on the boxes is my favourite,", "shift"),
-        ("user", "turn", "it made my whole week, honestly.", "pause"),  # after a comma: unfinished
+        ("user", "turn", "I did, and the one of the cat on the boxes is, um,", "shift"),
+        ("user", "turn", "my favourite, it made my whole week.", "pause"),  # after a filler: unfinished
         ("system", "turn", "Ha, that cat has no shame at all, it sits on everything.", "shift"),
     ], before={6: telling.index("Did")})
     block = config_audit([d])
@@ -52,6 +56,9 @@ def test_planted_problems_are_counted_exactly() -> None:
     assert m["doubled_words"] == 1 and block["examples"]["doubled"] == ["en-chat-d000-u00: 'the the'"]
     assert (m["user_bcs"], m["bc_in_question"]) == (2, 0.5)
     assert (m["pauses"], m["pause_after_sentence"]) == (2, 0.5)
+    assert m["pause_preceded_by"] == {"hall.": 1, "um,": 1}
+    assert m["bc_words_by_what_they_answer"] == {"telling: mm-hm": 1, "telling: oh no": 1}
+    assert (m["conversations"], m["turns"], m["repeated_lines"]) == (1, 6, 0)
     assert m["mixed_register_turns"] is None
     checks = block["checks"]
     assert not checks["doubled words"]["ok"] and not checks["BCs inside questions"]["ok"]

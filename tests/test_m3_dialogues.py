@@ -1,23 +1,22 @@
-"""M3 text dialogues (dataset_builder/m3/dialogues.py) and the gold answers of the knowledge base: seeded and
-prefix-stable, valid records that round-trip through JSON, the structure DESIGN.md promises per domain, golds
-re-derived from the facts, and aliases that no wrong answer contains."""
+"""M3 task dialogues (dataset_builder/m3/dialogues.py) and the gold answers of the knowledge base: seeded and
+prefix-stable, valid records that round-trip through JSON, the structure DESIGN.md promises, golds re-derived from
+the facts, aliases that no wrong answer contains, and lead-ins that fit (no topic change on a follow-up, no answer
+asked back). Chat dialogues are authored: tests/test_m3_corpus.py."""
 
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from collections.abc import Callable
 
 import pytest
 
-from dataset_builder.m3.chat_lexicon import load_lexicon
 from dataset_builder.m3.dialogues import (
-    _MARKER,
     PRESETS,
     SHAPE,
     Dialogue,
     DialogueUtterance,
+    connective_problems,
     generate,
     generate_dialogues,
 )
@@ -28,7 +27,7 @@ from dataset_builder.mpe.answers import unsafe_aliases
 from dataset_builder.schema import SchemaError
 
 LANGS = [code for code in bank_languages() if not missing_files(code)]
-CONFIGS = [(lang, domain) for lang in LANGS for domain in ("chat", "task")]
+CONFIGS = [(lang, "task") for lang in LANGS]
 N = 40  # dialogues per config for the structural checks (the full preset is tests/test_m3_diversity.py)
 
 
@@ -40,7 +39,7 @@ def dialogues() -> dict[tuple[str, str], list[Dialogue]]:
 def test_seeded_deterministic_and_prefix_stable() -> None:
     fresh = checked_bank(["en"])  # a bank of its own: no cached draws are shared
     again = checked_bank(["en"])
-    for domain in ("chat", "task"):
+    for domain in ("task",):
         a = generate_dialogues("en", domain, 6, seed=3, bank=fresh)
         b = generate_dialogues("en", domain, 6, seed=3, bank=again)
         assert [d.to_dict() for d in a] == [d.to_dict() for d in b]
@@ -50,6 +49,8 @@ def test_seeded_deterministic_and_prefix_stable() -> None:
         other = generate_dialogues("en", domain, 6, seed=4, bank=fresh)
         assert [d.utterances for d in other] != [d.utterances for d in a]
     assert PRESETS == {"mini": 1, "full": 200}
+    with pytest.raises(ValueError, match="authored"):
+        generate_dialogues("en", "chat", 1)
 
 
 @pytest.mark.parametrize("lang, domain", CONFIGS)
@@ -69,13 +70,11 @@ def _user_events(d: Dialogue) -> Counter[str]:
 def test_shape_of_a_dialogue(dialogues: dict, lang: str, domain: str) -> None:
     bank = load_bank((lang,)).language(lang)
     language = LANGUAGES[lang]
-    lexicon = load_lexicon(lang) if domain == "chat" else {}
-    bcs = {t for side in bank.backchannels.values() for t in side} | {
-        t for words in lexicon.values() for t in words.user_bc + words.system_bc}
-    openers = [o for words in lexicon.values() for o in words.barge_in] or list(bank.barge_in)
+    bcs = {t for side in bank.backchannels.values() for t in side}
+    openers = list(bank.barge_in)
     without_bc = 0
     for d in dialogues[lang, domain]:
-        most = 4 if domain == "chat" else max(n for n, _ in SHAPE.task_entities)  # task: entities run short
+        most = max(n for n, _ in SHAPE.task_entities)  # entities run short
         assert 2 <= len(d.topics) <= most and len(set(d.topics)) == len(d.topics)
         assert 12 <= len(d.utterances) <= 40, (d.dialogue_id, len(d.utterances))
         assert 1 <= d.count("barge_in") <= 3, d.dialogue_id
@@ -88,12 +87,9 @@ def test_shape_of_a_dialogue(dialogues: dict, lang: str, domain: str) -> None:
             else:
                 assert language.size(u.text) >= language.half_min, u.text
             if u.relation == "barge_in" and lang == "en":
-                opened = any(u.text.startswith(o.rstrip(",")[:6]) for o in openers)
-                # Chat: a reply cuts in as it is ("Oh no, did you ...?"), bringing something up takes an opener.
-                assert opened or (domain == "chat" and turns[turns.index(u) - 1].speaker == "system"), u.text
-    # A user backchannel goes only in a telling, never through a question; English chat's system turns are short
-    # and often ask, so a few of its dialogues have none (every other config: each dialogue has one).
-    assert without_bc <= (0.15 * len(dialogues[lang, domain]) if (lang, domain) == ("en", "chat") else 0), without_bc
+                assert any(u.text.startswith(o.rstrip(",")[:6]) for o in openers), u.text
+        assert turns[0].speaker == "user"
+    assert without_bc == 0, without_bc  # every dialogue has a user backchannel
     firsts = [d for d in dialogues[lang, domain] if d.index == 0]
     events = _user_events(firsts[0])
     # The mini preset is the first dialogue: it has every event the timeline and the oracle tests need.
@@ -101,51 +97,32 @@ def test_shape_of_a_dialogue(dialogues: dict, lang: str, domain: str) -> None:
 
 
 @pytest.mark.parametrize("lang", LANGS)
-def test_chat_topics_hang_together(dialogues: dict, lang: str) -> None:
-    bank = load_bank((lang,)).language(lang)
-    for d in dialogues[lang, "chat"]:
-        turns = [u for u in d.utterances if u.kind == "turn"]
-        assert [t for t in dict.fromkeys(u.topic for u in turns)] == list(d.topics)  # topics in order, once each
-        assert all(t in bank.chat for t in d.topics)
-        assert not any(u.gold_answer for u in d.utterances)
-        assert len({bank.chat[t].register for t in d.topics}) == 1, d.dialogue_id  # one register per dialogue
-    registers = {t.register for t in bank.chat.values()}
-    if len(registers) > 1:  # both registers are used across the config
-        assert {bank.chat[d.topics[0]].register for d in dialogues[lang, "chat"]} == registers
+def test_follow_ups_keep_their_entity_and_answers_are_not_asked_back(dialogues: dict, lang: str) -> None:
+    for d in dialogues[lang, "task"]:
+        assert connective_problems(d) == [], d.dialogue_id
 
 
-def _said_pattern(template: str) -> re.Pattern[str]:
-    """A bank line as it may be said: its slots filled with anything, its pauses split, a leading discourse marker
-    dropped after a lead-in."""
-    text = re.sub(r"^[US]: ", "", template)
-    text = _MARKER["ja" if re.search(r"[\u3040-\u30ff]", text) else "en"].sub("", text, count=1)
-    pieces = re.split(r"(\{\w+\})", text)
-    body = "".join(".+?" if re.fullmatch(r"\{\w+\}", p) else r"\s*".join(map(re.escape, p.replace("|", " ").split()))
-                   for p in pieces)
-    return re.compile(body, re.IGNORECASE)
-
-
-@pytest.mark.parametrize("lang", LANGS)
-def test_chat_middles_follow_only_the_story_their_opening_starts(dialogues: dict, lang: str) -> None:
-    """Each topic's middles and closings are drawn from the stories (premises) of its opening: every exchange
-    whose first line a dialogue says is one its opening's story lists."""
-    bank = load_bank((lang,)).language(lang)
-    checked = 0
-    for d in dialogues[lang, "chat"]:
-        # The whole dialogue: a topic's first line may join the last turn of the topic before (one speaker).
-        said = " ".join(u.text for u in d.utterances if u.kind == "turn")
-        for name in d.topics:
-            topic = bank.chat[name]
-            openings = [i for i, ex in enumerate(topic.opening)
-                        if any(_said_pattern(t).search(said) for t in ex.lines[0].texts)]
-            assert openings, (d.dialogue_id, name)
-            premises = {topic.premise_of(i) for i in openings}
-            for section, exchanges in (("middle", topic.middle), ("closing", topic.closing)):
-                for j, ex in enumerate(exchanges):
-                    if any(_said_pattern(t).search(said) for t in ex.lines[0].texts):
-                        assert any(topic.fits(section, j, p) for p in premises), (d.dialogue_id, name, section, j)
-                        checked += 1
-    assert checked >= 2 * len(dialogues[lang, "chat"])
+@pytest.mark.parametrize("lang, follow_up, echo, bad", [
+    ("en", "By the way, when was it finished?", "", 1),  # a topic change said about the same tower
+    ("en", "Okay, and when was it finished?", "", 0),
+    ("en", "Oh, 1889? And how tall is it?", "1889", 1),  # the answer asked back
+    ("en", "Oh, 1889, okay. And how tall is it?", "1889", 0),
+    ("ja", "ところで、いつ完成したんですか？", "", 1),
+    ("ja", "それで、いつ完成したんですか？", "", 0),
+    ("ja", "へえ、1889年なんですか、高さはどのくらいですか？", "1889年", 1),
+    ("ja", "へえ、1889年なんですね、高さはどのくらいですか？", "1889年", 0),
+])
+def test_connective_rules_known_answers(lang: str, follow_up: str, echo: str, bad: int) -> None:
+    did = f"{lang}-task-d000"
+    utts = [DialogueUtterance(f"{did}-u00", "user", "turn", "so how tall is the tower then", "first", topic="t"),
+            DialogueUtterance(f"{did}-u01", "system", "turn", "It was finished in 1889, I think.", "shift",
+                              topic="t", fact="completed", gold_answer=echo or "1889"),
+            DialogueUtterance(f"{did}-u02", "user", "turn", follow_up, "shift", topic="t")]
+    d = Dialogue(did, lang, "task", 0, 1, ("t",), tuple(utts))
+    assert len(connective_problems(d)) == bad, connective_problems(d)
+    other = Dialogue(did, lang, "task", 0, 1, ("t", "u"), (*utts[:2], DialogueUtterance(
+        f"{did}-u02", "user", "turn", follow_up, "shift", topic="u")))  # another entity: a topic change is right
+    assert len(connective_problems(other)) == (1 if echo and bad else 0)
 
 
 @pytest.mark.parametrize("lang", LANGS)

@@ -19,6 +19,7 @@ from dataset_builder.m3.speech_forms import (
     complete_sentence,
     dialogue_problems,
     doubled_words,
+    question_at,
     question_spans,
     repeated_markers,
     turn_register,
@@ -89,8 +90,37 @@ def test_turn_register(text: str, register: str) -> None:
 @pytest.mark.parametrize("text, lang, complete", [
     ("I love it.", "en", True),
     ("Did you see it?", "en", True),
-    ("I love it,", "en", False),
+    ("I love it,", "en", True),  # a complete clause, whatever the punctuation
     ("and then, um...", "en", False),
+    # The PAUSE rule: refused after a complete sentence or clause, a trailing comma or not ...
+    ("I'll try that,", "en", True),
+    ("Ah, right, 49,", "en", True),  # an answer, not a list in progress
+    ("About ten minutes in the camera just froze,", "en", True),
+    ("she's the most nervous creature I have ever met", "en", True),
+    # ... allowed where the speaker cannot stop: mid-clause, a filler, a list, a conjunction or preposition.
+    ("and she's, um,", "en", False),
+    ("because", "en", False),
+    ("because the thing is", "en", False),
+    ("I was going to say", "en", False),
+    ("eggs, flour,", "en", False),  # a list in progress
+    ("Dad was, um,", "en", False),
+    ("and I was thinking,", "en", False),
+    ("Even if they each take five,", "en", False),  # a clause waiting for its main clause
+    ("and somewhere around row sixty", "en", False),
+    ("the thing with the car,", "en", False),
+    ("so, uh,", "en", False),
+    ("そうなんだ、", "ja", True),
+    ("行ってきました、", "ja", True),
+    ("行ってきた、", "ja", True),
+    ("うん、", "ja", True),
+    ("〜て、", "ja", False),
+    ("バスが遅れて、", "ja", False),
+    ("行ってみたんだけど、", "ja", False),
+    ("課長って話があっちこっち飛ぶから、", "ja", False),
+    ("せっかくだから、なんかこう、", "ja", False),  # a filler
+    ("えっと、", "ja", False),
+    ("で、", "ja", False),
+    ("それでさ、もう一枚のほう、", "ja", False),  # a noun said first
     ("今度の連休に引っ越すんだ。", "ja", True),
     ("今度の連休に引っ越すんだ、", "ja", True),  # a sentence-final form before a comma still ends it
     ("引っ越しの準備でばたばたしてて、", "ja", False),
@@ -114,6 +144,10 @@ def test_questions_and_where_a_backchannel_falls() -> None:
     assert _bc_room(en, "That's lucky, usually it's the other way round, honestly.") == 0
     assert _bc_room(en, "Ha, how big is it?") is None
     assert question_spans("旅行はどうでしたか。楽しかったです。", "ja") == [(0, 10)]
+    # か。 after a plain form muses, "そうでしたか。" acknowledges, "すごいじゃないですか。" exclaims: no question.
+    assert question_spans("まあ新人の頃を思えばましか。そうでしたか。すごいじゃないですか。", "ja") == []
+    assert question_at("Did you go? I did.", 11, "en") and not question_at("I did. Did you go?", 6, "en")
+    assert question_at("それ、どうしてる？うちは", 9, "ja") and question_at("週末、行かない？", 3, "ja")
 
 
 def _utts(did: str, rows: list[tuple[str, str, str, str]]) -> list[DialogueUtterance]:

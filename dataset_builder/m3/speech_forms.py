@@ -32,7 +32,7 @@ _EN_DOUBLE_OK = {"very", "no", "bye", "so", "really", "yeah", "ha", "that", "had
 # counts; "家でできる" and "あはは" (one particle, then the same kana) are not doubles.
 _JA_DOUBLE_PARTICLE = re.compile(r"(?:をを|がが|へへ)")
 _JA_REPEAT = re.compile(r"([\u4e00-\u9fff]{2,}|[のがをにでとへも][\u3040-\u309f]{2,})\1")
-_JA_REPEAT_OK = {"大丈夫", "五分", "時々", "少し", "一つ", "一人"}  # said twice on purpose ("大丈夫大丈夫")
+_JA_REPEAT_OK = {"大丈夫", "五分", "時々", "少し", "一つ", "一人", "平気"}  # said twice on purpose ("大丈夫大丈夫")
 
 
 def doubled_words(text: str, language: str) -> list[str]:
@@ -125,6 +125,11 @@ _COPULA = re.compile(r"(?:ん|の|な)?だ$")
 _CASUAL_FINAL = re.compile(r"(?:[るたいう]|ない|てる|てた|ちゃう|ちゃった)の?$|なの$")
 
 
+# Words that end like a predicate but are not one: the conjunction ただ ("but"), まだ ("still").
+# よかった and やった are exclamations polite speakers say to themselves too.
+_NOT_PREDICATES = {"ただ", "まだ", "なんだか", "あのね", "ねえ", "よかった", "やった", "よし"}
+
+
 def clause_register(clause: str) -> str:
     """POLITE, CASUAL or "" (cannot tell: a noun phrase, a te-form, a lead-in) for one clause, by its end."""
     raw = clause.strip()
@@ -133,7 +138,7 @@ def clause_register(clause: str) -> str:
     joined = bool(_CONNECTIVE.search(text)) and len(text) > 3
     if joined:  # "...んですけど、" reads as its predicate, "...決めるので、" as nothing (subordinate)
         text = _CONNECTIVE.sub("", text)
-    if len(text) < 2:
+    if len(text) < 2 or text in _NOT_PREDICATES:
         return ""
     if _POLITE_END.search(text) or _POLITE_MARK.search(text[-6:]):  # also "ですよねえ", "ますもんね"
         return POLITE
@@ -162,7 +167,7 @@ def turn_register(text: str) -> str:
 # Backchannels belong to a register too: うん and そっか are casual, はい and そうですね polite.
 JA_BC_REGISTER = {"うん": CASUAL, "うんうん": CASUAL, "そっか": CASUAL, "そうなんだ": CASUAL, "なるほどね": CASUAL,
                   "わかる": CASUAL, "そうそう": CASUAL, "ほんとに": CASUAL,
-                  "はい": POLITE, "はいはい": POLITE, "ええ": POLITE, "ええ、ええ": POLITE, "そうですね": POLITE,
+                  "はい": POLITE, "ええ": POLITE, "ええ、ええ": POLITE, "そうですね": POLITE,
                   "そうなんですね": POLITE}
 
 
@@ -172,40 +177,122 @@ def bc_register(text: str) -> str:
 
 # --- complete sentences and questions ----------------------------------------------------------------------------
 
-_EN_UNFINISHED_END = re.compile(
-    r"(?:,|;|:|\u2014|-|\.\.\.|…|\b(?:and|but|or|so|because|like|um|uh|er|then|which|that|with|the|a|to|of|if|"
-    r"when|while|until|since|although|though|plus)\s*)$", re.IGNORECASE)
+# English words a speaker cannot stop on: conjunctions, prepositions, articles, auxiliaries and subject pronouns
+# leave a clause open ("and", "because", "with", "the", "was", "she's"); fillers hold the floor ("um", "like").
+_EN_OPEN_WORDS = {
+    "and", "but", "or", "so", "because", "cause", "then", "which", "who", "where", "if", "when", "while", "until",
+    "since", "although", "though", "plus", "than", "whether", "with", "without", "to", "of", "for", "in", "on",
+    "at", "from", "about", "into", "onto", "by", "like", "as", "the", "a", "an", "my", "your", "his", "her", "our",
+    "their", "its", "some", "any", "every", "no", "is", "was", "were", "are", "am", "be", "been", "being", "have",
+    "has", "had", "do", "does", "did", "can", "could", "will", "would", "should", "might", "must", "shall",
+    "going", "gonna", "wanna", "gotta", "i", "you", "he", "she", "we", "they", "i'm", "you're", "he's", "she's",
+    "it's", "we're", "they're", "there's", "that's", "i've", "we've", "i'd", "i'll", "we'll", "just", "really",
+    "very", "more", "most", "kind", "sort", "say", "said", "tell", "told", "think", "thought", "mean", "guess",
+    "know", "want", "wanted", "need", "needed", "get", "got", "put", "thinking", "wondering", "hoping", "reckon",
+    "suppose", "saying", "um", "uh", "er", "erm", "hmm", "well",
+    "honestly", "basically", "actually", "literally", "anyway", "ah", "oh", "okay", "right", "yeah",
+}
+# Demonstratives and object pronouns end a clause when a comma follows ("I'll try that,"); without one the
+# speaker is mid-phrase ("I have to tell you {pause} what ...").
+_EN_OPEN_BARE = {"that", "this", "it", "them", "there", "him", "me", "us", "what", "how", "why"}
+_EN_FILLER_END = re.compile(r"(?:\byou know|\bI mean|\bsort of|\bkind of)$", re.IGNORECASE)
+# Said alone, these are an answer or a reaction, not the start of a list: "Ah, right, 49," is finished.
+_EN_INTERJECTIONS = {"ah", "oh", "right", "yeah", "yes", "no", "okay", "ok", "well", "so", "sure", "hey", "wow",
+                     "um", "uh", "hmm", "fine", "alright", "mm"}
+_EN_SUBORDINATE = re.compile(r"(?:^|\b(?:that|and|but|so)\s+)(?:if|when|whenever|because|since|although|though|"
+                             r"while|after|before|once|unless|until|as soon as|even if|even though|as long as|now "
+                             r"that|so that|in case|whether|every time|the (?:thing|problem|point|funny thing|worst "
+                             r"bit|trouble) is|what i(?:'m| am)? (?:mean|saying) is)\b", re.IGNORECASE)
+# A phrase with no verb that opens with one of these waits for its clause: "and somewhere around row sixty",
+# "but the organic stuff", "where the cable".
+_EN_FRONTED = re.compile(r"^(?:and|but|so|or|then|around|somewhere|about|in|on|at|after|before|by|for|with|every|"
+                         r"where|which|who|when|what|whose)\b", re.IGNORECASE)
+_EN_NOUN_PHRASE = re.compile(r"^(?:the|a|an|my|our|your|his|her|their|this|that|these|those)\b", re.IGNORECASE)
+_EN_VERBISH = re.compile(r"\b(?:is|was|are|were|am|be|been|has|have|had|do|does|did|can|could|will|would|"
+                         r"should|\w+'(?:s|re|ve|ll|d|m)|\w+ed|\w+s)\b", re.IGNORECASE)
+_EN_WORD = re.compile(r"[A-Za-z0-9']+")
+
+
+def _en_complete(text: str) -> bool:
+    """Whether an English stretch ends a complete sentence or clause, whatever its last punctuation."""
+    t = text.strip()
+    if t.endswith(("...", "…", "-", "\u2014", ";", ":")):
+        return False  # trailing off, a self-repair, a list announced
+    if t[-1] in ".!?":
+        return True
+    comma = t.endswith(",")
+    body = t.rstrip(", ")
+    words = _EN_WORD.findall(body.lower())
+    if not words or _EN_FILLER_END.search(body):
+        return False
+    last = words[-1]
+    if last in _EN_OPEN_WORDS or (not comma and last in _EN_OPEN_BARE):
+        return False
+    segments = [s.strip() for s in re.split(r"[,.!?;]", body) if s.strip()]
+    seg = segments[-1]
+    seg_words = _EN_WORD.findall(seg.lower())
+    if _EN_SUBORDINATE.match(seg):
+        return False  # a clause waiting for its main clause: "if it rains on Saturday,"
+    if len(segments) >= 2 and len(seg_words) <= 3 and seg.lower() not in _EN_INTERJECTIONS:
+        prev = _EN_WORD.findall(segments[-2].lower())
+        if prev and not (len(prev) == 1 and prev[0] in _EN_INTERJECTIONS) and len(segments[-2].split()) <= 4:
+            return False  # a list in progress: "eggs, flour,"
+    rest = seg.split(None, 1)[1] if " " in seg else ""
+    if (_EN_NOUN_PHRASE.match(seg) or _EN_FRONTED.match(seg)) and not _EN_VERBISH.search(rest):
+        return False  # a topic or an adverbial said first: "the thing with the car,", "and around row sixty"
+    return True
+
+
+# Japanese words that are a whole answer or reaction on their own ("うん、", "そうそう、"): a listener may take the
+# turn after them.
+_JA_ANSWERS = {"うん", "はい", "ええ", "いや", "いえ", "そう", "そうそう", "なるほど", "ほんと", "ほんとに", "そっか",
+               "そうか", "たしかに", "だよね", "ですよね", "もちろん", "了解", "わかった", "わかりました"}
+
+
+_JA_FILLERS = {"えっと", "えーと", "ええと", "あの", "あのー", "その", "なんか", "まあ", "ほら", "こう", "で", "それで"}
 
 
 def complete_sentence(text: str, language: str) -> bool:
-    """Whether `text` (the first half of a held pause) ends a complete sentence, so that the listener could take
-    the turn there: English by its final . ! ? ; Japanese by 。！？ or by a sentence-final form (です, ます, んだ,
-    よね, ...) before a trailing comma ("引っ越すんだ、" is finished; "準備でばたばたしてて、" is not)."""
+    """Whether `text` (the first half of a held pause) ends a complete sentence or clause, so that the listener
+    could take the turn there, whatever the punctuation: English "I'll try that," and "Ah, right, 49," are
+    complete, "and she's, um," and "because" are not (`_en_complete`); Japanese by 。！？ or by a sentence-final
+    form before a trailing comma ("引っ越すんだ、", "行ってきました、", "行ってきた、"), while a connective form
+    ("〜て、", "〜けど、", "〜から、", "〜し、") or a filler ("あの、", "えっと、", "で、") is unfinished."""
     t = text.strip()
     if not t:
         return False
     if language == "en":
-        return t[-1] in ".!?" and not t.endswith("...")
+        return _en_complete(t)
     if t[-1] in "。！？!?":
         return True
-    if t.endswith(("…", "ー")):
+    if t.endswith(("…", "ー", "〜")):
         return False
-    last = _JA_CLAUSE.findall(t)[-1] if _JA_CLAUSE.findall(t) else t
+    clauses = _JA_CLAUSE.findall(t)
+    last = clauses[-1] if clauses else t
     body = last.strip().rstrip("、 ")
-    if _CONNECTIVE.search(body) or body.endswith(("て", "で", "と", "ば", "たり", "ながら", "けど", "し")):
+    if body in _JA_ANSWERS:
+        return True
+    if body in _JA_FILLERS or body.endswith(("なんかこう", "なんか", "こう", "あの", "その", "えっと")):
+        return False
+    if _CONNECTIVE.search(body) or body.endswith(("て", "で", "と", "ば", "たり", "ながら", "けど", "し", "って",
+                                                  "たら", "なら", "のに", "ので", "けれど")):
         return False  # an unfinished clause: "...んですけど、", "...してて、"
-    return bool(clause_register(last))
+    # Read as if the sentence ended there: "行ってきた、" is as finished as "行ってきた。" (a past, a copula or a
+    # particle; a bare る/う/い is as often a noun: "もう一枚のほう、").
+    final = body.endswith(("た", "だ", "ない", "よ", "ね", "な", "の", "わ", "さ", "です", "ます"))
+    return bool(clause_register(last)) or (final and bool(clause_register(body + "。")))
 
 
 def unfinished(text: str, language: str) -> bool:
     """Whether a held pause after `text` leaves the speaker audibly unfinished: a clause that goes on, a filler or
-    a list ("and, um", "...で、", "...けど、"). A lead-in ending in a comma counts ("Anyway, ...")."""
-    if complete_sentence(text, language):
-        return False
-    t = text.strip()
-    if language == "en":
-        return bool(_EN_UNFINISHED_END.search(t)) or t[-1].isalnum()
-    return True
+    a list in progress ("and she's, um,", "because", "eggs, flour,", "〜て、", "〜けど、", "えっと、")."""
+    return bool(text.strip()) and not complete_sentence(text, language)
+
+
+# A Japanese sentence ending in か。 asks when か follows a polite or explanatory predicate (ですか。, ますか。,
+# んですか。); after a plain form it muses ("ましか。", "細かいのか。") or proposes ("行こうか。"); "そうでしたか。"
+# acknowledges and "すごいじゃないですか。" exclaims.
+_JA_ASKS = re.compile(r"(?<!じゃない)(?<!じゃありません)(?:です|ます|ません|ました|(?<!そう)でした|でしょう|ん)か。$")
 
 
 def question_spans(text: str, language: str) -> list[tuple[int, int]]:
@@ -215,9 +302,18 @@ def question_spans(text: str, language: str) -> list[tuple[int, int]]:
     for m in re.finditer(pat, text):
         s = m.group(0).rstrip()
         lead = len(s) - len(s.lstrip())
-        if s.endswith(("?", "？")) or (language == "ja" and s.endswith("か。")):
+        if s.endswith(("?", "？")) or (language == "ja" and _JA_ASKS.search(s)):
             out.append((m.start() + lead, m.start() + len(s)))
     return out
+
+
+def question_at(text: str, pos: int, language: str) -> bool:
+    """Whether a backchannel written at character `pos` of `text` falls inside one of its questions or right after
+    one (nobody backchannels a question: they answer it)."""
+    if any(s < pos < e for s, e in question_spans(text, language)):
+        return True
+    before = text[:pos].rstrip()
+    return before.endswith(("?", "？")) or (language == "ja" and bool(_JA_ASKS.search(before)))
 
 
 def bc_window(text: str, lo: float = 0.15, hi: float = 0.85) -> tuple[int, int]:
@@ -234,6 +330,43 @@ def bc_in_question(host_text: str, language: str, lo: float = 0.15, hi: float = 
     if before_chars:
         a, b = min(a, before_chars), before_chars
     return any(s < b and e > a for s, e in question_spans(host_text, language))
+
+
+# --- connectives in task dialogues ---------------------------------------------------------------------------------
+
+# A lead-in that announces a new topic: right before a question about another entity, wrong before a follow-up
+# about the same one ("ところで、いつ完成したんですか？" right after the tower's height).
+_TOPIC_CHANGE = {
+    "en": re.compile(r"^(?:\W*(?:okay|ok|oh|right|so|well|and|hmm|thanks|got it|cool|great|nice|alright)\b\W*)*"
+                     r"(?:by the way|anyway|totally off topic|off topic|different (?:topic|question|thing)|switching "
+                     r"gears|changing the subject|on another note|on a different note|unrelated|moving on|new question|"
+                     r"something else|random (?:question|one)|totally different|let's switch|another (?:one|random))",
+                     re.IGNORECASE),
+    "ja": re.compile(r"ところで|話(?:は|が)?変わ|別の話|関係ない|別件|違う話|話を変え|それとは別に|全然違う|"
+                     r"突然なんですけど|そういえば"),
+}
+_JA_LEAD_SPAN = 24  # a Japanese lead-in is said in the first this many characters
+
+
+def topic_change_lead(text: str, language: str) -> bool:
+    """Whether `text` opens with a lead-in that announces a new topic ("By the way,", "ところで、")."""
+    if language == "ja":
+        return bool(_TOPIC_CHANGE["ja"].search(text[:_JA_LEAD_SPAN]))
+    return bool(_TOPIC_CHANGE["en"].match(text.strip()))
+
+
+def echoes_as_question(text: str, answer: str, language: str) -> bool:
+    """Whether `text` says `answer` back as a question ("Oh, 1889?", "1889年なんですか、"): a listener who has
+    just been told something acknowledges it, not asks it again."""
+    if not answer:
+        return False
+    at = text.lower().find(answer.lower())
+    if at < 0:
+        return False
+    after = text[at + len(answer):at + len(answer) + 8]
+    if language == "en":
+        return after.lstrip().startswith("?")
+    return bool(re.match(r"^(?:[?？]|(?:です|なん(?:です)?|ます|でした)か[、。？?])", after))
 
 
 # --- a dialogue's rules, at build time ---------------------------------------------------------------------------

@@ -21,7 +21,8 @@ VAD's edge error cannot change an event when the audio is extracted back):
   that cannot fit, or whose clip is not `BC_MIN_MS`-`BC_MAX_MS` long, is dropped (counted in `Timeline.dropped`).
   A BC with `bc_before_chars` ends before that much of its host's text has been said (estimated in proportion
   to the characters): the host's telling, not the question after it, which a listener answers rather than
-  backchannels through.
+  backchannels through. A BC with `bc_at_chars` (written after certain words, the chat corpus) starts once that
+  much of the host has been said, late by the sampled offset fraction of `BC_AT_LAG_MS`, then clamped the same.
 - BARGE_IN: the user starts a sampled offset into the system TURN, but not before `cut_after_chars` of its text
   have been said (estimated in proportion to the characters, plus `CUT_AFTER_PAD_MS`); the system clip is cut a
   sampled overlap (> 0.75 s) later, inside a voiced stretch, faded over `FADE_MS`, and at least
@@ -90,6 +91,9 @@ LEAD_MS = 500  # silence before the first utterance
 TAIL_MS = 500  # silence after the last one
 FADE_MS = 20  # a cut system clip fades out over this
 CUT_REMAINDER_MS = 200  # a cut leaves at least this much of the system clip unsaid (else it is no cut)
+# A backchannel written after certain words (`bc_at_chars`) starts after the estimated end of those words, late by
+# the statistics' bc offset fraction of this much: a listener reacts within a few hundred milliseconds.
+BC_AT_LAG_MS = 400
 CUT_AFTER_PAD_MS = 200  # the user barges in this long after the estimated end of `cut_after_chars`
 SPEAKING_AT_S_MS = 150  # a barge-in starts at least this far inside a voiced stretch of the system clip
 MIN_HEARD_MS = 500  # at least this much of a system TURN is heard before a barge-in
@@ -288,7 +292,12 @@ def place(dialogue: Dialogue, clip_ms: Mapping[str, int], stats: TimingStats, rn
             if lo > hi:
                 dropped.append(u.utt_id)
                 continue
-            start = min(max(host.start_ms + whole_ms(frac * (host.end_ms - host.start_ms) / 1000), lo), hi)
+            if u.bc_at_chars:  # placed by meaning: right after those words, late by up to BC_AT_LAG_MS
+                at = host.start_ms + _chars_ms(host.utt, host.clip_ms, u.bc_at_chars) + whole_ms(frac * BC_AT_LAG_MS
+                                                                                                / 1000)
+            else:
+                at = host.start_ms + whole_ms(frac * (host.end_ms - host.start_ms) / 1000)
+            start = min(max(at, lo), hi)
             placed.append(Placed(u, start, start + d, d))
             busy[ch] = start + d
             continue

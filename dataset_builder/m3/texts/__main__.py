@@ -1,5 +1,6 @@
-"""`python -m dataset_builder.m3.texts check [--lang en|ja]`: every problem of the M3 text banks, one per line
-(`file:line: entry: rule: text`), then the bank sizes; exit status 1 when there is an error."""
+"""`python -m dataset_builder.m3.texts check [--lang en|ja]`: every problem of the M3 text banks and of the chat
+corpus (`corpus.py`), one per line (`file:line: entry: rule: text`), then their sizes; exit status 1 when there
+is an error."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import sys
 from pathlib import Path
 
 from dataset_builder.m3.bankio import TEXTS_DIR
+from dataset_builder.m3.corpus import read_corpus
 from dataset_builder.m3.textbank import bank_languages, load_bank_unchecked, missing_files, size_report
 
 
@@ -20,12 +22,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     langs = args.lang or bank_languages(args.root)
     bank, problems = load_bank_unchecked(langs, args.root)
+    corpora = {code: read_corpus(code, args.root) for code in langs}
+    for c in corpora.values():
+        problems.items += c[2].items
     for p in problems.items:
         print(p)
     for code in langs:
         missing = missing_files(code, args.root)
         print(f"== {code}" + (f" (incomplete: missing {', '.join(missing)})" if missing else ""))
         print("\n".join(size_report(bank.languages[code])))
+        convs, mini, _ = corpora[code]
+        print(f"  chat corpus: {len(convs)} conversations, {sum(len(c.lines) for c in convs)} lines; mini: "
+              f"{mini.conv_id if mini else 'missing'}")
     print(f"{len(bank.knowledge.entities)} entities, {len(bank.knowledge.relations)} relations; "
           f"{len(problems.errors)} error(s), {len(problems.warnings)} warning(s)")
     return 1 if problems.errors else 0
