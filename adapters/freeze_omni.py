@@ -21,6 +21,15 @@ the virtual clock, one 160 ms chunk at a time:
 - interrupt: an "ss" while the model is still being played stops that playback (the server's `interrupt()` and
   the client's `stop_tts`) and the new answer starts.
 
+The role: the server prefills its own assistant role for every user (web/parms.py:43-49, "You are a helpful voice
+assistant. ... Your name is Xiao Yun. Your inventor is Tencent.", the indentation of its continued string literal
+included) and replaces it only when the client sends a prompt (`set_prompt`, web/parms.py:54-55, bin/server.py:377-383).
+A case's system prompt is that client prompt; without one the server's role is prefilled (`default_role`), never
+`role=None`, which would select the checkpoint's training role instead (models/audioLLM.py:219-225), a prefix no
+entry point of the repository uses (bin/inference.py:120 prefills "You are a helpful assistant.").
+
+Checked against VITA-MLLM/Freeze-Omni@3e17af43 (`UPSTREAM`; docs/models.md#freeze-omni lists each file:line).
+
 On the virtual clock the model is infinitely fast: its whole answer is written and spoken the moment it decides
 to speak, and it starts at the end of the 160 ms chunk that made it decide (adapters/chunking.py): chunk k ends
 at session sample (k + 1) * 3840. So the context it listens with afterwards holds its whole answer, even when
@@ -34,8 +43,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from copy import deepcopy
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,9 +53,18 @@ import numpy as np
 
 from adapters.chunking import ChunkedAgent, ChunkGatherer, Playback
 from adapters.model_code import model_code
+from adapters.upstream import Pin, git_head, hf_snapshot_revision, provenance
 from dataset_builder.audio import SESSION_SR
 from dataset_builder.errors import UsageError
 
+# The code this adapter was written against. The checkpoint (VITA-MLLM/Freeze-Omni on the hub) and Qwen2-7B-Instruct
+# are local folders; their hub revision is recorded when they are hub cache snapshots.
+UPSTREAM: tuple[Pin, ...] = (Pin("git", "VITA-MLLM/Freeze-Omni", "3e17af43b4fe64ba9609b4e1ba94c443c45101c0"),)
+# web/parms.py:44-48: the role the server prefills for every user. Its string literal continues over four lines with
+# a backslash, so each line's 77 spaces of indentation are part of the role the model hears.
+SERVER_ROLE = (" " * 77).join(("You are a helpful voice assistant.",
+                                "Your answer should be coherent, natural, simple, complete.",
+                                "Your name is Xiao Yun.", "Your inventor is Tencent."))
 IN_RATE = 16_000
 CHUNK_S = 0.16  # web/vad.py: CHUNK = frame_shift (160) * chunk_size (16) samples at 16 kHz
 TTS_DIM = 896  # bin/server.py decoder(): the speech decoder reads the LLM's states as rows of 896
@@ -74,6 +93,8 @@ class FreezeOmniParts:
     tts: Any
     vad: Any
     server: dict[str, Any]
+    # What was loaded against `UPSTREAM` (load_parts fills it; built parts, a test double, have none).
+    upstream: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         missing = [k for k in SERVER_KEYS if k not in self.server]
@@ -97,8 +118,13 @@ def load_parts(checkpoint_dir: str, llm_path: str, repo_dir: str | None = None, 
         raise UsageError(f"freeze-omni: no {server_json}; checkpoint_dir must be the downloaded checkpoints folder")
     args = argparse.Namespace(model_path=str(checkpoint_dir), llm_path=str(llm_path), top_p=top_p, top_k=top_k,
                               temperature=temperature)
-    return FreezeOmniParts(pipeline=inferencePipeline(args), tts=llm2TTS(str(checkpoint_dir)), vad=VAD(),
-                           server=json.loads(server_json.read_text()))
+    parts = FreezeOmniParts(pipeline=inferencePipeline(args), tts=llm2TTS(str(checkpoint_dir)), vad=VAD(),
+                            server=json.loads(server_json.read_text()))
+    checkout = Path(sys.modules["models.pipeline"].__file__ or ".").resolve().parent.parent
+    parts.upstream = [provenance("freeze-omni", UPSTREAM[0], git_head(checkout), f"the Freeze-Omni code at {checkout}")]
+    parts.upstream += [{"repo": str(path), "kind": "hf", "pinned": None, "used": hf_snapshot_revision(path),
+                        "matches": None} for path in (checkpoint_dir, llm_path)]
+    return parts
 
 
 class FreezeOmniAgent(ChunkedAgent):
@@ -115,7 +141,12 @@ class FreezeOmniAgent(ChunkedAgent):
 
     def __init__(self, checkpoint_dir: str = "checkpoints", llm_path: str = "Qwen2-7B-Instruct",
                  repo_dir: str | None = None, top_p: float = 0.8, top_k: int = 20, temperature: float = 0.8,
-                 frame_size: int = 480, device: str = "cuda", parts: FreezeOmniParts | None = None) -> None:
+                 frame_size: int = 480, device: str = "cuda", default_role: str = SERVER_ROLE,
+                 parts: FreezeOmniParts | None = None) -> None:
+        if not default_role.strip():
+            raise UsageError("freeze-omni: default_role must be a role text (the server always prefills one)")
+        self.default_role = default_role
+        self.sampling = {"top_p": top_p, "top_k": top_k, "temperature": temperature}
         self.frame_size = frame_size
         self.device = device
         self.gatherer = ChunkGatherer(CHUNK_S, self.sample_rate, frame_size, IN_RATE)
@@ -124,6 +155,13 @@ class FreezeOmniAgent(ChunkedAgent):
                                                                  temperature)
         self.listening: dict[str, Any] | None = None
         self.spoken: dict[str, Any] = {}
+
+    def runtime(self) -> dict[str, Any]:
+        """The role prefilled without a case prompt, the sampling, the speech decoder's settings, and what was
+        loaded against `UPSTREAM`, for each rec.json."""
+        parts = self._parts()
+        return {"default_role": self.default_role, "sampling": self.sampling, "server_json": parts.server,
+                "chunk_s": CHUNK_S, "upstream": parts.upstream}
 
     def _parts(self) -> FreezeOmniParts:
         if self.parts is None:
@@ -138,8 +176,9 @@ class FreezeOmniAgent(ChunkedAgent):
         self.gatherer.reset()
         self.playback.stop()
         parts.vad.reset_vad()
-        # A new user: the system role is prefilled (stat "pre"); no prompt keeps the model's own default role.
-        self.spoken = parts.pipeline.speech_dialogue(None, stat="pre", role=system_prompt or None)
+        # A new user: the system role is prefilled (stat "pre"): the case's prompt, as the client's set_prompt sends
+        # it, else the server's own role (web/parms.py:43-55).
+        self.spoken = parts.pipeline.speech_dialogue(None, stat="pre", role=system_prompt or self.default_role)
         self.listening = None
 
     def _hear(self, chunk: np.ndarray) -> None:

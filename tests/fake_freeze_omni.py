@@ -1,13 +1,16 @@
 """An API fake of Freeze-Omni's three run-time objects, for testing adapters/freeze_omni.py without the weights.
 
-Written from VITA-MLLM/Freeze-Omni (models/pipeline.py, models/audioLLM.py, models/decoder/llm2tts.py,
-web/vad.py, bin/server.py): the same method names, arguments and return shapes —
-- `FakePipeline.speech_dialogue(audio, role=None, stat="sl", past_key_values=None, last_id=None,
-  past_tokens=None, adapter_cache=None, encoder_cache=None, pe_index=0) -> dict` (inferencePipeline): "pre"
-  prefills the role; "sl"/"cl" take one chunk's fbank features ([1, 19, 80]) and return the state head's "cl",
-  "ss" or "el"; "ss"/"cs" return one token ("cs", with last_id, hidden_state [1, 1, D], text of all past_tokens,
-  past_tokens) or the end ("sl"). Like the real pipeline it keeps no state of its own: everything rides in the
-  returned dict (the caches), and it takes no other keyword (a stray "text" key is a TypeError, as there).
+A contract of VITA-MLLM/Freeze-Omni@3e17af43 (models/pipeline.py, models/audioLLM.py, models/decoder/llm2tts.py,
+web/vad.py, web/parms.py, bin/server.py): the same method names, arguments, return shapes and refusals —
+- `FakePipeline.speech_dialogue(audio, role=None, stat="sl", past_key_values=None, last_id=None, past_tokens=None,
+  adapter_cache=None, encoder_cache=None, pe_index=0) -> dict` (inferencePipeline, models/pipeline.py:25-86): "pre"
+  prefills the role (recorded in `roles`; `role=None` selects the checkpoint's training role,
+  models/audioLLM.py:219-225, recorded as `CHECKPOINT_ROLE`), and refuses a "pre" on a session that already has past
+  key values (AssertionError, audioLLM.py:217); "sl"/"cl" take one chunk's fbank features ([1, 19, 80]) and return
+  the state head's "cl", "ss" or "el"; "ss"/"cs" return one token ("cs", with last_id, hidden_state [1, 1, D], text
+  of all past_tokens, past_tokens) or the end ("sl"). Like the real pipeline it keeps no state of its own:
+  everything rides in the returned dict (the caches), and it takes no other keyword (a stray "text" key is a
+  TypeError, as there).
   `post_process(text)`, `model.tokenizer.encode(text)`, `model.llm_decoder.model.embed_tokens(ids)` as used by
   the server's decoder().
 - `FakeTTS.run(hidden, top_k, prefix, codec_chunk_size=40, codec_padding_size=10, penalty_window_size=-1,
@@ -38,6 +41,7 @@ CHUNK = 2560
 HEARD_RMS = 0.01
 MIN_TURN, END_QUIET, VAD_END_QUIET = 4, 3, 13
 DIM = 896
+CHECKPOINT_ROLE = "<the checkpoint's chat_template role>"  # what role=None selects (models/audioLLM.py:224-225)
 SAMPLES_PER_CHAR = 3600
 LEAD, LEAD_LEVEL, CLICK, LEVEL = 240, 0.001, 0.9, 0.25
 SCRIPTS = (
@@ -91,7 +95,9 @@ class FakePipeline:
                         last_id: Any = None, past_tokens: list[Any] | None = None, adapter_cache: Any = None,
                         encoder_cache: Any = None, pe_index: int = 0) -> dict[str, Any]:
         if stat == "pre":
-            self.roles.append(role)
+            if past_key_values is not None:
+                raise AssertionError("past key values already exist!!!")
+            self.roles.append(CHECKPOINT_ROLE if role is None else role)
             return dict(past_key_values={"role": role, "n": 1}, stat="sl", last_id=None, adapter_cache=None,
                         encoder_cache=None, pe_index=0)
         if past_key_values is None:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from adapters.freeze_omni import FreezeOmniAgent, FreezeOmniParts, load_parts
+from adapters.freeze_omni import SERVER_ROLE, UPSTREAM, FreezeOmniAgent, FreezeOmniParts, load_parts
 from adapters.protocol import DuplexAgent
 from adapters.registry import load_adapter
 from dataset_builder.audio import SESSION_SR, read_wav, resample, to_pcm16
@@ -27,7 +27,16 @@ from eval.orchestrator import run_episode
 from eval.schedule import EpisodePlan, Play, Silence
 from metrics.vad import VAD_PRESETS
 from tests.adapter_episodes import CONFIGS, Ran, first_cases, run_cases, shortest_cases
-from tests.fake_freeze_omni import CLICK, LEAD, SCRIPTS, SERVER, FakeFreezeOmni, FakeVAD, fake_freeze_omni
+from tests.fake_freeze_omni import (
+    CHECKPOINT_ROLE,
+    CLICK,
+    LEAD,
+    SCRIPTS,
+    SERVER,
+    FakeFreezeOmni,
+    FakeVAD,
+    fake_freeze_omni,
+)
 
 CHUNK = 3840  # 160 ms on the session clock
 
@@ -108,7 +117,7 @@ def test_one_episode_of_every_config(config: str, reply: np.ndarray, mini_sets: 
                 "adapter freeze-omni lacks teacher_forcing, which this case (full) needs")
             continue
         assert r.episode.status == "ok", r.episode.failure
-        assert r.extra["role"] == (r.plan.system_prompt or None)  # no prompt: the model's own default role
+        assert r.extra["role"] == (r.plan.system_prompt or SERVER_ROLE)  # no prompt: the server's own role
         answers += check_episode(r)
     assert answers, f"the fake never answered in {config}: the timing checks above checked nothing"
 
@@ -273,6 +282,28 @@ def test_the_loader_imports_the_repository_code(tmp_path: Path, monkeypatch) -> 
         assert parts.pipeline.args == Namespace(model_path=str(ckpt), llm_path="/w/Qwen2-7B-Instruct", top_p=0.8,
                                                 top_k=5, temperature=0.8)
         assert parts.tts.model_path == str(ckpt) and type(parts.vad).__module__ == "web.vad"
+        # Not a git checkout: its commit cannot be told, which is said in one line and recorded.
+        assert parts.upstream[0] == {"repo": "VITA-MLLM/Freeze-Omni", "kind": "git", "pinned": UPSTREAM[0].ref,
+                                     "used": None, "matches": False}
+        assert [u["repo"] for u in parts.upstream[1:]] == [str(ckpt), "/w/Qwen2-7B-Instruct"]
+        assert agent.runtime()["upstream"] == parts.upstream
     finally:
         for name in [m for m in sys.modules if m.split(".")[0] in ("models", "web")]:
             sys.modules.pop(name, None)
+
+
+def test_without_a_case_prompt_the_servers_role_is_prefilled(talk: dict[str, np.ndarray]) -> None:
+    """The server prefills its own role for every user (web/parms.py:43-49) and a client prompt replaces it; the
+    adapter never asks for role=None, which would select the checkpoint's training role instead. The fake, like the
+    real pipeline, refuses a second "pre" on a session that already has past key values."""
+    fake = fake_freeze_omni()
+    agent = agent_with(fake)
+    agent.reset(None, 0)
+    agent.reset("You are Aria.", 0)
+    assert fake.pipeline.roles == [SERVER_ROLE, "You are Aria."] and CHECKPOINT_ROLE not in fake.pipeline.roles
+    assert SERVER_ROLE.startswith("You are a helpful voice assistant.") and SERVER_ROLE.count(" " * 77) == 3
+    assert agent.runtime()["default_role"] == SERVER_ROLE and agent.runtime()["upstream"] == []
+    with pytest.raises(AssertionError, match="past key values already exist"):
+        fake.pipeline.speech_dialogue(None, stat="pre", role="x", past_key_values={"role": "y", "n": 1})
+    with pytest.raises(UsageError, match="default_role"):
+        FreezeOmniAgent(parts=fake.parts(), device="cpu", default_role=" ")
