@@ -1,6 +1,7 @@
-"""The M3 writers (dataset_builder/m3/writer.py): `template` keeps the composed text; `openai` rewords a composed
-dialogue through an OpenAI-compatible endpoint (here the stand-in server of tests/test_mpe_writer.py) and keeps
-only rewrites that pass every check, asking again with the broken rule named; answers are cached."""
+"""The M3 writers (dataset_builder/m3/writer.py): `template` keeps the dialogue's text; `openai` rewords a dialogue
+through an OpenAI-compatible endpoint (here the stand-in server of tests/test_mpe_writer.py), showing it and reading
+it back in the chat corpus's written form (U:/S:/U> lines with {pause}, {bc: word}, {cut}), and keeps only rewrites
+that pass every check, asking again with the broken rule named; answers are cached."""
 
 from __future__ import annotations
 
@@ -12,13 +13,22 @@ from typing import Any
 
 import pytest
 
+from dataset_builder.m3.corpus import mini_dialogue, render
 from dataset_builder.m3.dialogues import Dialogue, generate_dialogues
 from dataset_builder.m3.textbank import load_bank
-from dataset_builder.m3.writer import OpenAIWriter, TemplateWriter, WriterError, _value_end, prompt, says
+from dataset_builder.m3.writer import (
+    OpenAIWriter,
+    TemplateWriter,
+    WriterError,
+    _value_end,
+    parse_rewrite,
+    prompt,
+    says,
+)
 from eval.cli import main
 from tests.test_mpe_writer import Stub
 
-LINE = re.compile(r"^(u\d\d)  (user|system)  \[([\w-]+)\]")
+HEAD = re.compile(r"^(U:|S:|U> \{why: [^}]*\})\s*(.*)$")
 LEAD = {"en": "Well, ", "ja": "えっと、"}
 
 
@@ -29,23 +39,20 @@ def stub() -> Iterator[Stub]:
     s.close()
 
 
-def drafts(text: str) -> list[dict[str, str]]:
-    """The utterances of our prompt as a model reads them: id, kind and draft."""
-    out: list[dict[str, str]] = []
-    for line in text.splitlines():
-        if m := LINE.match(line):
-            out.append({"id": m.group(1), "kind": m.group(3)})
-        elif out and line.startswith("    draft: "):
-            out[-1]["text"] = line[len("    draft: "):]
-    return out
+def drafts(text: str) -> list[str]:
+    """The dialogue's lines in our prompt as a model reads them."""
+    return [line for line in text.splitlines() if HEAD.match(line)]
 
 
-def reworded(text: str, lang: str, edit: Callable[[dict[str, str]], str] | None = None) -> str:
-    """What a well-behaved model answers: every turn with a lead-in, backchannels as they are."""
-    items = [{"id": u["id"], "text": (edit(u) if edit else None) or (
-        u["text"] if u["kind"] == "bc" else LEAD[lang] + u["text"][0].lower() + u["text"][1:]
-        if lang == "en" and not u["text"].startswith("I ") else LEAD[lang] + u["text"])} for u in drafts(text)]
-    return json.dumps({"utterances": items}, ensure_ascii=False)
+def reworded(text: str, lang: str, edit: Callable[[int, str], str | None] | None = None) -> str:
+    """What a well-behaved model answers: every line with a lead-in, its marks as they are (`edit`: a line
+    written otherwise, by its index)."""
+    out = []
+    for n, line in enumerate(drafts(text)):
+        head, body = HEAD.match(line).groups()  # type: ignore[union-attr]
+        lead = body if lang != "en" or body.startswith("I ") else body[0].lower() + body[1:]
+        out.append((edit(n, line) if edit else None) or f"{head} {LEAD[lang]}{lead}")
+    return "\n".join(out)
 
 
 def writer_for(stub: Stub, tmp_path: Path, **kwargs: Any) -> OpenAIWriter:
@@ -56,7 +63,9 @@ def writer_for(stub: Stub, tmp_path: Path, **kwargs: Any) -> OpenAIWriter:
 
 @pytest.fixture(scope="module")
 def task() -> dict[str, Dialogue]:
-    return {lang: generate_dialogues(lang, "task", 4)[3] for lang in ("en", "ja")}
+    # dialogues with a held pause and a backchannel, for the marks
+    return {lang: next(d for d in generate_dialogues(lang, "task", 20)[3:] if {"pause", "bc"} <= {
+        u.relation for u in d.utterances}) for lang in ("en", "ja")}
 
 
 @pytest.mark.parametrize("lang", ["en", "ja"])
@@ -72,7 +81,8 @@ def test_a_rewrite_keeps_everything_but_the_wording(stub: Stub, tmp_path: Path, 
     for old, u in zip(draft.utterances, new.utterances, strict=True):
         assert (u.speaker, u.kind, u.relation, u.topic, u.fact, u.gold_answer, u.gold_aliases) == \
             (old.speaker, old.kind, old.relation, old.topic, old.fact, old.gold_answer, old.gold_aliases)
-        assert u.text == (old.text if u.kind == "bc" else u.text) and (u.kind == "bc" or u.text != old.text)
+        assert u.text == (old.text if u.kind == "bc" else u.text)
+        assert u.kind == "bc" or u.text != old.text or u.relation == "pause"
         if u.gold_answer and u.cut_after_chars:  # the barge-in still comes right after the whole answer
             said = u.text[:u.cut_after_chars]
             assert says(said, u.gold_answer, lang) >= 0  # "アメリカ合衆国" whole, not cut after アメリカ
@@ -105,30 +115,34 @@ def test_answers_are_cached_and_template_asks_nothing(stub: Stub, tmp_path: Path
     assert TemplateWriter().write(task["en"]) is task["en"]
 
 
-def _first(kind: str) -> Callable[[dict[str, str]], str | None]:
-    done: list[bool] = []
+def _without_the_answer(draft: Dialogue) -> Callable[[int, str], str | None]:
+    """Line 1 no longer says its answer, its marks kept."""
+    forms = sorted((draft.utterances[1].gold_answer, *draft.utterances[1].gold_aliases), key=len, reverse=True)
 
-    def edit(u: dict[str, str]) -> str | None:
-        if done or u["kind"] != kind:
-            return None
-        done.append(True)
-        return {"bc": "oh, right then", "turn": "Hello there, what a lovely day it is today."}[kind]
+    def edit(n: int, line: str) -> str | None:
+        return re.sub("|".join(map(re.escape, forms)), "something", line, flags=re.IGNORECASE) if n == 1 else None
     return edit
 
 
+def _first_bc(n: int, line: str) -> str | None:
+    return re.sub(r"\{bc: [^}]*\}", "{bc: oh, right then}", line, count=1) if "{bc:" in line else None
+
+
 @pytest.mark.parametrize("broken, rule", [
-    (lambda d: (lambda u: u["text"].replace(d.utterances[1].text, "It is something I cannot recall right now.")
-                if u["id"] == "u01" else None), "gold"),
-    (lambda d: _first("bc"), "backchannel"),
-    (lambda d: (lambda u: "So the the " + u["text"] if u["id"] == "u00" else None), "doubled"),
-    (lambda d: (lambda u: u["text"] + " Maybe 42 times." if u["id"] == "u00" else None), "numbers"),
-    (lambda d: (lambda u: "a b" if u["id"] == "u00" else None), "length"),
+    ("gold", "gold"),
+    (_first_bc, "backchannel"),
+    (lambda n, line: line.replace("U: ", "U: So the the ", 1) if n == 0 else None, "doubled"),
+    (lambda n, line: line + " Maybe 42 times." if n == 0 else None, "numbers"),
+    (lambda n, line: "U: a b" if n == 0 else None, "length"),
+    (lambda n, line: line.replace("{pause}", "") if "{pause}" in line else None, "pause"),
+    (lambda n, line: line.replace("S:", "U:", 1) if n == 1 else None, "lines"),
 ])
 def test_a_broken_rewrite_is_asked_for_again_naming_the_rule(stub: Stub, tmp_path: Path, task: dict,
                                                              broken: Callable, rule: str) -> None:
     draft = task["en"]
-    assert draft.utterances[1].gold_answer  # u01 answers the first question
-    edit = broken(draft)
+    assert draft.utterances[1].gold_answer and draft.utterances[0].relation == "first"  # line 1 answers line 0
+    assert any(u.relation == "pause" for u in draft.utterances) and any(u.kind == "bc" for u in draft.utterances)
+    edit = _without_the_answer(draft) if broken == "gold" else broken
     stub.answer = lambda p, n: reworded(p, "en", edit if n == 0 else None)
     w = writer_for(stub, tmp_path)
     w.write(draft)
@@ -144,9 +158,9 @@ def test_a_follow_up_about_the_answer_must_not_name_it(stub: Stub, tmp_path: Pat
     i = next(i for i, u in enumerate(draft.utterances) if u.follows_answer)
     q = max(k for k in range(i) if draft.utterances[k].speaker == "user" and draft.utterances[k].kind == "turn")
     name = kb.entity(draft.utterances[i].topic).name["en"]
-    qid = draft.utterances[q].utt_id.rsplit("-", 1)[1]
-    stub.answer = lambda p, n: reworded(p, "en", (lambda u: f"Okay, about {name}, {u['text']}" if u["id"] == qid
-                                                 else None) if n == 0 else None)
+    line = sum(u.kind == "turn" and u.relation != "pause" for u in draft.utterances[:q + 1]) - 1
+    stub.answer = lambda p, n: reworded(p, "en", (lambda k, text: text.replace("U: ", f"U: Okay, about {name}, ", 1)
+                                                 if k == line else None) if n == 0 else None)
     writer_for(stub, tmp_path).write(draft)
     assert "Rule broken: follow-up:" in stub.prompts()[1]
 
@@ -155,7 +169,7 @@ def test_after_the_last_attempt_fail_or_keep_the_template(stub: Stub, tmp_path: 
     stub.answer = lambda p, n: "Sorry, I can't do that."
     with pytest.raises(WriterError) as err:
         writer_for(stub, tmp_path, attempts=2).write(task["en"])
-    assert "\n" not in str(err.value) and task["en"].dialogue_id in str(err.value) and "rule json" in str(err.value)
+    assert "\n" not in str(err.value) and task["en"].dialogue_id in str(err.value) and "rule lines" in str(err.value)
     keep = writer_for(stub, tmp_path, attempts=1, on_failure="template")
     assert keep.write(task["en"]) is task["en"] and keep.summary()["fallback_dialogues"] == [task["en"].dialogue_id]
     stub.answer = lambda p, n: 503
@@ -166,8 +180,12 @@ def test_after_the_last_attempt_fail_or_keep_the_template(stub: Stub, tmp_path: 
 def test_prompt_names_each_utterance_and_a_retry_names_the_rule(task: dict) -> None:
     kb = load_bank(("ja",)).knowledge
     text = prompt(task["ja"], kb)
-    assert [u["id"] for u in drafts(text)] == [u.utt_id.rsplit("-", 1)[1] for u in task["ja"].utterances]
-    assert "JSON" in text and "あいづち" in text
+    assert drafts(text) == render(task["ja"])  # the corpus's written form, marks where they fall
+    assert "{bc: " in text and "{pause}" in text and "あいづち" in text and "# answer: " in text
+    for lang in ("en", "ja"):  # read back as written, the dialogue is the same
+        d = mini_dialogue(lang)
+        assert parse_rewrite("\n".join(render(d)), d) == d
+        assert "U> {why: " in "\n".join(render(d))
 
 
 def test_build_m3_with_the_openai_writer_through_the_cli(stub: Stub, tmp_path: Path) -> None:
@@ -181,5 +199,22 @@ def test_build_m3_with_the_openai_writer_through_the_cli(stub: Stub, tmp_path: P
     assert len(rows) == 2 and len(stub.requests) == 2
     for row, d in zip(rows, composed, strict=True):
         turns = [u["text"] for u in row["dialogue"]["utterances"] if u["kind"] == "turn"]
-        assert turns == [json.loads(reworded(prompt(d, load_bank(("en",)).knowledge), "en"))["utterances"][k]["text"]
-                         for k, u in enumerate(d.utterances) if u.kind == "turn"]
+        want = parse_rewrite(reworded(prompt(d, load_bank(("en",)).knowledge), "en"), d)
+        assert turns == [u.text for u in want.utterances if u.kind == "turn"] != [
+            u.text for u in d.utterances if u.kind == "turn"]
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_a_chat_conversation_is_rewritten_in_the_same_form(stub: Stub, tmp_path: Path, lang: str) -> None:
+    draft = mini_dialogue(lang)
+    stub.answer = lambda p, n: reworded(p, lang)
+    new = writer_for(stub, tmp_path).write(draft)
+    assert "U> {why: " in stub.prompts()[0] and "{cut}" in stub.prompts()[0]
+    for old, u in zip(draft.utterances, new.utterances, strict=True):
+        assert (u.speaker, u.kind, u.relation, u.why) == (old.speaker, old.kind, old.relation, old.why)
+        if u.kind == "bc":  # still right after the same words, now a lead-in later
+            host = next(x for x in reversed(new.utterances[:new.utterances.index(u)]) if x.kind == "turn")
+            old_host = next(x for x in reversed(draft.utterances[:draft.utterances.index(old)]) if x.kind == "turn")
+            assert host.text[:u.bc_at_chars].endswith(old_host.text[:old.bc_at_chars][-8:])
+        if old.cut_after_chars:
+            assert u.text[u.cut_after_chars:].strip() == old.text[old.cut_after_chars:].strip()

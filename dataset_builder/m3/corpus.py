@@ -142,7 +142,8 @@ def _clean(raw: str, lang: str, where: str, problems: Problems) -> tuple[str, li
     return text, [(k, v, len(text[:min(max(pos_map[p] - lead, 0), len(text))].rstrip())) for k, v, p in marks]
 
 
-def _line(raw: str, lang: str, where: str, problems: Problems) -> CorpusLine | None:
+def parse_line(raw: str, lang: str, where: str, problems: Problems) -> CorpusLine | None:
+    """One written line (`U: ...`, `S: ...`, `U> {why: ...} ...`) with its marks, or None (the problem recorded)."""
     m = _LINE.match(raw)
     if not m:
         problems.fail(where, "a line is 'U: text', 'S: text' or 'U> {why: reason} text'", raw)
@@ -200,7 +201,7 @@ def parse_file(path: Path, lang: str, problems: Problems, *, mini: bool = False)
         if head and not cur["lines"]:
             cur["headers"][head.group(1)] = head.group(2).strip()
             continue
-        parsed = _line(line, lang, where, problems)
+        parsed = parse_line(line, lang, where, problems)
         if parsed is not None:
             cur["lines"].append(parsed)
     close()
@@ -443,3 +444,58 @@ def mini_dialogue(lang: str, seed: int = 0) -> Dialogue:
     if mini is None:
         raise CorpusError(f"texts/{lang}/{MINI_FILE} is missing")
     return to_dialogue(mini, seed)
+
+
+# --- back to the written form ------------------------------------------------------------------------------------
+
+TASK_WHY = {"en": "the answer has been said; the next question cannot wait",
+            "ja": "答えはもう聞けたので、次の質問をすぐにしたい"}
+
+
+def _bc_place(host: DialogueUtterance, bc: DialogueUtterance) -> int:
+    """Where a backchannel's mark goes in its host's text: where it was written (`bc_at_chars`), else before the
+    question it must not fall in (`bc_before_chars`), else after the host's first sentence or clause (a composed
+    backchannel is placed by the statistics; the mark only says which turn it falls in)."""
+    text = host.text
+    if bc.bc_at_chars:
+        return bc.bc_at_chars
+    if bc.bc_before_chars:
+        return len(text[:bc.bc_before_chars].rstrip())
+    for pattern in (r"[.!?。！？](?=\s|$)", r"[,、]"):
+        m = re.search(pattern, text)
+        if m and m.end() < len(text) - 1:
+            return m.end()
+    return len(text)
+
+
+def render(d: Dialogue) -> list[str]:
+    """The dialogue in the corpus's written form (`U: ...`, `S: ...`, `U> {why: ...} ...`, with `{pause}`,
+    `{bc: word}` and `{cut}` where they fall): what `to_dialogue` reads back into the same utterances."""
+    lines: list[tuple[str, list[list]]] = []  # (head, pieces: [text, [(pos, mark)]])
+    for u in d.utterances:
+        if u.kind == "bc":
+            host_piece = lines[-1][1][-1]
+            host = next(x for x in reversed(d.utterances[:d.utterances.index(u)]) if x.kind == "turn")
+            host_piece[1].append((_bc_place(host, u), f"{{bc: {u.text}}}"))
+            continue
+        spaced = d.language == "en" and u.text[u.cut_after_chars:u.cut_after_chars + 1] == " "
+        marks: list[tuple[int, str]] = [(u.cut_after_chars, " {cut}" if spaced else "{cut}")] \
+            if u.cut_after_chars else []
+        if u.relation == "pause" and lines:
+            lines[-1][1].append([u.text, marks])
+            continue
+        if u.relation == "barge_in":
+            head = f"U> {{why: {u.why or TASK_WHY[d.language]}}}"
+        else:
+            head = "U:" if u.speaker == "user" else "S:"
+        lines.append((head, [[u.text, marks]]))
+    out = []
+    for head, pieces in lines:
+        said = []
+        for text, marks in pieces:
+            for pos, mark in sorted(marks, reverse=True):
+                text = text[:pos] + mark + text[pos:]
+            said.append(text)
+        joiner = " {pause} " if d.language == "en" else "{pause}"
+        out.append(f"{head} {joiner.join(said)}")
+    return out

@@ -1,19 +1,22 @@
-"""Who writes the words of an M3 dialogue: the composer as it is (`template`), or an LLM (`openai`), as the paper
-does ("Written dialogues are converted into spoken-style dialogues using a large language model", M3-DuplexBench
-§III-B1) and as Duplex-MPE's writer does (`dataset_builder/mpe/writer.py`).
+"""Who writes the words of an M3 dialogue: the dialogue as it is (`template`: the authored chat corpus, the composed
+task dialogues), or an LLM (`openai`), as the paper does ("Written dialogues are converted into spoken-style
+dialogues using a large language model", M3-DuplexBench §III-B1) and as Duplex-MPE's writer does
+(`dataset_builder/mpe/writer.py`).
 
-The composer (`dialogues.py`) decides everything about a dialogue: its utterances in order, who says each, which
-are backchannels, held pauses and barge-ins, the task's facts and gold answers. A writer may change only the
-texts of the TURN utterances. `openai` asks any OpenAI-compatible chat endpoint (`openai_compat.ChatClient`,
-cached on disk) to reword a composed dialogue in spoken style, with the composed text as its draft, and accepts
-an answer only when the rewrite passes every check a composed dialogue passes (`Dialogue.validate`) plus its own
-(`check_rewrite`): same utterances, backchannels unchanged, each TURN still TURN-long, no doubled word, no number
-the draft did not say, every task answer still says its gold answer (and, where a barge-in cuts it, says it with
+The dialogue fixes everything but the wording: its utterances in order, who says each, which are backchannels (and
+their words), held pauses and barge-ins, the task's facts and gold answers. `openai` shows any OpenAI-compatible chat
+endpoint (`openai_compat.ChatClient`, cached on disk) the dialogue in the chat corpus's written form
+(`corpus.render`: `U: ...`, `S: ...`, `U> {why: ...} ...` lines with `{pause}`, `{bc: word}` and `{cut}` where
+they fall; texts/README.md "Chat corpus") and asks for it back in the same form, reworded in spoken style with
+every mark kept where it belongs by meaning. An answer is read back with the corpus reader (`parse_rewrite`) and
+accepted only when it passes every check a dialogue passes (`Dialogue.validate`) plus its own (`check_rewrite`):
+the same lines and marks, backchannel words unchanged, each TURN still TURN-long, no doubled word, no number the
+draft did not say, every task answer still says its gold answer (and, where a barge-in cuts it, says it with
 enough after it to be cut there), a question naming its entity where the draft did and not where it asks about
 the previous answer, no question giving its answer away. A rejected answer is asked for again with the broken
 rule named; after the last attempt the build stops with one line naming the dialogue and the rule, or, with
-`on_failure=template`, keeps the composed text for it and counts it. The writer is never required: `template`
-is the default and needs nothing.
+`on_failure=template`, keeps the draft's text for it and counts it. The writer is never required: `template` is
+the default and needs nothing.
 """
 
 from __future__ import annotations
@@ -27,8 +30,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dataset_builder.llm_writer import ChatWriter, Rejected, default_cache_dir, json_object
+from dataset_builder.llm_writer import ChatWriter, Rejected, default_cache_dir
 from dataset_builder.llm_writer import WriterError as WriterError  # what this writer raises
+from dataset_builder.m3.bankio import Problems
+from dataset_builder.m3.corpus import CorpusLine, parse_line, render
 from dataset_builder.m3.dialogues import Dialogue, DialogueUtterance
 from dataset_builder.m3.knowledge import Knowledge, normalise_ja
 from dataset_builder.m3.language import LANGUAGES
@@ -40,7 +45,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("duplex_eval.build")
 
-WRITER_PROMPT_VERSION = "m3-writer-1"  # bump when the prompt or the checks change: cached answers then differ
+WRITER_PROMPT_VERSION = "m3-writer-2"  # bump when the prompt or the checks change: cached answers then differ
 MAX_GROWTH = 2.0  # a rewritten TURN is at most this many times its draft's size (plus a few words)
 
 _DIGITS = re.compile(r"\d+")
@@ -153,75 +158,128 @@ def _check_questions(draft: Dialogue, new: Dialogue, knowledge: Knowledge | None
             raise Rejected("gold", f"{where} gives its own answer {u.gold_answer!r} away")
 
 
+_FENCE = re.compile(r"^```\w*\s*$")
+
+
+def _written(lines: Sequence[str], lang: str, what: str) -> list[CorpusLine]:
+    problems = Problems()
+    out = [parse_line(line, lang, f"line {k}", problems) for k, line in enumerate(lines, 1)]
+    if problems.errors or any(x is None for x in out):
+        raise Rejected("format", f"{what}: {problems.errors[0] if problems.errors else 'unreadable line'}")
+    return [x for x in out if x is not None]
+
+
 def parse_rewrite(content: str, draft: Dialogue) -> Dialogue:
-    """The dialogue an answer describes (checked by `check_rewrite`, not here); raises Rejected."""
-    data = json_object(content)
-    items = data.get("utterances") if isinstance(data, dict) else None
-    if not isinstance(items, list) or not all(isinstance(x, dict) for x in items):
-        raise Rejected("json", 'expected {"utterances": [{"id": "u00", "text": "..."}, ...]}')
-    want = [u.utt_id.rsplit("-", 1)[1] for u in draft.utterances]
-    got = [str(x.get("id")) for x in items]
-    if got != want:
-        raise Rejected("utterances", f"expected {len(want)} utterances with the draft's ids ({want[0]} to "
-                                     f"{want[-1]}) in order, got {len(got)}")
-    out = []
-    for item, u in zip(items, draft.utterances, strict=True):
-        text = item.get("text")
-        if not isinstance(text, str) or not text.strip():
-            raise Rejected("json", f"{u.utt_id} needs a non-empty string 'text'")
-        text = text.strip() if draft.language == "ja" else " ".join(text.split())
-        cut = u.cut_after_chars
-        if cut and u.gold_answer:  # a barge-in comes right after the answer, wherever the rewrite says it
-            cut = max(0, _value_end(u, text, draft.language))
-        elif cut:
-            cut = min(len(text) - 1, round(cut * len(text) / max(1, len(u.text))))
-        out.append(dataclasses.replace(u, text=text, cut_after_chars=cut))
+    """The dialogue an answer in the corpus's written form describes (checked by `check_rewrite`, not here): its
+    lines must match the draft's one for one (speaker, barge-in, pauses, backchannel words, cut); raises Rejected."""
+    lang = draft.language
+    lines = [ln.strip() for ln in content.strip().splitlines()]
+    lines = [ln for ln in lines if ln and not ln.startswith("#") and not _FENCE.match(ln)]
+    want = _written(render(draft), lang, "the draft")
+    if len(lines) != len(want):
+        raise Rejected("lines", f"expected the draft's {len(want)} lines ('U: ...', 'S: ...', 'U> {{why: ...}} ...'"
+                                f"), got {len(lines)}")
+    got = _written(lines, lang, "the answer")
+    out: list[DialogueUtterance] = []
+    k = 0
+    for n, (a, b) in enumerate(zip(want, got, strict=True), 1):
+        head = "U>" if a.barge_in else "U:" if a.speaker == "user" else "S:"
+        if (a.speaker, a.barge_in) != (b.speaker, b.barge_in):
+            raise Rejected("lines", f"line {n} starts with {head!r} as in the draft")
+        if len(a.pauses) != len(b.pauses):
+            raise Rejected("pause", f"line {n} keeps its {len(a.pauses)} {{pause}} mark(s)")
+        if [w for _, w in a.bcs] != [w for _, w in b.bcs]:
+            raise Rejected("backchannel", f"line {n} keeps its backchannels {[w for _, w in a.bcs]} in this order, "
+                                          "each right after the words it answers")
+        if (a.cut >= 0) != (b.cut >= 0):
+            raise Rejected("barge-in", f"line {n} keeps its {{cut}} mark" if a.cut >= 0 else
+                           f"line {n} has no {{cut}}")
+        group = draft.utterances[k:k + 1 + len(a.pauses) + len(a.bcs)]
+        k += len(group)
+        out += _rewritten_line(group, b, lang)
     return dataclasses.replace(draft, utterances=tuple(out))
+
+
+def _rewritten_line(group: Sequence[DialogueUtterance], line: CorpusLine, lang: str) -> list[DialogueUtterance]:
+    """The draft utterances of one line with the rewritten line's texts and mark positions."""
+    bounds = [0, *line.pauses, len(line.text)]
+    pieces = []  # (start in the line, text)
+    for a, b in zip(bounds, bounds[1:], strict=False):
+        raw = line.text[a:b]
+        pieces.append((a + len(raw) - len(raw.lstrip()), raw.strip()))
+    out: list[DialogueUtterance] = []
+    turn, bcs = -1, iter(line.bcs)
+    for u in group:
+        if u.kind == "turn":
+            turn += 1
+            start, text = pieces[turn]
+            cut = 0
+            if u.cut_after_chars and u.gold_answer:  # a barge-in comes right after the answer, wherever it is said
+                cut = max(0, _value_end(u, text, lang))
+            elif u.cut_after_chars:
+                cut = min(max(1, line.cut - start), len(text) - 1)
+            out.append(dataclasses.replace(u, text=text, cut_after_chars=cut))
+            continue
+        pos, _ = next(bcs)
+        start, text = pieces[turn]
+        at = min(max(1, pos - start), max(1, len(text) - 1))
+        out.append(dataclasses.replace(u, bc_at_chars=at if u.bc_at_chars else 0,
+                                       bc_before_chars=at if u.bc_before_chars else 0))
+    return out
 
 
 # --- the request ------------------------------------------------------------------------------------------------
 
 _PROMPT = {"en": """\
 Rewrite one spoken dialogue so that it sounds like two real people talking: contractions, fillers where people \
-use them, natural lead-ins, each line answering the one before it. It is read aloud by text-to-speech in a \
-benchmark of turn-taking ({domain}). A program composed the draft below; your job is the wording, and everything \
-else stays.
+use them (um, uh, like), self-repair, short answers, each line answering the one before it. It is read aloud by \
+text-to-speech in a benchmark of turn-taking ({domain}). Your job is the wording; everything else stays.
 
-## The utterances
-Each: id, speaker, what it is ([turn], [bc] a backchannel, [pause] the same speaker going on after a long pause, \
-[barge-in] the user cutting in), notes, then its draft.
+## The dialogue, in the corpus's written form
+One line a turn: "U: text" (the user), "S: text" (the system), "U> {{why: reason}} text" (the user cutting in on \
+the line before). Marks inside a line: {{pause}} (the user stops for a moment and goes on: only where what came \
+before cannot end a turn, mid-clause, after a filler or a conjunction, never after a complete sentence or clause), \
+{{bc: word}} (the listener's short backchannel, right after the words it reacts to, never inside or right after \
+a question), {{cut}} (where the user cuts in; the line goes on after it with what the system would have said). \
+A "# ..." line is a note about the line after it.
 {lines}
 
 ## Rules
-1. Keep every utterance, in this order, by the same speaker. Backchannels ([bc]) stay exactly as drafted.
-2. An utterance marked "answer:" says that answer in those words; "cut after the answer" means the speaker goes on \
-for a few words after it. No utterance says a number the draft does not say.
-3. A question marked "names: X" says X; one marked "about the previous answer" does not name it again (use he, \
-she, it, there).
-4. A [pause] utterance continues the sentence before it; a [barge-in] starts as an interruption.
-5. Keep each utterance about as long as its draft. Plain speech: no speaker names, no quotation marks, no stage \
-directions, no word said twice in a row.
+1. Keep every line, in this order, with the same start (U:, S:, U>) and the same marks: as many {{pause}}, the \
+same {{bc: word}} words in the same order, {{cut}} where there is one. Move a mark only to keep it right after the \
+words it belongs to.
+2. A line noted "answer:" says that answer in those words; "cut after the answer" means {{cut}} comes after the \
+answer and the line goes on for a few words. No line says a number the draft does not say.
+3. A line noted "names: X" says X; one noted "about the previous answer" does not name it again (use he, she, \
+it, there).
+4. A U> line starts as an interruption whose reason (its why) is audible in its first words.
+5. Keep each line about as long as its draft. Plain speech: no quotation marks, no stage directions, no word said \
+twice in a row.
 
-Answer with one JSON object and nothing else: {{"utterances": [{{"id": "u00", "text": "..."}}, ...]}}""",
+Answer with the lines only, in the same form, nothing else.""",
                  "ja": """\
-次の対話を、実際に二人が話しているような自然な話し言葉に書き直してください。音声合成で読み上げ、ターンテイキングの\
-ベンチマーク（{domain}）に使います。下書きはプログラムが作ったもので、変えてよいのは言い回しだけです。
+次の対話を、実際に二人が話しているような自然な話し言葉に書き直してください（えっと、あの、なんか、言い直し、短い\
+返事、終助詞）。音声合成で読み上げ、ターンテイキングのベンチマーク（{domain}）に使います。変えてよいのは言い回しだけです。
 
-## 発話
-各行：id、話者、種類（[turn] 発話、[bc] あいづち、[pause] 長い間の後に同じ話者が続ける、\
-[barge-in] ユーザーの割り込み）、注記、下書き。
+## 対話（コーパスの書式）
+一行が一発話：「U: 本文」（ユーザー）、「S: 本文」（システム）、「U> {{why: 理由}} 本文」\
+（直前の行へのユーザーの割り込み）。行の中の記号：{{pause}}（ユーザーが一瞬止まって続ける。「〜て、」「〜けど、」「えっと、」のように、そこで話が終われない\
+所だけ。言い切った文や節の後には置かない）、{{bc: 語}}（聞き手の短いあいづち。応える言葉の直後に置き、\
+質問の中や直後には置かない）、{{cut}}（ユーザーが割り込む所。その後ろにはシステムが言うはずだった続きを書く）。\
+「# ...」の行は次の行への注記。
 {lines}
 
 ## 規則
-1. すべての発話を同じ順序・同じ話者で残す。あいづち（[bc]）は下書きのまま。
-2. 「answer:」のある発話はその答えをその表記で言う。「cut after the answer」は答えの後にも少し話が続く。\
-下書きにない数字は言わない。
-3. 「names: X」の質問は X を言う。「about the previous answer」の質問はそれを言い直さない（「その人」「そこ」など）。
-4. [pause] は前の文の続き、[barge-in] は割り込みとして始める。
-5. 各発話は下書きと同じくらいの長さ。話者名、かぎかっこ、ト書きは書かない。\
-話者ごとの丁寧さ（です・ます／くだけた話し方）は下書きのとおり。
+1. すべての行を同じ順序・同じ書き出し（U:、S:、U>）・同じ記号で残す。{{pause}} の数、{{bc: 語}} の語と順序、\
+{{cut}} の有無は下書きのまま。記号は、それが応える言葉の直後に来るようにだけ動かしてよい。
+2. 「answer:」の注記がある行はその答えをその表記で言う。「cut after the answer」は答えの後に {{cut}} が来て、\
+その後にも少し話が続く。下書きにない数字は言わない。
+3. 「names: X」の行は X を言う。「about the previous answer」の行はそれを言い直さない（「その人」「そこ」など）。
+4. U> の行は割り込みとして始め、その理由（why）が最初の言葉から伝わるようにする。
+5. 各行は下書きと同じくらいの長さ。かぎかっこ、ト書きは書かない。丁寧さ（です・ます／くだけた話し方）は話者ごとに\
+下書きのとおり。
 
-JSON オブジェクト一つだけで答える：{{"utterances": [{{"id": "u00", "text": "..."}}, ...]}}"""}
+同じ書式の行だけで答える。ほかには何も書かない。"""}
 
 _RETRY = {"en": """
 
@@ -234,27 +292,30 @@ Write the whole dialogue again from the draft and keep to every rule (attempt {a
 破った規則：{rule}: {detail}
 下書きからもう一度すべて書き直し、すべての規則を守ってください（{attempts} 回中 {attempt} 回目）。"""}
 
-_KINDS = {"pause": "pause", "barge_in": "barge-in", "bc": "bc"}
-
-
 def _lines(d: Dialogue, knowledge: Knowledge | None) -> str:
-    out = []
+    """The draft's written lines, each after its notes ("# answer: ...", "# names: ...")."""
     answers = [i for i, u in enumerate(d.utterances) if u.gold_answer]
+    notes: dict[int, list[str]] = {}  # line -> notes
+    line = -1
     for i, u in enumerate(d.utterances):
-        notes = []
+        if u.kind == "turn" and u.relation != "pause":
+            line += 1
+        if u.kind != "turn":
+            continue
         if u.gold_answer:
-            notes.append(f"answer: {u.gold_answer}" + ("; cut after the answer" if u.cut_after_chars else ""))
-        elif u.speaker == "user" and u.kind == "turn" and u.topic and knowledge is not None and d.domain == "task":
+            notes.setdefault(line, []).append(f"answer: {u.gold_answer}"
+                                              + ("; cut after the answer" if u.cut_after_chars else ""))
+        elif u.speaker == "user" and u.topic and knowledge is not None and d.domain == "task":
             answer = next((d.utterances[j] for j in answers if j > i), None)
             if answer is not None and (answer.topic, answer.fact) == (u.topic, u.fact):
                 name = knowledge.entity(u.topic).name[d.language]
                 if answer.follows_answer:
-                    notes.append("about the previous answer")
+                    notes.setdefault(line, []).append("about the previous answer")
                 elif _norm(name, d.language) in _norm(u.text, d.language):
-                    notes.append(f"names: {name}")
-        kind = _KINDS.get(u.relation, "turn")
-        note = f"  ({'; '.join(notes)})" if notes else ""
-        out.append(f"{u.utt_id.rsplit('-', 1)[1]}  {u.speaker}  [{kind}]{note}\n    draft: {u.text}")
+                    notes.setdefault(line, []).append(f"names: {name}")
+    out = []
+    for n, text in enumerate(render(d)):
+        out += [f"# {note}" for note in notes.get(n, [])] + [text]
     return "\n".join(out)
 
 
