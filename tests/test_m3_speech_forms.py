@@ -146,6 +146,7 @@ def test_questions_and_where_a_backchannel_falls() -> None:
     assert question_spans("旅行はどうでしたか。楽しかったです。", "ja") == [(0, 10)]
     # か。 after a plain form muses, "そうでしたか。" acknowledges, "すごいじゃないですか。" exclaims: no question.
     assert question_spans("まあ新人の頃を思えばましか。そうでしたか。すごいじゃないですか。", "ja") == []
+    assert question_spans("まあ、そうなんですか。本当ですか。どうですか。", "ja") == [(17, 23)]
     assert question_at("Did you go? I did.", 11, "en") and not question_at("I did. Did you go?", 6, "en")
     assert question_at("それ、どうしてる？うちは", 9, "ja") and question_at("週末、行かない？", 3, "ja")
 

@@ -17,20 +17,21 @@ import re
 from dataset_builder.m3.bankio import TEXTS_DIR, Problems, read_yaml
 
 HOST_CLASSES = ("telling", "news", "request", "compliment", "bad_news", "joke")
-FUNCTIONS = ("continuer", "agreeing", "surprise", "positive", "laugh", "agreement", "sympathy", "thanks")
+FUNCTIONS = ("continuer", "agreeing", "surprise", "positive", "laugh", "agreement", "sympathy", "thanks", "protest")
 # What each function of a backchannel word answers. A telling (no cue found) takes any word: the rule refuses only
 # what its cues show is wrong. A continuer or an agreeing "true" never answers a compliment (one thanks or waves it
 # off); surprise never a request ("come and meet her": へえー is wrong there); sympathy only bad news; a laugh never
-# bad news; thanks never news.
+# bad news; thanks never news; a protest ("come on", うるさいな: teasing waved off) never bad news.
 FITS: dict[str, frozenset[str]] = {
     "continuer": frozenset({"telling", "news", "request", "bad_news", "joke"}),
-    "agreeing": frozenset({"telling", "news", "bad_news", "joke"}),
+    "agreeing": frozenset({"telling", "news", "request", "bad_news", "joke"}),
     "surprise": frozenset({"telling", "news", "bad_news", "joke"}),
     "positive": frozenset({"telling", "news", "request"}),
-    "laugh": frozenset({"telling", "news", "joke"}),
+    "laugh": frozenset({"telling", "news", "request", "joke"}),
     "agreement": frozenset({"telling", "request"}),
     "sympathy": frozenset({"telling", "bad_news"}),
     "thanks": frozenset({"telling", "compliment", "request"}),
+    "protest": frozenset({"telling", "news", "request", "compliment", "joke"}),
 }
 
 # Cues per class, strongest first (a compliment that mentions trouble is still a compliment).
@@ -49,9 +50,10 @@ _CUES: dict[str, tuple[tuple[str, re.Pattern[str]], ...]] = {
             re.IGNORECASE)),
         ("request", re.compile(
             r"\b(?:could you|can you|would you|will you|why don't|how about|let's|let me|we should|you should|"
-            r"we could|you could|maybe we|do you want to|come and|come over|tell (?:her|him|them)|please|don't|"
-            r"promise me|I'll (?:put|bring|drive|pick|send|make|do|lend|get|cook|ring|call|book|be your)|"
-            r"shall we|you (?:have|need) to|just (?:ask|say|tell))\b", re.IGNORECASE)),
+            r"we could|you could|maybe we|do you want to|come and|come over|please|promise me|let me know|"
+            r"I'll (?:put|bring|drive|pick|send|make|do|lend|get|cook|ring|call|book|be your)|"
+            r"shall we|you (?:have|need) to|just (?:ask|say|tell))\b|(?:^|[,.!?]\s*)(?:just |so )?(?:don't|"
+            r"tell (?:her|him|them)|let's)\b", re.IGNORECASE)),
         ("joke", re.compile(r"\b(?:ha|haha|joke|joking|kidding|hilarious|ridiculous)\b", re.IGNORECASE)),
         ("news", re.compile(r"\b(?:guess what|finally|turns out|actually|just (?:got|found|heard|bought|adopted|"
                             r"booked|passed)|engaged|pregnant|promoted|won|booked|said yes)\b", re.IGNORECASE)),

@@ -127,7 +127,9 @@ _CASUAL_FINAL = re.compile(r"(?:[るたいう]|ない|てる|てた|ちゃう|�
 
 # Words that end like a predicate but are not one: the conjunction ただ ("but"), まだ ("still").
 # よかった and やった are exclamations polite speakers say to themselves too.
-_NOT_PREDICATES = {"ただ", "まだ", "なんだか", "あのね", "ねえ", "よかった", "やった", "よし"}
+# Set phrases (行ってらっしゃい, いらっしゃい) belong to both registers.
+_NOT_PREDICATES = {"ただ", "まだ", "なんだか", "あのね", "ねえ", "よかった", "やった", "よし", "行ってらっしゃい",
+                   "いってらっしゃい", "いらっしゃい", "ただいま"}
 
 
 def clause_register(clause: str) -> str:
@@ -138,7 +140,7 @@ def clause_register(clause: str) -> str:
     joined = bool(_CONNECTIVE.search(text)) and len(text) > 3
     if joined:  # "...んですけど、" reads as its predicate, "...決めるので、" as nothing (subordinate)
         text = _CONNECTIVE.sub("", text)
-    if len(text) < 2 or text in _NOT_PREDICATES:
+    if len(text) < 2 or text in _NOT_PREDICATES or text.endswith("よかった"):
         return ""
     if _POLITE_END.search(text) or _POLITE_MARK.search(text[-6:]):  # also "ですよねえ", "ますもんね"
         return POLITE
@@ -291,8 +293,10 @@ def unfinished(text: str, language: str) -> bool:
 
 # A Japanese sentence ending in か。 asks when か follows a polite or explanatory predicate (ですか。, ますか。,
 # んですか。); after a plain form it muses ("ましか。", "細かいのか。") or proposes ("行こうか。"); "そうでしたか。"
-# acknowledges and "すごいじゃないですか。" exclaims.
-_JA_ASKS = re.compile(r"(?<!じゃない)(?<!じゃありません)(?:です|ます|ません|ました|(?<!そう)でした|でしょう|ん)か。$")
+# acknowledges, as do "そうですか。", "そうなんですか。" and "本当ですか。" written with 。, and
+# "すごいじゃないですか。" exclaims.
+_JA_ASKS = re.compile(r"(?<!じゃない)(?<!じゃありません)(?<!そうなん)(?<!本当)(?<!ほんと)(?<!そう)"
+                      r"(?:です|ます|ません|ました|(?<!そう)でした|でしょう|ん)か。$")
 
 
 def question_spans(text: str, language: str) -> list[tuple[int, int]]:
