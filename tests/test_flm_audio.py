@@ -1,7 +1,9 @@
-"""The `flm-audio` adapter (adapters/flm_audio.py) against a fake of FLM-Audio's `LMGen` written from its public
-code and the real tiny Mimi (tests/fake_flm_audio.py): whole episodes of every English config through the real plans
-and orchestrator, the one-frame offset (the first frame fed twice), the text stream, reset isolation, and the
-loader's clear error without FLM-Audio's code. `check-adapter` runs on it in tests/test_check_adapter.py."""
+"""The `flm-audio` adapter (adapters/flm_audio.py) against a fake of FLM-Audio's `LMGen` written from its code at
+cofe-ai/flm-audio@41d768c9 and the real tiny Mimi (tests/fake_flm_audio.py): whole episodes of every English config
+through the real plans and orchestrator, the alignments (live: a step's tokens are heard from the next slot;
+offline: beside the frame they heard), the text stream, reset isolation, the keyword-only `LMGen` the fake enforces
+as upstream does, the loader's calls and pin record, and its clear error without FLM-Audio's code. `check-adapter`
+runs on it in tests/test_check_adapter.py."""
 
 from __future__ import annotations
 
@@ -17,12 +19,19 @@ pytest.importorskip("moshi", reason="the fake uses the `moshi` package's tiny Mi
 
 import torch  # noqa: E402
 
-from adapters.flm_audio import FRAME_SIZE, FLMAudioAgent  # noqa: E402
+from adapters.flm_audio import FRAME_SIZE, UPSTREAM, FLMAudioAgent  # noqa: E402
 from adapters.registry import load_adapter  # noqa: E402
 from dataset_builder.audio import SESSION_SR, to_pcm16  # noqa: E402
 from dataset_builder.errors import UsageError  # noqa: E402
 from tests.adapter_episodes import CONFIGS, run_cases, shortest_cases  # noqa: E402
-from tests.fake_flm_audio import WORDS, fake_parts  # noqa: E402
+from tests.fake_flm_audio import (  # noqa: E402
+    WORDS,
+    FakeFLMAudioLM,
+    FakeLMGen,
+    FakeTokenizer,
+    fake_checkout,
+    fake_parts,
+)
 
 N = FRAME_SIZE
 ENGLISH = tuple(c for c in CONFIGS if not c.endswith("_ja"))
@@ -52,21 +61,81 @@ def test_runs_every_english_config(config: str, mini_sets: Mapping[str, Path], t
         assert said and set(said) <= set(WORDS.values())
 
 
-def test_first_frame_fed_twice_and_every_step_decoded() -> None:
-    """Step t hands the LM user frame t (frame 0 twice), and returns the decode of the tokens that step gave."""
-    parts = fake_parts()
-    agent = FLMAudioAgent(parts=parts, device="cpu")
-    user = noise(12, 1)
-    decoded = []
-    decode = parts.mimi.decode
-    parts.mimi.decode = lambda tokens: decoded.append(tokens.clone()) or decode(tokens)
-    frames = play(agent, user, 3)
-    lm = parts.lm_gen
-    assert len(lm.steps) == 13 and torch.equal(lm.steps[0], lm.steps[1])
-    assert len(decoded) == 12 and all(f.audio.shape == (N,) and f.audio.dtype == np.float32 for f in frames)
-    texts = [(k, f.text) for k, f in enumerate(frames) if f.text]
-    # The fake speaks a word when its offset is a multiple of 6: steps 6, 12 -> episode frames 4 and 10.
-    assert [k for k, _ in texts] == [4, 10]
+def test_each_step_is_heard_from_the_next_slot_or_beside_its_frame_offline() -> None:
+    """As the server does, step t hands the LM user frame t (no frame twice) and the first step returns nothing.
+    Live: slot t plays the decode of step t - 1's tokens; offline: slot t plays step t's."""
+    frames, decoded = {}, {}
+    user = noise(14, 1)
+    for alignment in ("live", "offline"):
+        parts = fake_parts()
+        agent = FLMAudioAgent(parts=parts, device="cpu", alignment=alignment)
+        got: list[torch.Tensor] = []
+        decode = parts.mimi.decode
+        parts.mimi.decode = lambda tokens, got=got, decode=decode: got.append(tokens.clone()) or decode(tokens)
+        frames[alignment], decoded[alignment] = play(agent, user, 3), got
+        lm = parts.lm_gen
+        assert len(lm.steps) == 14 and not torch.equal(lm.steps[0], lm.steps[1])
+        assert len(got) == 13  # every step but the first
+        assert agent.runtime() == {"alignment": alignment, "upstream": []}
+    live, offline = frames["live"], frames["offline"]
+    assert all(f.audio.shape == (N,) and f.audio.dtype == np.float32 for f in live + offline)
+    assert not live[0].audio.any() and not live[1].audio.any() and not offline[0].audio.any()
+    for t in range(1, 14):
+        assert np.array_equal(live[t].audio, offline[t - 1].audio) and live[t].text == offline[t - 1].text
+    # The fake speaks a word at steps 5 and 11 (its offset a multiple of 6).
+    assert [k for k, f in enumerate(offline) if f.text] == [5, 11]
+    assert [k for k, f in enumerate(live) if f.text] == [6, 12]
+    with pytest.raises(UsageError, match="alignment must be one of"):
+        FLMAudioAgent(parts=fake_parts(), device="cpu", alignment="paper")
+
+
+def test_lmgen_is_keyword_only_as_upstream() -> None:
+    """At 41d768c9 `LMGen.__init__(self, lm_model, *, ...)`: the older `LMGen(lm, tokenizer)` is refused."""
+    lm = FakeFLMAudioLM()
+    with pytest.raises(TypeError):
+        FakeLMGen(lm, FakeTokenizer())  # type: ignore[misc]
+    assert FakeLMGen(lm, use_sampling=False).settings["use_sampling"] is False
+    gen = FakeLMGen(lm)
+    gen.streaming_forever(1)
+    with pytest.raises(AssertionError, match="We expect 8 tokens"):
+        gen.step(torch.zeros(1, 7, 1, dtype=torch.long))
+
+
+def test_the_loader_makes_the_servers_calls_and_records_the_commit(tmp_path: Path, monkeypatch,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+    import subprocess
+    import sys
+
+    root = fake_checkout(tmp_path / "flm-audio")
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
+    for args in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "x"]):
+        subprocess.run([*git, *args], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    weights = tmp_path / "FLM-Audio"
+    weights.mkdir()
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    import transformers
+
+    tokenizers: list[str] = []
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained",
+                        lambda path: tokenizers.append(path) or FakeTokenizer())
+    try:
+        with caplog.at_level(logging.WARNING, logger="duplex_eval.upstream"):
+            agent = FLMAudioAgent(model_path=str(weights), device="cpu", repo_dir=str(root))
+        models = sys.modules["flmaudio.models"]
+        assert models.LOADS[0] == ("mimi", str(weights), "cpu")
+        assert models.LOADS[1][:2] == ("lm", str(weights)) and models.LOADS[1][2] == {
+            "device_map": "cpu", "torch_dtype": torch.bfloat16, "low_cpu_mem_usage": True}
+        assert tokenizers == [str(weights)] and agent.parts.lm_gen.settings["use_sampling"] is True
+        code, hf = agent.runtime()["upstream"]
+        assert code == {"repo": "cofe-ai/flm-audio", "kind": "git", "pinned": UPSTREAM[0].ref, "used": head,
+                        "matches": False}
+        assert hf == {"repo": str(weights), "kind": "hf", "pinned": None, "used": None, "matches": None}
+        assert len(caplog.records) == 1 and "41d768c9" in caplog.records[0].getMessage()
+    finally:
+        for name in [m for m in sys.modules if m.split(".")[0] == "flmaudio"]:
+            sys.modules.pop(name, None)
 
 
 def test_reset_gives_fresh_state_and_the_seed_decides_the_samples() -> None:
