@@ -21,7 +21,7 @@ FUNCTIONS = ("continuer", "agreeing", "surprise", "positive", "laugh", "agreemen
 # What each function of a backchannel word answers. A telling (no cue found) takes any word: the rule refuses only
 # what its cues show is wrong. A continuer or an agreeing "true" never answers a compliment (one thanks or waves it
 # off); surprise never a request ("come and meet her": へえー is wrong there); sympathy only bad news; a laugh never
-# bad news; thanks never news; a protest ("come on", うるさいな: teasing waved off) never bad news.
+# bad news; thanks never news; a protest ("come on", うるさいな, ごめんって: teasing waved off) answers anything.
 FITS: dict[str, frozenset[str]] = {
     "continuer": frozenset({"telling", "news", "request", "bad_news", "joke"}),
     "agreeing": frozenset({"telling", "news", "request", "bad_news", "joke"}),
@@ -31,7 +31,7 @@ FITS: dict[str, frozenset[str]] = {
     "agreement": frozenset({"telling", "request"}),
     "sympathy": frozenset({"telling", "bad_news"}),
     "thanks": frozenset({"telling", "compliment", "request"}),
-    "protest": frozenset({"telling", "news", "request", "compliment", "joke"}),
+    "protest": frozenset({"telling", "news", "request", "compliment", "bad_news", "joke"}),
 }
 
 # Cues per class, strongest first (a compliment that mentions trouble is still a compliment).
@@ -49,7 +49,7 @@ _CUES: dict[str, tuple[tuple[str, re.Pattern[str]], ...]] = {
             r"not worth repairing)\b",
             re.IGNORECASE)),
         ("request", re.compile(
-            r"\b(?:could you|can you|would you|will you|why don't|how about|let's|let me|we should|you should|"
+            r"\b(?:could you|can you|would you|will you|why don't|how about|we should|you should|"
             r"we could|you could|maybe we|do you want to|come and|come over|please|promise me|let me know|"
             r"I'll (?:put|bring|drive|pick|send|make|do|lend|get|cook|ring|call|book|be your)|"
             r"shall we|you (?:have|need) to|just (?:ask|say|tell))\b|(?:^|[,.!?]\s*)(?:just |so )?(?:don't|"
@@ -59,8 +59,8 @@ _CUES: dict[str, tuple[tuple[str, re.Pattern[str]], ...]] = {
                             r"booked|passed)|engaged|pregnant|promoted|won|booked|said yes)\b", re.IGNORECASE)),
     ),
     "ja": (
-        ("compliment", re.compile(r"得意|上手|さすが|えらい|偉い|似合|天才|かっこいい|センスある|すごいね|すごいです|"
-                                  r"頑張った|がんばった|よくやった")),
+        ("compliment", re.compile(r"得意(?!先)|上手|さすが|えらい|偉い|似合|天才|かっこいい|センスある|すごいね|"
+                                  r"すごいです|頑張った|がんばった|よくやった")),
         ("bad_news", re.compile(r"壊れ|なくし|無くし|失くし|落とし|亡くな|病院|風邪|熱が|入院|怪我|けが|ケガ|失敗|"
                                 r"落ちた|落ちちゃ|最悪|大変|困っ|中止|キャンセル|盗ま|痛|足りなく|ひどい|きつい|つらい|"
                                 r"辛い|目が死|残業|怒られ|しんどい")),
