@@ -107,6 +107,9 @@ def test_turn_register(text: str, register: str) -> None:
     ("and I was thinking,", "en", False),
     ("Even if they each take five,", "en", False),  # a clause waiting for its main clause
     ("and somewhere around row sixty", "en", False),
+    ("and the bus from the terminal", "en", False),  # a subject still waiting for its verb
+    ("and I'm worried that if I stop now", "en", False),
+    ("I'll come along if it helps,", "en", True),
     ("the thing with the car,", "en", False),
     ("so, uh,", "en", False),
     ("そうなんだ、", "ja", True),

@@ -211,7 +211,10 @@ _EN_FRONTED = re.compile(r"^(?:and|but|so|or|then|around|somewhere|about|in|on|a
                          r"where|which|who|when|what|whose)\b", re.IGNORECASE)
 _EN_NOUN_PHRASE = re.compile(r"^(?:the|a|an|my|our|your|his|her|their|this|that|these|those)\b", re.IGNORECASE)
 _EN_VERBISH = re.compile(r"\b(?:is|was|are|were|am|be|been|has|have|had|do|does|did|can|could|will|would|"
-                         r"should|\w+'(?:s|re|ve|ll|d|m)|\w+ed|\w+s)\b", re.IGNORECASE)
+                         r"should|\w+'(?:s|re|ve|ll|d|m)|\w+ed|went|came|said|got|took|made|saw|broke|fell|"
+                         r"left|ran|froze|gave|told|thought|knew|found|felt|kept|lost|won|sat|stood|began|"
+                         r"brought|bought|caught|taught|wrote|drove|rode|ate|drank|sang|swam|slept|woke|"
+                         r"goes|comes|says|gets|takes|makes|looks|seems|needs|wants|works|happens)\b", re.IGNORECASE)
 _EN_WORD = re.compile(r"[A-Za-z0-9']+")
 
 
@@ -233,7 +236,7 @@ def _en_complete(text: str) -> bool:
     segments = [s.strip() for s in re.split(r"[,.!?;]", body) if s.strip()]
     seg = segments[-1]
     seg_words = _EN_WORD.findall(seg.lower())
-    if _EN_SUBORDINATE.match(seg):
+    if _EN_SUBORDINATE.search(seg):
         return False  # a clause waiting for its main clause: "if it rains on Saturday,"
     if len(segments) >= 2 and len(seg_words) <= 3 and seg.lower() not in _EN_INTERJECTIONS:
         prev = _EN_WORD.findall(segments[-2].lower())
