@@ -270,7 +270,8 @@ def load_pretrained(hf_repo: str, *, weights_dir: str | None = None, moshi_weigh
         files["lora_weights"] = _resolve(loaders, raw["lora_name"], hf_repo, weights_dir, None, revision)
     if cfg_path is not None:
         # Every file is given as a path and so is the config: CheckpointInfo downloads nothing more.
-        info = loaders.CheckpointInfo.from_hf_repo(hf_repo or "local", config_path=cfg_path, **files)
+        info = loaders.CheckpointInfo.from_hf_repo(hf_repo or "local", config_path=cfg_path, revision=revision,
+                                                   **files)
     else:
         info = loaders.CheckpointInfo(files["moshi_weights"], files["mimi_weights"], files["tokenizer"])
     if info.model_type != "moshi":

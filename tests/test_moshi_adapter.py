@@ -265,28 +265,59 @@ def test_registered_by_name() -> None:
         assert (agent.sample_rate, agent.frame_size, agent.realtime) == (24_000, 1920, False)
 
 
-def test_loads_weights_from_a_folder_as_moshi_lays_them_out(tiny: MoshiAgent, tmp_path: Path) -> None:
-    """The tiny model written as a moshi weights folder (config.json naming the LM config, the Mimi config and the
-    three files) and read back through the real loading code gives the same samples."""
+def write_weights_folder(tiny: MoshiAgent, folder: Path) -> None:
+    """The tiny model written as a moshi weights folder: config.json naming the LM config, the Mimi config and the
+    three files."""
     from moshi.models import loaders
     from safetensors.torch import save_file
 
     from adapters.moshi import TINY_LM, TINY_MIMI
 
+    folder.mkdir(parents=True, exist_ok=True)
     base = loaders._mimi_config
     mimi_cfg = dict(base, **{part: dict(base[part], **TINY_MIMI[part]) for part in TINY_MIMI})
-    (tmp_path / "mimi.json").write_text(json.dumps(mimi_cfg))
+    (folder / "mimi.json").write_text(json.dumps(mimi_cfg))
     lm_cfg = dict(loaders._lm_kwargs, **TINY_LM, text_card=tiny.lm_gen.lm_model.text_card)
-    (tmp_path / "config.json").write_text(json.dumps(lm_cfg | {
+    (folder / "config.json").write_text(json.dumps(lm_cfg | {
         "moshi_name": "lm.safetensors", "mimi_name": "mimi.safetensors", "tokenizer_name": "tok.model",
         "mimi_config_name": "mimi.json"}))
-    save_file({k: v.contiguous() for k, v in tiny.mimi.state_dict().items()}, tmp_path / "mimi.safetensors")
-    save_file({k: v.contiguous() for k, v in tiny.lm_gen.lm_model.state_dict().items()}, tmp_path / "lm.safetensors")
-    (tmp_path / "tok.model").write_bytes(tiny.tokenizer.serialized_model_proto())
+    save_file({k: v.contiguous() for k, v in tiny.mimi.state_dict().items()}, folder / "mimi.safetensors")
+    save_file({k: v.contiguous() for k, v in tiny.lm_gen.lm_model.state_dict().items()}, folder / "lm.safetensors")
+    (folder / "tok.model").write_bytes(tiny.tokenizer.serialized_model_proto())
+
+
+def test_loads_weights_from_a_folder_as_moshi_lays_them_out(tiny: MoshiAgent, tmp_path: Path) -> None:
+    """The tiny model written as a moshi weights folder and read back through the real loading code gives the same
+    samples."""
+    write_weights_folder(tiny, tmp_path)
     loaded = MoshiAgent(weights_dir=str(tmp_path), device="cpu", dtype="float32")
     assert loaded.capabilities == tiny.capabilities and str(tmp_path) in loaded.version
+    assert loaded.runtime()["weights"] == {"repo": None, "requested_revision": None, "revision": None}
     user = noise(2, 1)
     assert np.array_equal(play(loaded, user, 3), play(tiny, user, 3))
+
+
+def test_a_hub_load_asks_for_the_revision_and_records_the_snapshot_it_read(
+        tiny: MoshiAgent, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`revision=` reaches moshi's `hf_get` for every file, and rec.json records the revision of the Hugging Face
+    cache snapshot the weights were read from."""
+    from moshi.models import loaders
+
+    snapshot = "0123456789abcdef0123456789abcdef01234567"
+    folder = tmp_path / "models--kyutai--moshiko-pytorch-bf16" / "snapshots" / snapshot
+    write_weights_folder(tiny, folder)
+    asked: list[tuple[str, str | None, str | None]] = []
+
+    def hf_get(name: Any, repo: str | None = None, check_local_file_exists: bool = False,
+               revision: str | None = None) -> Path:
+        asked.append((str(name), repo, revision))
+        return name if isinstance(name, Path) else folder / name
+
+    monkeypatch.setattr(loaders, "hf_get", hf_get)
+    agent = MoshiAgent(hf_repo="kyutai/moshiko-pytorch-bf16", revision="v1", device="cpu", dtype="float32")
+    assert {r for _, _, r in asked} == {"v1"} and {n for n, _, _ in asked} >= {"config.json", "lm.safetensors"}
+    assert agent.runtime()["weights"] == {"repo": "kyutai/moshiko-pytorch-bf16", "requested_revision": "v1",
+                                          "revision": snapshot}
 
 
 def test_missing_weights_say_what_to_do(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ pytest.importorskip("moshi", reason="the `moshi` package is not installed: `make
 from adapters.moshi import FRAME_SIZE, PRESETS, MoshiAgent, PersonaPlexAgent  # noqa: E402
 from adapters.protocol import BatchedDuplexAgent  # noqa: E402
 from adapters.registry import adapter_names, load_adapter  # noqa: E402
+from dataset_builder.benchmark_params import M3Protocol  # noqa: E402
 from dataset_builder.errors import UsageError  # noqa: E402
 
 # What each preset must be: (repo id, language, agent class). Written out, not read from PRESETS, so a changed
@@ -49,6 +50,8 @@ def test_preset_by_name_and_by_argument(preset: str) -> None:
         # only PersonaPlex has a conditioning pathway for the case's prompt.
         assert "teacher_forcing" in agent.capabilities and "text_output" in agent.capabilities
         assert ("system_prompt" in agent.capabilities) == (cls is PersonaPlexAgent)
+        # M3's authors prepend 5 s of silence in None/User for the Moshi family (M3-DuplexBench V-A, footnote 2).
+        assert M3Protocol().for_agent(agent).greets_first == 1
         agent.reset("you are a teacher.", 3)
         out = [agent.step(np.zeros(FRAME_SIZE, np.float32)).audio for _ in range(3)]
         assert all(a.shape == (FRAME_SIZE,) and np.isfinite(a).all() for a in out)
