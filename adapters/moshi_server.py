@@ -185,6 +185,7 @@ class MoshiServerAgent(ServedAgent[_Session]):
 
     name = "moshi-server"
     realtime = True
+    greets_first = True  # a Moshi-family model: M3's None/User get the authors' 5 s lead-in (M3-DuplexBench V-A fn. 2)
     sample_rate = SAMPLE_RATE
     frame_size = FRAME
 

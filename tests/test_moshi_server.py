@@ -21,6 +21,7 @@ from adapters.moshi import DEFAULT_ROLE_PROMPT
 from adapters.moshi_server import FRAME, MoshiServerAgent, chat_url
 from adapters.registry import adapter_target, load_adapter
 from dataset_builder.audio import SESSION_SR
+from dataset_builder.benchmark_params import M3Protocol
 from dataset_builder.errors import UsageError
 from eval.orchestrator import RunOptions, run_episode
 from eval.plans.mpe import plan
@@ -232,3 +233,4 @@ def test_arguments_and_registry() -> None:
         f"ws://h/api/chat?{urlencode({'text_prompt': DEFAULT_ROLE_PROMPT, 'voice_prompt': 'NATF2.pt'})}"
     assert chat_url("ws://h/api/chat?x=1", "moshi", "ignored", "NATF2.pt", 4) == "ws://h/api/chat?x=1"
     assert load_adapter("moshi-server").frame_size == 1920
+    assert M3Protocol().for_agent(MoshiServerAgent()).greets_first == 1  # the M3 authors' lead-in for Moshi
