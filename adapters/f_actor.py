@@ -21,7 +21,8 @@ Timing. Own frame k and user frame k share position k + 2, so in the model's tim
 frame k is predicted by position k + 1, which holds user frame k - 1. So `step(user_k)` returns own frame k (already
 sampled), then feeds position k + 2 (text k + 2, own frame k, user frame k) and samples own frame k + 1 and text
 k + 3. Nothing is compensated (`model_delay_frames = 0`): the recording's two channels are aligned as the model saw
-them, and the model answers user frame k no earlier than frame k + 1 (80 ms), as every frame-based model does.
+them, and the model answers user frame k no earlier than frame k + 1 (80 ms): own frame k depends on user frames
+before k only, which is the one timing rule of docs/adding-a-model.md without any delay added.
 `reset` feeds the prompt and positions 0 and 1, which do not depend on the user.
 
 The codec is stepped one frame at a time with `codec_context_frames` frames of left context: each frame is encoded
@@ -31,14 +32,33 @@ kept, so nothing after a frame reaches it.
 Teacher forcing: a forced model frame is NanoCodec-encoded and written as the model's own codebooks at its position
 instead of what the model sampled; the forced audio is returned as it came, the text stream stays the model's.
 
-Text: the text-stream tokens, decoded one by one; its pads (`[SILENCE_PAD]`, `[UTTERANCE_PAD]`, `[WORD_PAD]`) and the
-other special tokens are not words. `[BC...]` and `[INTER...]` mark a backchannel or an interruption the model
-starts and are recorded as notes. A new utterance's first word carries no space in its training data, so one is
-added after a pause.
+Text (with `transcript="text-stream"`): the text-stream tokens, decoded one by one; its pads (`[SILENCE_PAD]`,
+`[UTTERANCE_PAD]`, `[WORD_PAD]`) and the other special tokens are not words. `[BC...]` and `[INTER...]` mark a
+backchannel or an interruption the model starts and are recorded as notes (with either `transcript`). A new
+utterance's first word carries no space in its training data, so one is added after a pause.
 
-Sampling draws from the agent's own `torch.Generator`, seeded by `reset`: the same input and seed give the same
-samples. The model's own codebooks never draw the audio delay id or the end-of-dialogue id after the delay (the
+Sampling: temperature 1.0, top-k 40, top-p 0.9 for its own codebooks and its text stream, DSB-IFEval's settings
+(App. D.4); the repository's scripts use 0.9, 40, 1.0 (`scripts/inference_eval/inference_nanocodec_special_tokens.sh:
+21-23`, `training/inference_example.py:150-152`), which the adapter's arguments reproduce. Draws come from the
+agent's own `torch.Generator`, seeded by `reset`: the same input and seed give the same samples. The model's own
+codebooks never draw the audio delay id or the end-of-dialogue id after the delay (the
 session, not the model, ends an episode). One episode at a time.
+
+Transcript (`transcript`, recorded in rec.json): DSB-IFEval, the one paper that evaluated F-Actor, treated it as
+speech-only and transcribed its speech with ASR for the judge (its App. D.3 and D.4), so by default ("asr") the
+adapter declares no `text_output` and gives no text, and the scorer transcribes the model channel for PAS, the
+conflict judge and READBACK (metrics/ifeval/score.py). "text-stream" records the text head's words instead.
+
+Upstream: written against MaikeZuefle/f-actor@2efa25d5 (`UPSTREAM`); the checkout a load imports is compared with
+it and recorded, as is the Hub revision of the weights (`revision`, unpinned: none could be read here). Entry points
+checked there (docs/models.md#f-actor-f-actor has the table): `training/inference_example.py:13-47` (the load: the
+config fields set before `DSULlama.from_pretrained`, `pad_token_id`, the three `init_or_load_*`),
+`training/modeling_dsu.py:12-15` (a config without `num_dsus` is refused), `:25,49-50` (audio vocab = 4032 + 2; the
+delay and end ids), `:138-153` (8 audio heads off the last hidden state, the text from the LM head),
+`:441-481` (speaker projection, prompt, summed audio + text embeddings), `:573-608` (the sampling filter),
+`:754-759` (two delay positions), `training/inference_audio/nano_decode.py:12-36` and
+`dsu_preprocessing/nanocodec_preproc.py:241-242` (NanoCodec by name; `encode(audio=, audio_len=)` and
+`decode(tokens=, tokens_len=)`, keyword-only as NeMo's `typecheck` demands).
 
 `parts=` takes already built (model, tokenizer, codec, speaker embedding) objects: the tests pass a tiny randomly
 initialised model of the same shape and a fake codec written from the public code (tests/fake_f_actor.py); without
@@ -49,7 +69,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +77,7 @@ import numpy as np
 
 from adapters.model_code import model_code
 from adapters.protocol import Frame
+from adapters.upstream import Pin, git_head, hf_snapshot_revision, provenance
 from dataset_builder.errors import UsageError
 
 DEFAULT_MODEL = "maikezu/f-actor"
@@ -69,6 +90,12 @@ SPEAKERS_FILE = "example_speakers/speaker_embeddings.json"  # under the checkout
 CONFIG = {"num_dsus": 4, "text_stream": True, "multi_text_stream": False, "audio_vocab_size": AUDIO_CODES,
           "use_speaker_embedding": True, "calc_loss_on_c1_only": False}
 MARKERS = (("[BC", "backchannel"), ("[INTER", "interruption"))
+# The code this adapter was written against (docs/models.md#f-actor-f-actor). No Hub revision of maikezu/f-actor
+# could be read here: `revision=` picks one, and the one a run loaded is recorded.
+UPSTREAM: tuple[Pin, ...] = (Pin("git", "MaikeZuefle/f-actor", "2efa25d57ea68bf482866b544a1fc23020df822a"),)
+# Who transcribes its speech for the judge and READBACK: the scorer's ASR, as DSB-IFEval did (App. D.3), or its
+# own text stream.
+TRANSCRIPTS = ("asr", "text-stream")
 
 
 @dataclass
@@ -77,15 +104,25 @@ class FActorParts:
     tokenizer: Any  # the checkpoint's tokenizer (its text-stream tokens are special tokens)
     codec: Any  # NeMo AudioCodecModel: encode(audio=, audio_len=) and decode(tokens=, tokens_len=)
     speaker: np.ndarray  # the 192-dim speaker embedding of the voice it speaks in
+    upstream: list[dict[str, Any]] = field(default_factory=list)  # what a load found against UPSTREAM (none: built)
 
 
-def _snapshot(model_path: str) -> str:
-    """A local folder as it is, a hub id as its local snapshot: F-Actor's loader reads the safetensors itself."""
+def _snapshot(model_path: str, revision: str | None) -> str:
+    """A local folder as it is, a hub id as its local snapshot at `revision` (None: the newest): F-Actor's loader
+    reads the safetensors itself."""
     if Path(model_path).is_dir():
         return model_path
     from huggingface_hub import snapshot_download
 
-    return snapshot_download(model_path)
+    return snapshot_download(model_path, revision=revision)
+
+
+def upstream_of(checkout: Path, weights: str, model_path: str) -> list[dict[str, Any]]:
+    """The checkout's commit against `UPSTREAM` (one log line when it differs) and the weights' revision as found."""
+    (repo,) = UPSTREAM
+    return [provenance("f-actor", repo, git_head(checkout), f"the F-Actor checkout at {checkout}"),
+            {"repo": model_path, "kind": "hf", "pinned": None, "used": hf_snapshot_revision(weights),
+             "matches": None}]
 
 
 def read_speaker(path: Path, speaker: str) -> np.ndarray:
@@ -103,7 +140,7 @@ def read_speaker(path: Path, speaker: str) -> np.ndarray:
 
 
 def load_parts(model_path: str, codec_path: str, speaker: str, speakers_file: str | None, device: str,
-               dtype: str, repo_dir: str | None) -> FActorParts:
+               dtype: str, repo_dir: str | None, revision: str | None = None) -> FActorParts:
     """The real model as F-Actor's inference_example.py loads it, and NanoCodec as its nano_decode.py does."""
     with model_code("f-actor", repo_dir and Path(repo_dir) / "training", "F-Actor's code",
                     "a checkout of github.com/MaikeZuefle/f-actor with its training/ folder on PYTHONPATH or "
@@ -114,7 +151,7 @@ def load_parts(model_path: str, codec_path: str, speaker: str, speakers_file: st
         from transformers import AutoConfig, AutoTokenizer
     import modeling_dsu
 
-    folder = _snapshot(model_path)
+    folder = _snapshot(model_path, revision)
     tokenizer = AutoTokenizer.from_pretrained(folder, legacy=False)
     tokenizer.pad_token = tokenizer.eos_token
     config = AutoConfig.from_pretrained(folder)
@@ -127,8 +164,10 @@ def load_parts(model_path: str, codec_path: str, speaker: str, speakers_file: st
     model.init_or_load_audio_embeds(model_path=folder)
     model.to(device=device, dtype=getattr(torch, dtype)).eval()
     codec = AudioCodecModel.from_pretrained(codec_path).eval().to(device)
-    table = Path(speakers_file) if speakers_file else Path(modeling_dsu.__file__).parent / SPEAKERS_FILE
-    return FActorParts(model, tokenizer, codec, read_speaker(table, speaker))
+    training = Path(modeling_dsu.__file__).resolve().parent
+    table = Path(speakers_file) if speakers_file else training / SPEAKERS_FILE
+    return FActorParts(model, tokenizer, codec, read_speaker(table, speaker),
+                       upstream_of(training, folder, model_path))
 
 
 def filtered_probs(logits: Any, temperature: float, top_k: int, top_p: float) -> Any:
@@ -188,25 +227,31 @@ class FActorAgent:
     def __init__(self, model_path: str = DEFAULT_MODEL, codec: str = DEFAULT_CODEC, speaker: str = "brian",
                  speakers_file: str | None = None, device: str | None = None, dtype: str = "float32",
                  repo_dir: str | None = None, temperature: float = 1.0, top_k: int = 40, top_p: float = 0.9,
-                 codec_context_frames: int = 8, text_output: bool = True,
-                 prompt_template: str = "{prompt}\n" + SOS, parts: FActorParts | None = None) -> None:
+                 codec_context_frames: int = 8, transcript: str = "asr",
+                 prompt_template: str = "{prompt}\n" + SOS, revision: str | None = None,
+                 parts: FActorParts | None = None) -> None:
         import torch
 
+        if transcript not in TRANSCRIPTS:
+            raise UsageError(f"f-actor: transcript must be one of {list(TRANSCRIPTS)}, got {transcript!r}")
         if "{prompt}" not in prompt_template:
             raise UsageError(f"f-actor: prompt_template must contain {{prompt}}, got {prompt_template!r}")
         if not (temperature > 0 and top_k >= 0 and 0 < top_p <= 1 and codec_context_frames >= 0):
             raise UsageError(f"f-actor: need temperature > 0, top_k >= 0, 0 < top_p <= 1, codec_context_frames >= 0; "
                              f"got {temperature}, {top_k}, {top_p}, {codec_context_frames}")
         device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        self.parts = parts or load_parts(model_path, codec, speaker, speakers_file, device, dtype, repo_dir)
+        self.parts = parts or load_parts(model_path, codec, speaker, speakers_file, device, dtype, repo_dir,
+                                         revision)
         self.version = f"f-actor:{model_path}" if parts is None else f"f-actor:{type(self.parts.model).__name__}"
         self.temperature, self.top_k, self.top_p = float(temperature), int(top_k), float(top_p)
         self.context = int(codec_context_frames)
         self.prompt_template = prompt_template
+        self.transcript = transcript
+        self.speaker = speaker
         self.sample_rate = int(self.parts.codec.sample_rate)
         self.frame_size = int(self.parts.codec.samples_per_frame)
-        self.capabilities = frozenset({"system_prompt", "teacher_forcing"} | ({"text_output"} if text_output
-                                                                                else set()))
+        words = {"text_output"} if transcript == "text-stream" else set()
+        self.capabilities = frozenset({"system_prompt", "teacher_forcing"} | words)
         model = self.parts.model
         self.heads = int(model.num_dsu_heads) // 2  # own codebooks; the partner's follow
         self.delay_id = int(model.audio_delay_id)
@@ -214,6 +259,13 @@ class FActorAgent:
         self.generator = torch.Generator(device=self.device)
         self.text = TextStream(self.parts.tokenizer)
         self.cache: Any = None
+
+    def runtime(self) -> dict[str, Any]:
+        """For rec.json: where the judge's transcript comes from, the sampling and prompt settings, and what was
+        loaded against `UPSTREAM` (empty for built parts)."""
+        return {"transcript": self.transcript, "temperature": self.temperature, "top_k": self.top_k,
+                "top_p": self.top_p, "prompt_template": self.prompt_template, "speaker": self.speaker,
+                "codec_context_frames": self.context, "upstream": self.parts.upstream}
 
     # -- one episode ------------------------------------------------------------------------------------------------
     def prompt_text(self, system_prompt: str | None) -> str:

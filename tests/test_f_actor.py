@@ -7,6 +7,8 @@ the text stream, and the loader. `check-adapter` runs on it in tests/test_check_
 from __future__ import annotations
 
 import json
+import logging
+import subprocess
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -17,12 +19,13 @@ import numpy as np
 import pytest
 import torch
 
-from adapters.f_actor import SOS, FActorAgent, TextStream, filtered_probs, read_speaker
+from adapters.f_actor import SOS, UPSTREAM, FActorAgent, TextStream, filtered_probs, read_speaker
 from adapters.registry import load_adapter
 from dataset_builder.audio import SESSION_SR, resample
 from dataset_builder.errors import UsageError
+from metrics.ifeval.score import has_text_output
 from tests.adapter_episodes import run_cases
-from tests.fake_f_actor import CODES, HOP, RESERVED, SPECIALS, VOCAB, FakeNanoCodec, FakeTokenizer, fake_parts
+from tests.fake_f_actor import CODES, HOP, RESERVED, SPECIALS, VOCAB, DSULlama, FakeNanoCodec, FakeTokenizer, fake_parts
 
 N = HOP  # one NanoCodec frame: 80 ms at 22.05 kHz
 DELAY = CODES  # the model's audio delay id
@@ -66,6 +69,10 @@ def test_one_ifeval_case_through_the_plan_and_orchestrator(mini_sets: Mapping[st
 
     (r,) = run_cases(agent, folder, "ifeval", tmp_path, [case.case_id], seed=5, after=taken)
     assert r.episode.status == "ok", r.episode.failure
+    # DSB-IFEval's way (App. D.3): no text of its own, so the scorer's ASR transcribes its speech for the judge.
+    assert not r.episode.model_text and not has_text_output(r.episode)
+    adapter = r.episode.adapter
+    assert adapter["runtime"]["transcript"] == "asr" and "text_output" not in adapter["capabilities"]
     assert r.extra["read"] == case.case.system_prompt + "\n" + SOS == r.plan.system_prompt + "\n" + SOS
     fed = r.extra["fed"]
     frames = len(r.pcm) // (N * SESSION_SR // agent.sample_rate)
@@ -75,9 +82,6 @@ def test_one_ifeval_case_through_the_plan_and_orchestrator(mini_sets: Mapping[st
     # The model channel is the model's own codes decoded, sample for sample before the recording's resampling.
     expected = resample(decoded(parts.codec, own), agent.sample_rate, SESSION_SR)
     np.testing.assert_allclose(r.pcm[:, 1] / 32768, expected[:len(r.pcm)], atol=1e-4)
-    # Its text stream: word pieces only, never a pad or marker token.
-    said = [t for _, t in r.episode.model_text]
-    assert said and not any(s in t for t in said for s in SPECIALS)
 
 
 def test_the_user_is_the_partner_stream_and_its_own_codes_are_what_it_plays() -> None:
@@ -153,9 +157,22 @@ def test_what_the_model_reads() -> None:
         FActorAgent(parts=parts, device="cpu", prompt_template="no placeholder")
     with pytest.raises(UsageError, match="0 < top_p <= 1"):
         FActorAgent(parts=parts, device="cpu", top_p=0)
-    quiet = FActorAgent(parts=parts, device="cpu", text_output=False)
-    assert quiet.capabilities == {"system_prompt", "teacher_forcing"}
-    assert all(f.text is None for f in play(quiet, noise(20, 1), 0))
+    with pytest.raises(UsageError, match=r"transcript must be one of \['asr', 'text-stream'\]"):
+        FActorAgent(parts=parts, device="cpu", transcript="text")
+
+
+def test_by_default_it_gives_no_text_and_its_text_stream_on_request() -> None:
+    """DSB-IFEval transcribed F-Actor's speech with ASR (App. D.3): by default it declares no text output and gives
+    none; `transcript="text-stream"` gives its text head's words, never a pad or marker token."""
+    parts = fake_parts()
+    user = noise(20, 1)
+    quiet = FActorAgent(parts=parts, device="cpu")
+    assert quiet.capabilities == {"system_prompt", "teacher_forcing"} and quiet.runtime()["transcript"] == "asr"
+    assert all(f.text is None for f in play(quiet, user, 0))
+    talking = FActorAgent(parts=parts, device="cpu", transcript="text-stream")
+    assert "text_output" in talking.capabilities and talking.runtime()["transcript"] == "text-stream"
+    said = [f.text for f in play(talking, user, 0) if f.text]
+    assert said and not any(s in t for t in said for s in SPECIALS)
 
 
 def test_sampling_filters_as_f_actor_does() -> None:
@@ -215,21 +232,7 @@ def test_without_f_actor_code_the_error_says_what_to_install(tmp_path: Path, cle
     assert "\n" not in str(err.value) and "MaikeZuefle/f-actor" in str(err.value)
 
 
-STAND_IN = '''
-from tests.fake_f_actor import tiny_model
-
-calls = []
-
-
-class DSULlama:
-    @classmethod
-    def from_pretrained(cls, path, config=None, **kwargs):
-        calls.append(("from_pretrained", path, dict(vars(config)), sorted(kwargs)))
-        model = tiny_model()
-        for name in ("init_or_load_speaker_embed_proj", "init_or_load_audio_heads", "init_or_load_audio_embeds"):
-            setattr(model, name, lambda model_path, name=name: calls.append((name, model_path)))
-        return model
-'''
+STAND_IN = "from tests.fake_f_actor import DSULlama  # noqa: F401\n"
 CODEC_STAND_IN = '''
 from tests.fake_f_actor import FakeNanoCodec
 
@@ -244,32 +247,69 @@ class AudioCodecModel:
 '''
 
 
-def test_the_loader_follows_f_actors_inference_example(tmp_path: Path, clean_imports: None, monkeypatch) -> None:
-    """A stand-in checkout (training/modeling_dsu.py, a `nemo` package): the config fields its inference example
-    sets, the three head loaders from the local snapshot, NanoCodec by name, the checkout's speaker table."""
-    import transformers
-
-    training = tmp_path / "f-actor" / "training"
+def stand_in_checkout(root: Path) -> Path:
+    """A checkout of F-Actor's shape (training/modeling_dsu.py, a `nemo` package, the speaker table) committed in
+    a git repository of its own: a commit other than the pinned one."""
+    training = root / "training"
     (training / "example_speakers").mkdir(parents=True)
     (training / "modeling_dsu.py").write_text(STAND_IN)
     (training / "example_speakers" / "speaker_embeddings.json").write_text(json.dumps({"brian": [0.25] * 192}))
     models = training / "nemo" / "collections" / "tts"
     models.mkdir(parents=True)
     (models / "models.py").write_text(CODEC_STAND_IN)
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
+    for cmd in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "stand-in"]):
+        subprocess.run(git + cmd, check=True, capture_output=True)
+    return root
+
+
+def test_the_stand_in_refuses_a_config_without_f_actors_fields_and_positional_codec_calls() -> None:
+    """DSUModel.__init__ refuses a config without num_dsus (the checkpoint's config.json alone), and NeMo's typed
+    encode/decode refuse positional arguments; the adapter makes neither call (the tests above run through both)."""
+    with pytest.raises(ValueError, match="config.num_dsus must be set"):
+        DSULlama.from_pretrained("weights", config=SimpleNamespace())
+    codec, frame = FakeNanoCodec(), torch.zeros(1, N)
+    with pytest.raises(TypeError, match="kwargs only"):
+        codec.encode(frame, torch.tensor([N]))
+    codes, _ = codec.encode(audio=frame, audio_len=torch.tensor([N]))
+    with pytest.raises(TypeError, match="kwargs only"):
+        codec.decode(codes, torch.tensor([1]))
+    assert codec.decode(tokens=codes, tokens_len=torch.tensor([1]))[0].shape == (1, N)
+
+
+def test_the_loader_follows_f_actors_inference_example(tmp_path: Path, clean_imports: None, monkeypatch,
+                                                        caplog: pytest.LogCaptureFixture) -> None:
+    """A stand-in checkout: the config fields its inference example sets, the three head loaders from the local
+    snapshot (so they load rather than make new heads), NanoCodec by name, the checkout's speaker table; the
+    checkout is at another commit than the pinned one, which is said in one line and recorded."""
+    import transformers
+
+    checkout = stand_in_checkout(tmp_path / "f-actor")
     weights = tmp_path / "weights"
     weights.mkdir()
+    (weights / "model.safetensors").write_bytes(b"")
     monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", lambda path, **kw: FakeTokenizer())
     monkeypatch.setattr(transformers.AutoConfig, "from_pretrained", lambda path, **kw: SimpleNamespace())
-    agent = FActorAgent(model_path=str(weights), device="cpu", repo_dir=str(tmp_path / "f-actor"))
-    import modeling_dsu
+    DSULlama.calls.clear()
+    with caplog.at_level(logging.WARNING, logger="duplex_eval.upstream"):
+        agent = FActorAgent(model_path=str(weights), device="cpu", repo_dir=str(checkout))
     from nemo.collections.tts import models as codec_models
 
-    assert modeling_dsu.calls == [
+    assert DSULlama.calls == [
         ("from_pretrained", str(weights), {"num_dsus": 4, "text_stream": True, "multi_text_stream": False,
                                            "audio_vocab_size": 4032, "use_speaker_embedding": True,
                                            "calc_loss_on_c1_only": False}, ["torch_dtype"]),
-        ("init_or_load_speaker_embed_proj", str(weights)), ("init_or_load_audio_heads", str(weights)),
-        ("init_or_load_audio_embeds", str(weights))]
+        ("init_or_load_speaker_embed_proj", str(weights), "loaded"), ("init_or_load_audio_heads", str(weights),
+                                                                      "loaded"),
+        ("init_or_load_audio_embeds", str(weights), "loaded")]
     assert codec_models.loaded == ["nvidia/nemo-nano-codec-22khz-0.6kbps-12.5fps"]
     assert agent.parts.speaker.tolist() == [0.25] * 192 and agent.parts.tokenizer.pad_token == "<|eot_id|>"
     assert agent.version == f"f-actor:{weights}"
+    head = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    code, hub = agent.runtime()["upstream"]
+    assert code == {"repo": "MaikeZuefle/f-actor", "kind": "git", "pinned": UPSTREAM[0].ref, "used": head,
+                    "matches": False}
+    assert hub == {"repo": str(weights), "kind": "hf", "pinned": None, "used": None, "matches": None}
+    said = [r.getMessage() for r in caplog.records if r.name == "duplex_eval.upstream"]
+    assert len(said) == 1 and "MaikeZuefle/f-actor@2efa25d5" in said[0] and head in said[0]
