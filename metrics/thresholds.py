@@ -33,9 +33,10 @@ def _names(names: Iterable[str]) -> str:
 
 
 def validate_overrides(overrides: Mapping[str, Any], limits: Mapping[str, Limit], fixed: Iterable[str],
-                       recorded: Mapping[str, Any]) -> dict[str, float]:
+                       recorded: Mapping[str, Any], prefix: str = "--param ") -> dict[str, float]:
     """The overrides as floats, or UsageError for an unknown name, a run-time parameter, a non-number, a value
-    out of range, or one wider than the recording supports. `recorded` holds the run's own values."""
+    out of range, or one wider than the recording supports. `recorded` holds the run's own values; `prefix` is
+    how the error names where a value came from (`score --param`; "" for an `evaluate` module's argument)."""
     fixed = set(fixed)
     out: dict[str, float] = {}
     for name, value in overrides.items():
@@ -43,23 +44,23 @@ def validate_overrides(overrides: Mapping[str, Any], limits: Mapping[str, Limit]
             if name in fixed:
                 was = f" (this run used {name}={recorded[name]})" if name in recorded else ""
                 raise UsageError(
-                    f"--param {name}: a protocol parameter fixed at run time{was}; `score` can change only the "
+                    f"{prefix}{name}: a protocol parameter fixed at run time{was}; `score` can change only the "
                     f"thresholds {_names(limits)}; to change {name}, run again with `duplex-eval run --param "
                     f"{name}=...` into another folder")
-            raise UsageError(f"--param {name}: unknown threshold; the thresholds are {_names(limits)}")
+            raise UsageError(f"{prefix}{name}: unknown threshold; the thresholds are {_names(limits)}")
         lim = limits[name]
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise UsageError(f"--param {name}={value!r}: expected a number of seconds")
+            raise UsageError(f"{prefix}{name}={value!r}: expected a number of seconds")
         v = float(value)
         if not math.isfinite(v):
-            raise UsageError(f"--param {name}={value!r}: expected a finite number")
+            raise UsageError(f"{prefix}{name}={value!r}: expected a finite number")
         if v < lim.low or (v == lim.low and not lim.low_inclusive):
             op = ">=" if lim.low_inclusive else ">"
-            raise UsageError(f"--param {name}={v:g}: out of range; it must be {op} {lim.low:g}")
+            raise UsageError(f"{prefix}{name}={v:g}: out of range; it must be {op} {lim.low:g}")
         if lim.at_most_recorded and name in recorded and v > float(recorded[name]) + 1e-9:
             rec = float(recorded[name])
             raise UsageError(
-                f"--param {name}={v:g}: wider than the {rec:g} the run was recorded with{lim.why_recorded}; "
+                f"{prefix}{name}={v:g}: wider than the {rec:g} the run was recorded with{lim.why_recorded}; "
                 f"use a value <= {rec:g}, or run again with `duplex-eval run --param {name}={v:g}`")
         out[name] = v
     return out

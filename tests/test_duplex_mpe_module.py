@@ -20,24 +20,26 @@ import pytest
 from metrics import EVALUATE_MODULES, metric_names
 from metrics.evaluate_modules.base import IFEvalMetric, M3Metric, MeasurementsMetric, MPEMetric
 from metrics.mpe.aggregate import aggregate
-from metrics.mpe.verdicts import Thresholds
+from metrics.mpe.verdicts import RECORDED, Thresholds
 
 ROOT = Path(__file__).resolve().parent.parent
 MODULE_DIR = EVALUATE_MODULES / "duplex_mpe"
 MODULES = metric_names()
+# What metrics/mpe/score.py stores in every window measurement: the thresholds its episode was recorded with.
+RECORDED_DEFAULTS = {RECORDED: {"t_onset_window_s": 5.0, "yield_tolerance_s": 1.0}}
 
 
 def t_window(pair: str, cond: str, active: bool, onset: float | None, verdict: str | None) -> dict[str, Any]:
     return {"case_id": f"{pair}-{cond}", "pair_id": pair, "condition": cond, "kind": "T", "label": "T",
             "turn_id": "t03", "t_end_s": 20.0, "next_start_s": 30.0, "active_at_end": active,
             "onset_latency_s": onset, "response_spans": [], "transcript": "", "answer_verdict": verdict,
-            "model_spans_n": 1}
+            "model_spans_n": 1, **RECORDED_DEFAULTS}
 
 
 def silence_window(pair: str, cond: str, label: str, speech_s: float, ack: str | None) -> dict[str, Any]:
     return {"case_id": f"{pair}-{cond}", "pair_id": pair, "condition": cond, "kind": "silence", "label": label,
             "turn_id": "t01", "window": [5.0, 9.0], "speech_s": speech_s, "spans": [], "transcript": "",
-            "ack_verdict": ack, "model_spans_n": 1}
+            "ack_verdict": ack, "model_spans_n": 1, **RECORDED_DEFAULTS}
 
 
 def n4_window(pair: str, cond: str, window_speech_s: float, active: bool, stop: float | None, new: int
@@ -45,7 +47,7 @@ def n4_window(pair: str, cond: str, window_speech_s: float, active: bool, stop: 
     return {"case_id": f"{pair}-{cond}", "pair_id": pair, "condition": cond, "kind": "N4", "label": "N4",
             "turn_id": "t05", "q_end_s": 40.0, "r_start_s": 43.0, "r_end_s": 45.0,
             "window_speech_s": window_speech_s, "active_at_r_start": active, "stop_latency_s": stop,
-            "new_onsets_in_r": new, "model_spans_n": 1}
+            "new_onsets_in_r": new, "model_spans_n": 1, **RECORDED_DEFAULTS}
 
 
 MEASUREMENTS = [
@@ -146,6 +148,57 @@ def test_equals_score_aggregate(mpe: Any, th: Thresholds) -> None:
     assert got == aggregate(MEASUREMENTS, th)
 
 
+def recorded_with(t_onset_window_s: float, yield_tolerance_s: float) -> list[dict[str, Any]]:
+    """MEASUREMENTS as a run recorded with other thresholds (`run --param ...`) stores them."""
+    th = {"t_onset_window_s": t_onset_window_s, "yield_tolerance_s": yield_tolerance_s}
+    return [m | {RECORDED: th} for m in MEASUREMENTS]
+
+
+def test_default_thresholds_are_the_runs_own(mpe: Any) -> None:
+    # A run recorded with a 3 s onset window and a 0.2 s tolerance: left out, the thresholds are those, as in its
+    # scores.json, not the protocol's defaults (which give 4 fresh onsets of 6 and 2 yields of 4).
+    records = recorded_with(3.0, 0.2)
+    got = compute(mpe, records)
+    assert got == aggregate(records, Thresholds(3.0, 0.2))
+    assert kn(got["scores"]["fresh_onset_rate"]) == (3, 6, 0.5)
+    assert kn(got["scores"]["answering_window_yield"]) == (1, 4, 0.25)
+    # One given, the other still the run's own.
+    assert compute(mpe, records, yield_tolerance_s=3.0) == aggregate(records, Thresholds(3.0, 3.0))
+
+
+def test_each_headline_module_reads_the_runs_thresholds() -> None:
+    import evaluate
+
+    records = [json.dumps(m) for m in recorded_with(3.0, 0.2)]
+    fresh = evaluate.load(str(EVALUATE_MODULES / "fresh_onset_rate"), keep_in_memory=True)
+    got = fresh.compute(measurements=records)
+    assert (got["k"], got["n"], got["thresholds"]) == (3, 6, {"t_onset_window_s": 3.0})
+    yielding = evaluate.load(str(EVALUATE_MODULES / "answering_window_yield"), keep_in_memory=True)
+    got = yielding.compute(measurements=records)
+    assert (got["k"], got["n"], got["thresholds"]) == (1, 4, {"yield_tolerance_s": 0.2})
+
+
+def test_a_threshold_the_recording_cannot_honour_is_refused(mpe: Any) -> None:
+    # The scheduler stopped waiting for an onset 3 s after T: a 4.5 s window would count onsets never given the
+    # chance to happen, as `score --reuse --param` refuses it.
+    records = recorded_with(3.0, 1.0)
+    with pytest.raises(Exception, match=r"^t_onset_window_s=4\.5: wider than the 3 the run was recorded with") as err:
+        compute(mpe, records, t_onset_window_s=4.5)
+    assert "\n" not in str(err.value)
+    with pytest.raises(Exception, match=r"^yield_tolerance_s=-1: out of range"):
+        compute(mpe, records, yield_tolerance_s=-1.0)
+    assert compute(mpe, records, t_onset_window_s=3.0) == aggregate(records, Thresholds(3.0, 1.0))
+
+
+def test_measurements_without_recorded_thresholds_need_them_given(mpe: Any) -> None:
+    # Stored by an older scorer: the module cannot know the run's thresholds, so it does not guess the defaults.
+    old = [{k: v for k, v in m.items() if k != RECORDED} for m in MEASUREMENTS]
+    with pytest.raises(Exception, match="do not record the thresholds.*t_onset_window_s=\\.\\.\\., "
+                                        "yield_tolerance_s=\\.\\.\\."):
+        compute(mpe, old)
+    assert compute(mpe, old, t_onset_window_s=3.0, yield_tolerance_s=0.2) == aggregate(old, Thresholds(3.0, 0.2))
+
+
 def test_loads_offline_in_a_fresh_cache(tmp_path: Path) -> None:
     # A fresh process with an empty HF home, the Hub switched off and sockets refusing to connect: evaluate.load
     # on the folder must still work, so the module needs neither the network nor anything cached.
@@ -193,3 +246,15 @@ def test_every_script_is_loaded_as_its_own_class_on_the_shared_base() -> None:
         assert (module.info.description, module.info.inputs_description) == (cls.DESCRIPTION, cls.KWARGS_DESCRIPTION)
         bench = "m3" if issubclass(cls, M3Metric) else "ifeval" if issubclass(cls, IFEvalMetric) else "duplex_mpe"
         assert module.info.citation.startswith(citations[bench]), name
+
+
+def test_instruction_adherence_refuses_what_score_refuses() -> None:
+    # The same check as `score --reuse --param`: a coverage above 1 or a non-positive latency is refused in one
+    # line, never applied.
+    import evaluate
+
+    ias = evaluate.load(str(EVALUATE_MODULES / "instruction_adherence"), keep_in_memory=True)
+    with pytest.raises(Exception, match=r"^readback_min_coverage=1\.5: out of range; a coverage lies in \[0, 1\]$"):
+        ias.compute(measurements=[], readback_min_coverage=1.5)
+    with pytest.raises(Exception, match=r"^yield_max_latency_ms=0: out of range; it must be > 0$"):
+        ias.compute(measurements=[], yield_max_latency_ms=0)

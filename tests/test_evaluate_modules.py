@@ -5,8 +5,10 @@ Real runs, once per module: each benchmark's mini set, `silent` and `oracle` thr
 by the CLI (`duplex-eval score`, the real VAD and ASR). Then one fresh Python process, started in an empty folder
 with an empty Hugging Face cache, the Hub switched off and sockets refusing to connect, loads every module with
 `evaluate.load(<absolute folder>)` and computes from each run's measurements.jsonl, at the run's thresholds and at
-others (compared with `score --reuse --param`). What each module must return is written out below from the scores
-file's own keys, not from the module's helpers, so a module that picked the wrong block would fail here.
+others (compared with `score --reuse --param`). The Duplex-MPE oracle run is recorded with a 3 s onset window
+(`run --param t_onset_window_s=3`), so the modules must take the run's thresholds, not the protocol's defaults.
+What each module must return is written out below from the scores file's own keys, not from the module's helpers,
+so a module that picked the wrong block would fail here.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from dataset_builder.errors import UsageError
 from eval.cli import main as cli
 from eval.run import RunConfig, run
 from metrics import EVALUATE_MODULES, metric_names
@@ -30,6 +33,8 @@ ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / ".cache" / "tts"
 MODULES = metric_names()
 AGENTS = ("silent", "oracle")
+# `run --param` of each (benchmark, agent): the thresholds a module must read from the run, not assume.
+RECORDED_PARAMS = {("mpe", "oracle"): ["t_onset_window_s=3"]}
 
 # benchmark -> (config run, cases run: None = all of the mini config). Enough of each to fill every block a module
 # shows: MPE three scenario pairs (T, N1-N3 and N4 windows, the paired test); IFEval three roles' matched-audio
@@ -99,7 +104,7 @@ def run_dirs(tmp_path_factory: pytest.TempPathFactory, mini_sets: Mapping[str, P
             run_dir = tmp_path_factory.mktemp(f"{bench}-{agent}")
             args = {"cache_dir": str(CACHE)} if agent == "oracle" else {}
             counts = run(RunConfig(dataset=str(dataset), config=config, adapter=agent, out=str(run_dir),
-                                   adapter_args=args, cases=cases))
+                                   adapter_args=args, cases=cases, params=RECORDED_PARAMS.get((bench, agent), [])))
             assert counts["failed"] == 0 and counts["ok"] >= 6, counts
             assert cli(["score", str(run_dir), "--no-progress"]) == 0
             out[(bench, agent)] = run_dir
@@ -201,6 +206,35 @@ def test_the_runs_fill_every_block(computed: dict[str, dict[str, Any]]) -> None:
     # The authors' rules were applied, not silently ignored.
     assert oracle("stop_latency", 1)["rules"]["name"] == "authors" and oracle("stop_latency", 1)["stop_latency"][
         "en_chat_full"]["barge_in_stop_latency"]["ci"] is None
+
+
+def test_modules_follow_a_run_recorded_and_rescored_at_other_thresholds(
+        run_dirs: dict[tuple[str, str], Path]) -> None:
+    """The oracle's MPE run was recorded with a 3 s onset window: its scores.json and the modules say 3 s; after
+    `score --reuse --param t_onset_window_s=0.8` the module given 0.8 gives that file's numbers; a window wider
+    than the recording's is refused by both, in one line."""
+    import evaluate
+
+    run_dir = run_dirs[("mpe", "oracle")]
+    lines = (run_dir / "measurements.jsonl").read_text().splitlines()
+    recorded = json.loads((run_dir / "scores.json").read_text())
+    assert recorded["thresholds"]["t_onset_window_s"] == 3.0
+    fresh = evaluate.load(str(EVALUATE_MODULES / "fresh_onset_rate"), keep_in_memory=True)
+    mpe = evaluate.load(str(EVALUATE_MODULES / "duplex_mpe"), keep_in_memory=True)
+    assert fresh.compute(measurements=lines)["thresholds"] == {"t_onset_window_s": 3.0}
+    assert cli(["score", str(run_dir), "--reuse", "--param", "t_onset_window_s=0.8", "--no-progress"]) == 0
+    rescored = json.loads((run_dir / "scores-t_onset_window_s=0.8.json").read_text())
+    assert fresh.compute(measurements=lines, t_onset_window_s=0.8) == mpe_score(
+        "fresh_onset_rate", ("t_onset_window_s",))(rescored)
+    assert mpe.compute(measurements=lines, t_onset_window_s=0.8)["scores"] == rescored["scores"]
+    # scores.json keeps the recorded thresholds, and so does the module called without them.
+    assert fresh.compute(measurements=lines) == mpe_score("fresh_onset_rate", ("t_onset_window_s",))(
+        json.loads((run_dir / "scores.json").read_text()))
+    with pytest.raises(Exception, match="wider than the 3 the run was recorded with") as err:
+        fresh.compute(measurements=lines, t_onset_window_s=4.0)
+    assert "\n" not in str(err.value)
+    with pytest.raises(UsageError, match="wider than the 3 the run was recorded with"):
+        overridden_scores(run_dir, {"t_onset_window_s": 4.0})
 
 
 def test_each_card_cites_what_its_module_cites(computed: dict[str, dict[str, Any]]) -> None:

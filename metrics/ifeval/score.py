@@ -35,19 +35,11 @@ from metrics.ifeval.aggregate import aggregate
 from metrics.ifeval.judge import NOT_COMPUTED, judge_case, llm_judge
 from metrics.ifeval.judge import aggregate_judge as judge_blocks
 from metrics.ifeval.measure import ANCHOR, failed_record, gold_problem, measure_case
-from metrics.ifeval.verdicts import Thresholds
+from metrics.ifeval.verdicts import THRESHOLD_LIMITS, Thresholds, checked_thresholds
 from metrics.scoring import ASR_PAD_S, LazyASR, asr_audio, reused_inputs
-from metrics.thresholds import Limit, validate_overrides
 from metrics.vad import VAD_PRESETS, SileroVAD, VADParams
 
 SR = 24_000
-THRESHOLD_LIMITS = {
-    "take_turn_max_wait_s": Limit(low=0.0, low_inclusive=False),
-    "yield_max_latency_ms": Limit(low=0.0, low_inclusive=False),
-    "interrupt_max_latency_ms": Limit(low=0.0, low_inclusive=False),
-    "bc_ceiling_s": Limit(low=0.0, low_inclusive=False),
-    "readback_min_coverage": Limit(low=0.0),
-}
 
 
 def vad_params(recorded: Any) -> VADParams:
@@ -155,13 +147,7 @@ def check_overrides(overrides: dict[str, Any] | None, folder: RunFolder) -> Thre
     recording and is fixed at run time)."""
     recorded = _protocol(folder)
     fixed = {f.name for f in fields(IFEvalProtocol)} | set(recorded)
-    wanted = validate_overrides(overrides or {}, THRESHOLD_LIMITS, fixed - set(THRESHOLD_LIMITS), recorded)
-    if wanted.get("readback_min_coverage", 0.0) > 1.0:
-        from dataset_builder.errors import UsageError
-
-        raise UsageError(f"--param readback_min_coverage={wanted['readback_min_coverage']:g}: out of range; "
-                         "a coverage lies in [0, 1]")
-    return Thresholds(**wanted)
+    return checked_thresholds(overrides or {}, recorded, fixed - set(THRESHOLD_LIMITS))
 
 
 def score_run(run_dir: Path, *, asr: Any = None, judge: Any = None, overrides: dict[str, Any] | None = None,

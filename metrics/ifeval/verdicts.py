@@ -9,10 +9,13 @@ case's own value.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from dataset_builder.errors import UsageError
 from dataset_builder.ifeval.schema import ACTIONS, verifier_params
+from metrics.thresholds import Limit, validate_overrides
 
 VAD_LABELS = ("silent", "backchannel", "floor_take")
 PER_CASE = "per case"  # a threshold no run-wide value replaces: each case's gold `verifier` holds it
@@ -41,6 +44,28 @@ class Thresholds:
         if unknown:
             raise ValueError(f"unknown IFEval thresholds {unknown}; known: {sorted(known)}")
         return cls(**{k: None if v is None or v == PER_CASE else float(v) for k, v in data.items()})
+
+
+# What each run-wide threshold may be set to at score time (`score --param`, or an `evaluate` module's argument).
+THRESHOLD_LIMITS = {
+    "take_turn_max_wait_s": Limit(low=0.0, low_inclusive=False),
+    "yield_max_latency_ms": Limit(low=0.0, low_inclusive=False),
+    "interrupt_max_latency_ms": Limit(low=0.0, low_inclusive=False),
+    "bc_ceiling_s": Limit(low=0.0, low_inclusive=False),
+    "readback_min_coverage": Limit(low=0.0),
+}
+
+
+def checked_thresholds(overrides: Mapping[str, Any], recorded: Mapping[str, Any] | None = None,
+                       fixed: Iterable[str] = (), prefix: str = "--param ") -> Thresholds:
+    """Run-wide threshold replacements (None: each case keeps its own), or UsageError in one line naming the
+    parameter. One rule for `score --param` and the `instruction_adherence` module."""
+    given = {k: v for k, v in overrides.items() if v is not None}
+    wanted = validate_overrides(given, THRESHOLD_LIMITS, fixed, recorded or {}, prefix=prefix)
+    if wanted.get("readback_min_coverage", 0.0) > 1.0:
+        raise UsageError(f"{prefix}readback_min_coverage={wanted['readback_min_coverage']:g}: out of range; "
+                         "a coverage lies in [0, 1]")
+    return Thresholds(**wanted)
 
 
 # Which per-case verifier parameter each run-wide threshold replaces, by action.

@@ -16,7 +16,7 @@ health line, never dropped silently.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, fields, replace
+from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
@@ -29,19 +29,23 @@ from metrics.episodes import Failure, RecordingError, RunFolder, read_recording
 from metrics.health import SoundProfile, episode_stats, window_sound
 from metrics.mpe.aggregate import aggregate
 from metrics.mpe.measure import failed_windows, measure_episode, sound_window
-from metrics.mpe.verdicts import METRICS, WINDOW_METRICS, Thresholds
+from metrics.mpe.verdicts import (
+    METRICS,
+    RECORDED,
+    THRESHOLD_LIMITS,
+    WINDOW_METRICS,
+    Thresholds,
+    chosen_thresholds,
+    recorded_of,
+    supported_basis,
+)
 from metrics.scoring import ASR_PAD_S, asr_audio, reused_inputs
 from metrics.spans import Span
-from metrics.thresholds import Limit, validate_overrides
 
 BENCHMARK = "mpe"
 SR = 24_000
-THRESHOLD_LIMITS = {
-    "t_onset_window_s": Limit(low=0.0, low_inclusive=False, at_most_recorded=True, why_recorded=(
-        " (the scheduler stopped waiting for an onset there and played the next turn, so a later onset never "
-        "had its chance)")),
-    "yield_tolerance_s": Limit(low=0.0),
-}
+
+
 def vad_from_params(params: dict[str, Any]) -> Any:
     """The batch VAD with the parameters the episode was recorded under."""
     from metrics.vad import SileroVAD, VADParams
@@ -92,7 +96,7 @@ def measure_run(folder: RunFolder, asr: Any, judge: Any, vad_factory: Any, progr
             return asr.transcribe(asr_audio(model, SR, sp, window, fences), SR)
 
         ms = [m | {"model_spans_n": len(spans), "sound": window_sound(profile, spans, *sound_window(m))}
-              for m in measure_episode(ep, spans, transcribe, judge)]
+                | recorded_field(ep) for m in measure_episode(ep, spans, transcribe, judge)]
         return ms, episode_stats(model, SR, spans, profile)
 
     episodes = list(folder.ok)
@@ -110,19 +114,28 @@ def measure_run(folder: RunFolder, asr: Any, judge: Any, vad_factory: Any, progr
     return measurements, stats
 
 
+def recorded_field(ep: Episode | None) -> dict[str, Any]:
+    """{RECORDED: the thresholds the episode was recorded with} for its window measurements, so that the stored
+    measurements alone reproduce scores.json (the `evaluate` modules read it); {} for an episode with no protocol."""
+    protocol = ep.params.get("protocol") if ep is not None else None
+    return {RECORDED: recorded_of(protocol)} if isinstance(protocol, dict) else {}
+
+
 def windows_of_failure(f: Failure, cases: dict[str, Any]) -> tuple[list[dict[str, Any]], str] | None:
     """The failed windows of a failed case and where its labels came from: rec.json's gold, else the dataset's
     case; None when neither has them."""
     ep = f.episode
     labels = ep.gold.get("labels") if ep is not None and isinstance(ep.gold, dict) else None
     if isinstance(labels, dict) and labels:
-        return failed_windows(f.case_id, ep.pair_id, ep.condition, labels, f.reason), "rec.json"
+        windows = failed_windows(f.case_id, ep.pair_id, ep.condition, labels, f.reason)
+        return [w | recorded_field(ep) for w in windows], "rec.json"
     case = cases.get(f.case_id)
     if case is None:
         return None
     script = case.script
     labels = {t.turn_id: t.label for t in script.turns}
-    return failed_windows(f.case_id, script.pair_id, script.condition, labels, f.reason), "dataset"
+    windows = failed_windows(f.case_id, script.pair_id, script.condition, labels, f.reason)
+    return [w | recorded_field(ep) for w in windows], "dataset"
 
 
 def _protocols(folder: RunFolder) -> list[dict[str, Any]]:
@@ -137,14 +150,9 @@ def recorded_protocol(folder: RunFolder) -> dict[str, Any]:
 
 
 def supported_limits(folder: RunFolder, th_recorded: Thresholds) -> dict[str, Any]:
-    """The recorded values overrides are checked against: a threshold bounded by the recording may not exceed
-    the smallest value any episode was recorded with."""
-    basis = recorded_protocol(folder) | asdict(th_recorded)
-    for name, lim in THRESHOLD_LIMITS.items():
-        values = [float(p[name]) for p in _protocols(folder) if name in p]
-        if lim.at_most_recorded and values:
-            basis[name] = min(values)
-    return basis
+    """The recorded values overrides are checked against (`verdicts.supported_basis`), with the run-time
+    parameters the error message may name."""
+    return recorded_protocol(folder) | supported_basis(th_recorded, _protocols(folder))
 
 
 def failed_window_counts(measurements: list[dict[str, Any]]) -> dict[str, int]:
@@ -175,9 +183,7 @@ def score_run(run_dir: Path, *, asr: Any = None, judge: Any = None, overrides: d
     recorded = recorded_protocol(folder)
     th_recorded = Thresholds.from_params(recorded)
     fixed = [f.name for f in fields(MPEProtocol) if f.name not in THRESHOLD_LIMITS]
-    wanted = validate_overrides(overrides or {}, THRESHOLD_LIMITS, fixed, supported_limits(folder, th_recorded))
-    applied = {k: v for k, v in wanted.items() if v != getattr(th_recorded, k)}
-    th = replace(th_recorded, **applied)
+    th, applied = chosen_thresholds(th_recorded, overrides or {}, supported_limits(folder, th_recorded), fixed)
     if reuse_measurements:
         base, measurements, stats = reused_inputs(run_dir, ("adapter", "adapter_info", "asr", "asr_runtime",
                                                             "asr_pad_s", "judge", "failed_episodes",

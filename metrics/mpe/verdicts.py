@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from dataset_builder.benchmark_params import MPEProtocol
+from dataset_builder.errors import UsageError
+from metrics.thresholds import Limit, validate_overrides
 
 
 @dataclass(frozen=True)
@@ -16,8 +19,65 @@ class Thresholds:
     yield_tolerance_s: float = MPEProtocol.yield_tolerance_s
 
     @classmethod
-    def from_params(cls, params: dict[str, Any]) -> Thresholds:
+    def from_params(cls, params: Mapping[str, Any]) -> Thresholds:
         return cls(**{k: float(params[k]) for k in ("t_onset_window_s", "yield_tolerance_s") if k in params})
+
+
+# What each threshold may be set to at score time (`score --reuse --param`, or an `evaluate` module's argument).
+THRESHOLD_LIMITS = {
+    "t_onset_window_s": Limit(low=0.0, low_inclusive=False, at_most_recorded=True, why_recorded=(
+        " (the scheduler stopped waiting for an onset there and played the next turn, so a later onset never "
+        "had its chance)")),
+    "yield_tolerance_s": Limit(low=0.0),
+}
+# The field of a window measurement holding the thresholds its episode was recorded with (rec.json's protocol),
+# so the stored measurements alone say which thresholds reproduce the run's scores.json.
+RECORDED = "recorded_thresholds"
+
+
+def recorded_of(protocol: Mapping[str, Any]) -> dict[str, float]:
+    """The thresholds of a recorded protocol (rec.json `params.protocol`), as a measurement stores them."""
+    return asdict(Thresholds.from_params(protocol))
+
+
+def supported_basis(recorded: Thresholds, protocols: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """The values overrides are checked against: the recorded thresholds, where a threshold bounded by the
+    recording may not exceed the smallest value any episode was recorded with."""
+    basis = asdict(recorded)
+    for name, lim in THRESHOLD_LIMITS.items():
+        values = [float(p[name]) for p in protocols if name in p]
+        if lim.at_most_recorded and values:
+            basis[name] = min(values)
+    return basis
+
+
+def chosen_thresholds(recorded: Thresholds, overrides: Mapping[str, Any], basis: Mapping[str, Any],
+                      fixed: Iterable[str] = (), prefix: str = "--param ") -> tuple[Thresholds, dict[str, float]]:
+    """(the thresholds to apply, the overrides that differ from the recorded ones): `overrides` checked against
+    THRESHOLD_LIMITS and `basis` (UsageError in one line otherwise) over the recorded thresholds. One rule for
+    `score --param` and the `evaluate` modules."""
+    wanted = validate_overrides(overrides, THRESHOLD_LIMITS, fixed, basis, prefix=prefix)
+    applied = {k: v for k, v in wanted.items() if v != getattr(recorded, k)}
+    return replace(recorded, **applied), applied
+
+
+def thresholds_in(measurements: list[dict[str, Any]], overrides: Mapping[str, Any]) -> Thresholds:
+    """The thresholds stored window measurements are scored under by an `evaluate` module: those the run was
+    recorded with (each record's RECORDED), with `overrides` (None: keep the recorded one) checked as `score
+    --reuse --param` checks them. Measurements that do not record them (stored before they did) are scored
+    only under thresholds given in full; UsageError otherwise."""
+    given = {k: v for k, v in overrides.items() if v is not None}
+    stored = [m[RECORDED] for m in measurements if isinstance(m.get(RECORDED), dict)]
+    if not stored:
+        missing = sorted(set(overrides) - set(given))
+        if missing and measurements:
+            raise UsageError(
+                f"these measurements do not record the thresholds their run was recorded with (measured by an "
+                f"older duplex-eval); pass {', '.join(f'{k}=...' for k in missing)}, or rescore the run with "
+                "`duplex-eval score RUN_DIR` to store them")
+        return chosen_thresholds(Thresholds(), given, {}, prefix="")[0]
+    recorded = Thresholds.from_params(stored[0])
+    return chosen_thresholds(recorded, given, supported_basis(recorded, stored), prefix="")[0]
 
 
 def fresh_onset(m: dict[str, Any], th: Thresholds) -> bool:

@@ -14,14 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from dataset_builder.benchmark_params import MPEProtocol
 from metrics.evaluate_modules.base import MPEMetric
 from metrics.mpe.headline import headline
-from metrics.mpe.verdicts import Thresholds
-
-# The defaults are the protocol's (dataset_builder/benchmark_params.py): one definition for the runner, the scorer and
-# this module.
-_YIELD_S = MPEProtocol.yield_tolerance_s
+from metrics.mpe.verdicts import thresholds_in
 
 _DESCRIPTION = """\
 Duplex-MPE answering-window yield: after a person asks the assistant a question (N4Q) and another person answers
@@ -31,15 +26,17 @@ within yield_tolerance_s, and it starts nothing new during N4R. Computed from th
 model or the VAD. Wilson 95% interval; per condition.
 """
 
-_KWARGS_DESCRIPTION = f"""
+_KWARGS_DESCRIPTION = """
 Args:
     measurements: list of JSON strings, the lines of measurements.jsonl (records of every kind may be passed;
         only kind "N4" windows enter this rate). A record with "failed": true counts as a failure.
-    yield_tolerance_s: seconds model speech active at N4R onset may continue and still count (default {_YIELD_S}).
+    yield_tolerance_s: seconds model speech active at N4R onset may continue and still count (default None: the
+        value the run was recorded with, stored in each measurement, so the result is scores.json's; another
+        value gives what `duplex-eval score --reuse --param` gives).
 Returns:
     answering_window_yield: k / n (None when n is 0); n: N4 windows; k: yields; ci: Wilson 95% [low, high].
-    by_condition: {{"explicit", "implicit"}}: {{"value", "n", "k", "ci"}}.
-    by_label: {{"N4": the same block}}.
+    by_condition: {"explicit", "implicit"}: {"value", "n", "k", "ci"}.
+    by_label: {"N4": the same block}.
     thresholds: the threshold applied.
 Examples:
     >>> yielding = evaluate.load(metric_dir("answering_window_yield"))
@@ -52,6 +49,7 @@ class AnsweringWindowYield(MPEMetric):
     DESCRIPTION = _DESCRIPTION
     KWARGS_DESCRIPTION = _KWARGS_DESCRIPTION
 
-    def _compute(self, measurements: list[str], yield_tolerance_s: float = _YIELD_S) -> dict[str, Any]:
-        th = Thresholds(yield_tolerance_s=float(yield_tolerance_s))
-        return headline(self.records(measurements), "answering_window_yield", th)
+    def _compute(self, measurements: list[str], yield_tolerance_s: float | None = None) -> dict[str, Any]:
+        records = self.records(measurements)
+        th = thresholds_in(records, {"yield_tolerance_s": yield_tolerance_s})
+        return headline(records, "answering_window_yield", th)

@@ -14,14 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from dataset_builder.benchmark_params import MPEProtocol
 from metrics.evaluate_modules.base import MPEMetric
 from metrics.mpe.headline import headline
-from metrics.mpe.verdicts import Thresholds
-
-# The defaults are the protocol's (dataset_builder/benchmark_params.py): one definition for the runner, the scorer and
-# this module.
-_ONSET_S = MPEProtocol.t_onset_window_s
+from metrics.mpe.verdicts import thresholds_in
 
 _DESCRIPTION = """\
 Duplex-MPE fresh-onset response rate: the share of requests addressed to the assistant (label T) that it answers
@@ -31,15 +26,18 @@ window can change without re-running the model, the VAD or the ASR. Wilson 95% i
 paired explicit-vs-implicit exact McNemar test.
 """
 
-_KWARGS_DESCRIPTION = f"""
+_KWARGS_DESCRIPTION = """
 Args:
     measurements: list of JSON strings, the lines of measurements.jsonl (records of every kind may be passed;
         only kind "T" windows enter this rate). A record with "failed": true counts as a failure.
-    t_onset_window_s: seconds after T ends within which a voiced onset counts (default {_ONSET_S}).
+    t_onset_window_s: seconds after T ends within which a voiced onset counts (default None: the value the run
+        was recorded with, stored in each measurement, so the result is scores.json's). Another value is
+        checked as `duplex-eval score --reuse --param` checks it: wider than the recorded window is refused
+        (the scheduler stopped waiting there), and the result is that scores-NAME=VALUE.json's.
 Returns:
     fresh_onset_rate: k / n (None when n is 0); n: T windows; k: fresh onsets; ci: Wilson 95% [low, high].
-    by_condition: {{"explicit", "implicit"}}: {{"value", "n", "k", "ci"}}.
-    by_label: {{"T": the same block}}.
+    by_condition: {"explicit", "implicit"}: {"value", "n", "k", "ci"}.
+    by_label: {"T": the same block}.
     paired: n_pairs, explicit_only, implicit_only, difference (explicit - implicit), mcnemar_p.
     thresholds: the threshold applied.
 Examples:
@@ -53,6 +51,7 @@ class FreshOnsetRate(MPEMetric):
     DESCRIPTION = _DESCRIPTION
     KWARGS_DESCRIPTION = _KWARGS_DESCRIPTION
 
-    def _compute(self, measurements: list[str], t_onset_window_s: float = _ONSET_S) -> dict[str, Any]:
-        th = Thresholds(t_onset_window_s=float(t_onset_window_s))
-        return headline(self.records(measurements), "fresh_onset_rate", th)
+    def _compute(self, measurements: list[str], t_onset_window_s: float | None = None) -> dict[str, Any]:
+        records = self.records(measurements)
+        th = thresholds_in(records, {"t_onset_window_s": t_onset_window_s})
+        return headline(records, "fresh_onset_rate", th)

@@ -17,7 +17,7 @@ from typing import Any
 
 from metrics.evaluate_modules.base import IFEvalMetric
 from metrics.ifeval.headline import headline
-from metrics.ifeval.verdicts import Thresholds
+from metrics.ifeval.verdicts import checked_thresholds
 
 _DESCRIPTION = """\
 DSB-IFEval Instruction Adherence Score: the share of cases in which a full-duplex voice agent does the floor
@@ -34,7 +34,8 @@ Args:
         "failed": true never passes.
     take_turn_max_wait_s, yield_max_latency_ms, interrupt_max_latency_ms, bc_ceiling_s, readback_min_coverage:
         run-wide replacements of a verifier threshold for every case of its action (default None: each case
-        keeps the thresholds stored in its own gold, role overrides included).
+        keeps the thresholds stored in its own gold, role overrides included, as in the run's scores.json; a
+        value gives what `duplex-eval score --reuse --param` gives, and one out of range is refused).
 Returns:
     instruction_adherence: IAS = k / n (None when n is 0); n: cases; k: passes; ci: Wilson 95% [low, high].
     by_level (L0, L1, L2, L3, L4a, L4b), by_action, by_role: {"value", "n", "k", "ci"} each.
@@ -56,8 +57,10 @@ class InstructionAdherence(IFEvalMetric):
     def _compute(self, measurements: list[str], take_turn_max_wait_s: float | None = None,
                  yield_max_latency_ms: float | None = None, interrupt_max_latency_ms: float | None = None,
                  bc_ceiling_s: float | None = None, readback_min_coverage: float | None = None) -> dict[str, Any]:
-        th = Thresholds.from_dict({"take_turn_max_wait_s": take_turn_max_wait_s,
-                                   "yield_max_latency_ms": yield_max_latency_ms,
-                                   "interrupt_max_latency_ms": interrupt_max_latency_ms,
-                                   "bc_ceiling_s": bc_ceiling_s, "readback_min_coverage": readback_min_coverage})
+        # Checked as `score --param` checks them (a value out of range is refused in one line).
+        th = checked_thresholds({"take_turn_max_wait_s": take_turn_max_wait_s,
+                                 "yield_max_latency_ms": yield_max_latency_ms,
+                                 "interrupt_max_latency_ms": interrupt_max_latency_ms,
+                                 "bc_ceiling_s": bc_ceiling_s, "readback_min_coverage": readback_min_coverage},
+                                prefix="")
         return headline(self.records(measurements), th)
