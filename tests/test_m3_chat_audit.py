@@ -39,7 +39,7 @@ def _dialogue(did: str, rows: list[tuple[str, str, str, str]], before: dict[int,
 def test_planted_problems_are_counted_exactly() -> None:
     question = "Oh, side note, are you settled in at the new place yet, or still unpacking boxes?"
     telling = "Honestly, the move went fine, we only broke one glass. Did you get the photos I sent?"
-    d = _dialogue("en-chat-d000", [
+    d = _dialogue("en-task-d000", [  # composed text: the doubled-word and marker rules are the task's
         ("user", "turn", "I finally got around to painting the the hallway last weekend.", "first"),  # doubled
         ("system", "turn", question, "shift"),
         ("user", "bc", "oh no", "bc"),  # inside the question
@@ -53,7 +53,7 @@ def test_planted_problems_are_counted_exactly() -> None:
     ], before={6: telling.index("Did")})
     block = config_audit([d])
     m = block["measures"]
-    assert m["doubled_words"] == 1 and block["examples"]["doubled"] == ["en-chat-d000-u00: 'the the'"]
+    assert m["doubled_words"] == 1 and block["examples"]["doubled"] == ["en-task-d000-u00: 'the the'"]
     assert (m["user_bcs"], m["bc_in_question"]) == (2, 0.5)
     assert (m["pauses"], m["pause_after_sentence"]) == (2, 0.5)
     assert m["pause_preceded_by"] == {"hall.": 1, "um,": 1}
@@ -65,7 +65,9 @@ def test_planted_problems_are_counted_exactly() -> None:
     assert not checks["PAUSEs after a complete sentence"]["ok"] and not block["ok"]
     assert checks["PAUSEs after a complete sentence"]["value"] == "50.0 % of 2 (<= 10 %)"
     text = "\n".join(format_audit_block(block))
-    assert "[FAIL] doubled words: 1 (0)" in text and "e.g. en-chat-d000-u02 'oh no' in" in text
+    assert "[FAIL] doubled words: 1 (0)" in text and "e.g. en-task-d000-u02 'oh no' in" in text
+    assert config_audit([_dialogue("en-chat-d000", [("user", "turn", "Give her a hug from me, will you?", "first")])
+                         ])["measures"]["doubled_words"] == 0  # authored: "her a" is meant
 
 
 def test_planted_register_problems_in_japanese() -> None:

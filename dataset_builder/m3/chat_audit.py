@@ -5,9 +5,14 @@ Measured on the scripts (the text and the utterance relations), so a `--scripts-
 
 - **distinct turn texts**: distinct TURN lines / lines (a held pause's halves joined, `Dialogue.lines`).
 - **top sentence share**: the most repeated TURN sentence's share of dialogues (`diversity.py`, the 1 % rule).
-- **doubled words**: "the the", "the next the ferry", "のときのとき" (`speech_forms.doubled_words`); must be 0.
-- **lead-in markers said twice**: a reaction and a lead-in joined, each with its own marker ("Okay, got it, okay,
-  and when ...", `speech_forms.repeated_markers`); must be 0.
+- **doubled words** (composed task text): "the the", "the next the ferry", "のときのとき"
+  (`speech_forms.doubled_words`); must be 0. Authored chat says "give her a", "平気平気" on purpose.
+- **lead-in markers said twice** (composed task text): a reaction and a lead-in joined, each with its own marker
+  ("Okay, got it, okay, and when ...", `speech_forms.repeated_markers`); must be 0.
+- **conversations, distinct storylines, turns, repeated lines across conversations**; **PAUSE marks by what
+  precedes them** (the last word; Japanese the last three characters); **backchannel words by what they answer**
+  (`bc_functions.host_class` of the words before each); **follow-ups opened by a topic-change lead-in** (task;
+  `dialogues.connective_problems`); must be 0.
 - **BCs inside questions**: user backchannels whose host turn has a question where the backchannel may fall
   (`speech_forms.bc_in_question`: the middle 15-85 % of the host, where the timeline places them).
 - **mixed-register turns** (Japanese): turns ending one clause polite and another casual, and turns where a
@@ -132,9 +137,11 @@ def config_audit(dialogues: Sequence[Dialogue], targets: AuditTargets = AuditTar
             examples.setdefault("topic_change", []).extend(found)
         host = None
         for u in d.utterances:
-            for w in doubled_words(u.text, lang):
+            # Slot fills and joined lead-ins can double a word or a marker; authored chat says "give her a" and
+            # "And honestly, ... and I'm thirty-five" on purpose.
+            for w in doubled_words(u.text, lang) if domain == "task" else ():
                 doubled.append(f"{u.utt_id}: {w!r}")
-            if u.kind == "turn" and repeated_markers(u.text, lang):
+            if domain == "task" and u.kind == "turn" and repeated_markers(u.text, lang):
                 examples["markers"].append(f"{u.utt_id}: {u.text!r}")
             if u.kind == "bc" and host is not None:
                 said = host.text[:u.bc_at_chars] if u.bc_at_chars else host.text

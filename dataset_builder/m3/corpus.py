@@ -354,6 +354,8 @@ def conversation_problems(c: Conversation) -> list[Problem]:
         d = to_dialogue(c)
         where = {u.utt_id: ln for u, ln in _utt_lines(c, d)}
         for p in dialogue_problems(d.dialogue_id, "ja", d.utterances):
+            if p.rule.startswith("doubled word"):
+                continue  # a slot-fill rule: authored speech doubles on purpose ("平気平気", "give her a")
             ln = where[p.utt_id]
             problems.fail(ln.where, p.rule, p.text)
         for u in d.utterances:

@@ -7,7 +7,8 @@ written (backchannels are not counted: "yeah" repeats in real talk too):
 - A **line** is a speaker's TURN as written: the two halves of a held pause are joined back, since a pause splits
   a sentence in time, not in two (`Dialogue.lines`).
 - A **sentence** is a piece of a line split after `.`, `!`, `?` (and `。！？` in Japanese), compared lowercased
-  with its whitespace collapsed. Its **count** is the number of dialogues that say it at least once; its
+  with its whitespace collapsed; one shorter than `MIN_SENTENCE` ("Okay.", "Oh no.", "そうなんだ。") is a
+  reaction that repeats in real talk as backchannels do, and is not counted. Its **count** is the number of dialogues that say it at least once; its
   **share** that count over the config's dialogues. The rule: no sentence's share above `max_sentence_share`
   (1 %: on the `full` preset's 200 dialogues, no sentence in more than 2).
 - Also reported, not judged: distinct lines / lines, distinct IPU texts (a pause half on its own) and the most
@@ -27,6 +28,7 @@ from dataset_builder.m3.language import LANGUAGES
 from dataset_builder.m3.schema import config_name
 
 SPEECH_RATE = {"words": 2.5, "morae": 8.0}  # units a second of relaxed speech, for the length estimate
+MIN_SENTENCE = {"en": 4, "ja": 10}  # words / morae: a shorter sentence is a reaction, not counted
 
 
 @dataclass(frozen=True)
@@ -44,7 +46,8 @@ def sentence_counts(dialogues: Sequence[Dialogue]) -> Counter[str]:
     counts: Counter[str] = Counter()
     for d in dialogues:
         lang = LANGUAGES[d.language]
-        counts.update({_norm(s) for _, line in d.lines() for s in lang.sentences(line)})
+        counts.update({_norm(s) for _, line in d.lines() for s in lang.sentences(line)
+                       if lang.size(s) >= MIN_SENTENCE[d.language]})
     return counts
 
 
