@@ -84,19 +84,24 @@ def model_dir(model_path: str, revision: str | None = None) -> Path:
     return Path(snapshot_download(model_path, revision=revision))
 
 
-def load_duplex(path: Path, code_dir: str | None, device: str = "cuda", attn_implementation: str = "sdpa",
-                force_listen_count: int = 0) -> tuple[Any, dict[str, Any]]:
-    """The real model in duplex mode, loaded as MiniCPMO45/README.md's "Duplex Streaming" does
-    (`MiniCPMODuplex.from_pretrained`, which casts to bf16 and calls `init_tts(streaming=True)` itself), and the
-    record of the code it came from against `UPSTREAM`."""
+def import_code(code_dir: str | None) -> Any:
+    """The demo's model code, `MiniCPMO45.modeling_minicpmo` (from `code_dir`, else PYTHONPATH): first, so that a
+    missing checkout is one line before any weights are downloaded."""
     with model_code("minicpm-o", code_dir, "the MiniCPM-o 4.5 model code (MiniCPMO45/)",
                     "a checkout of github.com/OpenBMB/minicpm-o-4_5-pytorch-simple-demo as code_dir=DIR, with its "
                     "requirements (pip install -e \".[minicpm-o]\")"):
         from MiniCPMO45 import modeling_minicpmo  # type: ignore[import-not-found]
-    duplex = modeling_minicpmo.MiniCPMODuplex.from_pretrained(str(path), device=device,
-                                                              attn_implementation=attn_implementation,
-                                                              force_listen_count=force_listen_count)
-    checkout = Path(modeling_minicpmo.__file__).resolve().parent.parent
+    return modeling_minicpmo
+
+
+def load_duplex(code: Any, path: Path, device: str = "cuda", attn_implementation: str = "sdpa",
+                force_listen_count: int = 0) -> tuple[Any, dict[str, Any]]:
+    """The real model in duplex mode, loaded as MiniCPMO45/README.md's "Duplex Streaming" does
+    (`MiniCPMODuplex.from_pretrained`, which casts to bf16 and calls `init_tts(streaming=True)` itself), and the
+    record of the code (`import_code`'s module) it came from against `UPSTREAM`."""
+    duplex = code.MiniCPMODuplex.from_pretrained(str(path), device=device, attn_implementation=attn_implementation,
+                                                 force_listen_count=force_listen_count)
+    checkout = Path(code.__file__).resolve().parent.parent
     return duplex, provenance("minicpm-o", UPSTREAM[0], git_head(checkout), f"the model code at {checkout}")
 
 
@@ -137,6 +142,7 @@ class MiniCPMOAgent(ChunkedAgent):
         self.generate_kwargs: dict[str, Any] = {"max_new_speak_tokens_per_chunk": max_new_speak_tokens_per_chunk,
                                                 "decode_mode": decode_mode, **(generate_kwargs or {})}
         self.force_listen_count = force_listen_count
+        code = import_code(code_dir) if model is None else None
         if ref_audio is None and model is None:
             folder = model_dir(model_path, revision)
             ref = folder / DEFAULT_REF
@@ -153,8 +159,8 @@ class MiniCPMOAgent(ChunkedAgent):
         self.duplex: Any = model
         if model is None:
             weights = folder or model_dir(model_path, revision)
-            self.duplex, code = load_duplex(weights, code_dir, device, attn_implementation, force_listen_count)
-            self.upstream = [code, {"repo": model_path, "kind": "hf", "pinned": revision,
+            self.duplex, found = load_duplex(code, weights, device, attn_implementation, force_listen_count)
+            self.upstream = [found, {"repo": model_path, "kind": "hf", "pinned": revision,
                                     "used": hf_snapshot_revision(weights), "matches": None}]
 
     def runtime(self) -> dict[str, Any]:

@@ -257,3 +257,17 @@ def test_the_fake_refuses_an_unwrapped_prompt_and_the_adapter_wraps_it(voice_wav
     assert model.prepare_calls[-1]["suffix_system_prompt"] == "<|audio_end|><|im_end|>"
     assert agent.runtime()["system_turn"] == "<|im_start|>system\n{prompt}\n<|audio_start|>{ref_audio}" \
                                              "<|audio_end|><|im_end|>"
+
+
+def test_without_the_model_code_the_error_is_one_line_before_any_download(tmp_path: Path, monkeypatch) -> None:
+    import huggingface_hub
+
+    def no_download(*args: Any, **kwargs: Any) -> str:
+        raise AssertionError("weights downloaded before the code was found")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", no_download)
+    for name in [m for m in sys.modules if m.split(".")[0] == "MiniCPMO45"]:
+        monkeypatch.delitem(sys.modules, name)
+    with pytest.raises(UsageError) as err:
+        MiniCPMOAgent(code_dir=str(tmp_path), device="cpu")
+    assert "minicpm-o needs the MiniCPM-o 4.5 model code" in str(err.value) and "\n" not in str(err.value)
