@@ -1,17 +1,31 @@
-"""`openai-realtime`: any server speaking the OpenAI Realtime websocket event protocol (docs/adding-a-model.md).
+"""`openai-realtime`: any server speaking the OpenAI Realtime websocket event protocol (docs/models.md).
 
 One websocket session per case. `reset` connects, sends `session.update` (instructions, 24 kHz PCM16 in and
-out, turn detection) and waits for `session.updated`; `step` appends the user frame to the server's input buffer
-(`input_audio_buffer.append`) and returns whatever model audio has arrived, exactly `frame_size` samples
-(zero-padded). A background thread runs the websocket loop (adapters/loop_thread.py); the service streams audio
-faster than real time, so it queues here and leaves one frame per step, which is what a caller's loudspeaker
-would play.
+out, turn detection) and waits for `session.updated`; `step` first takes the model audio that has arrived, exactly
+`frame_size` samples (zero-padded), then appends the user frame to the server's input buffer
+(`input_audio_buffer.append`). The order is the one timing rule (docs/adding-a-model.md): the frame played in slot
+t was on the client before user frame t was sent, so it cannot depend on it. A background thread runs the websocket
+loop (adapters/loop_thread.py); the service streams audio faster than real time, so it queues here and leaves one
+frame per step, which is what a caller's loudspeaker would play.
 
-Both naming generations of the server events are accepted (beta `response.audio.delta`, GA
-`response.output_audio.delta`, and their transcripts). When the server reports the user started speaking
-(`input_audio_buffer.speech_started`, server turn detection with `interrupt_response`), it has cancelled the
-response: the queued audio is dropped, late deltas of the cancelled responses are ignored, and the played item is
-truncated to what was heard (`conversation.item.truncate`), as a live client would.
+Event and field names are those of openai-python e43b4224 (`UPSTREAM`): the GA layout of
+src/openai/types/realtime (`session.type: "realtime"`, `audio.input.format {type: "audio/pcm", rate: 24000}`,
+`audio.input.turn_detection`, `response.output_audio.delta`, `response.output_audio_transcript.delta`) and the beta
+layout of src/openai/types/beta/realtime (`modalities`, `input_audio_format: "pcm16"`, `turn_detection`,
+`response.audio.delta`); both generations of the server events are accepted.
+
+`protocol` picks how a barge-in is played, and the server VAD's defaults:
+- "live" (default): a live client. The server's VAD settings are OpenAI's defaults (threshold 0.5, 300 ms prefix
+  padding, 500 ms silence: realtime_audio_input_turn_detection_param.py:61,67,75). When the server reports the user
+  started speaking (`input_audio_buffer.speech_started`, server turn detection with `interrupt_response`), it has
+  cancelled the response: the queued audio is dropped, late deltas of the cancelled responses are ignored, and the
+  played item is truncated to what was heard (`conversation.item.truncate`), as a live client would.
+- "dsb-ifeval": DSB-IFEval's harness (its appendix D.1-D.3): server_vad with threshold 0.5, 800 ms end-of-turn
+  silence and 300 ms prefix padding, and every audio delta kept and played from its arrival ("never suppresses,
+  truncates, or constrains model output"; "pos = max(t, cursor)"): nothing is dropped on `speech_started` and no
+  truncate is sent. Run DSB-IFEval with `--adapter-arg protocol=dsb-ifeval` to measure what the paper measured; the
+  live behaviour inverts its Yield / Continue / Accept-Overlap verdicts.
+Every rec.json records the protocol and the settings it resolved to (`adapter.runtime`).
 
 The key is read from the environment at connect time and only ever sent as the Authorization header: it is not
 stored on the agent, and the websocket library's debug log (which prints request headers) sees it redacted.
@@ -37,6 +51,7 @@ from websockets.asyncio.client import connect
 
 from adapters.loop_thread import LoopThread
 from adapters.protocol import Frame
+from adapters.upstream import Pin, provenance
 from adapters.ws_session import RealtimeSessionError, ServedAgent, WebsocketSession
 from dataset_builder.audio import to_pcm16
 from dataset_builder.errors import UsageError
@@ -52,6 +67,28 @@ TRANSCRIPT_DELTAS = frozenset({"response.output_audio_transcript.delta", "respon
 TURN_DETECTION = ("server_vad", "semantic_vad", "none")
 APIS = ("ga", "beta")
 REDACTED = "[redacted]"
+# The event and field names of both layouts, as openai-python states them (docs/models.md).
+UPSTREAM: tuple[Pin, ...] = (Pin("git", "openai/openai-python", "e43b422412a9e96c9cc5192c61fffbe2d7e04836"),)
+PLAYBACKS = ("truncate", "keep")  # on a barge-in: cut the played item to what was heard, or keep every delta
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """One way of driving the service: its server VAD settings and what a barge-in does to the playback."""
+
+    turn_detection: str
+    vad_threshold: float
+    prefix_padding_ms: int
+    silence_duration_ms: int
+    playback: str
+
+
+PROTOCOLS: dict[str, Protocol] = {
+    # OpenAI's defaults (realtime_audio_input_turn_detection_param.py:61,67,75) and a live client's truncation.
+    "live": Protocol("server_vad", 0.5, 300, 500, "truncate"),
+    # DSB-IFEval's harness, its appendix D.1-D.3: 800 ms end-of-turn silence, every delta kept at its arrival.
+    "dsb-ifeval": Protocol("server_vad", 0.5, 300, 800, "keep"),
+}
 
 
 def pcm16_to_float(data: bytes) -> np.ndarray:
@@ -157,18 +194,17 @@ class _Session(WebsocketSession):
     """One connection (one case): what it has received, guarded by a lock; its tasks run on the agent's loop."""
 
     name, server, kind = "openai-realtime", "realtime server", "event"
+    ready = "session.updated"  # the event that says the configuration is in force
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, frame_size: int, model_owned: bool = False) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, frame_size: int, playback: str = "truncate") -> None:
         # Live feasibility from the client's side (docs/scale.md): when each response's audio arrived, and the steps
         # at which a response was mid-stream and nothing of it was here to play (the server behind real time).
         super().__init__(loop, SessionPace(SAMPLE_RATE, frame_size))
-        # A full-duplex model owns turn-taking (vLLM-Omni's duplex dialect): it stops speaking by its own decision,
-        # announced as a cleared output buffer or a cancelled response, not by the server's VAD.
-        self.model_owned = model_owned
-        self.decisions: dict[str, int] = {}  # the model's listen/speak decisions (`response.speak`), counted
+        self.playback = playback  # "truncate" or "keep" (PLAYBACKS): what a barge-in does to the queued audio
         self.streaming: set[str] = set()  # responses whose audio has started and is not done or cancelled
         self.chunks: deque[_Chunk] = deque()
         self.received: dict[str, int] = {}  # item id -> samples of its audio received so far
+        self.last_delta_at: dict[str, int] = {}  # item id -> samples of it received before its latest delta
         self.played: dict[str, int] = {}  # item id -> samples of it handed out so far
         self.item_response: dict[str, str] = {}
         self.audio_done: set[str] = set()  # items whose audio is complete
@@ -189,7 +225,7 @@ class _Session(WebsocketSession):
         async with asyncio.timeout(timeout_s):
             while True:
                 event = self._parse(await self.ws.recv())
-                if event.get("type") == "session.updated":
+                if event.get("type") == self.ready:
                     break
                 if event.get("type") == "error":
                     raise RealtimeSessionError(f"the server refused the session: {_describe_error(event)}")
@@ -209,6 +245,8 @@ class _Session(WebsocketSession):
 
     def _on_event(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
+        if self._on_dialect(event):
+            return
         if kind == "error":
             self._fail(f"the realtime server sent an error: {_describe_error(event)}")
         elif kind in AUDIO_DELTAS:
@@ -216,14 +254,8 @@ class _Session(WebsocketSession):
         elif kind in TRANSCRIPT_DELTAS:
             self._on_transcript(event)
         elif kind == "input_audio_buffer.speech_started":
-            self._on_user_speech()
-        elif kind == "response.speak":  # vLLM-Omni's duplex dialect: the model decided to listen or to speak
-            with self.lock:
-                decision = str(event.get("decision") or "unknown")
-                self.decisions[decision] = self.decisions.get(decision, 0) + 1
-        elif self.model_owned and (kind == "output_audio_buffer.cleared" or (
-                kind == "response.done" and (event.get("response") or {}).get("status") == "cancelled")):
-            self._on_user_speech()  # the model yielded (a barge-in it heard): stop playing what it cut
+            if self.playback == "truncate":
+                self._on_user_speech()
         elif kind == "response.created":
             with self.lock:
                 self.active.add(str((event.get("response") or {}).get("id") or ""))
@@ -240,6 +272,10 @@ class _Session(WebsocketSession):
                 self.audio_done |= {i for i, r in self.item_response.items() if r == response_id}
                 self._release_text()
 
+    def _on_dialect(self, event: dict[str, Any]) -> bool:
+        """A server dialect's own event (on the loop): True when handled here (adapters/vllm_omni_duplex.py)."""
+        return False
+
     def _on_audio(self, event: dict[str, Any]) -> None:
         response_id, item_id = str(event.get("response_id") or ""), str(event.get("item_id") or "")
         try:
@@ -252,6 +288,7 @@ class _Session(WebsocketSession):
             self.chunks.append(_Chunk(response_id, item_id, audio))
             self.pace.arrived(response_id, audio.size, sum(c.audio.size for c in self.chunks))
             self.streaming.add(response_id)
+            self.last_delta_at[item_id] = self.received.get(item_id, 0)
             self.received[item_id] = self.received.get(item_id, 0) + audio.size
             self.item_response[item_id] = response_id
 
@@ -265,10 +302,15 @@ class _Session(WebsocketSession):
             if not item_id:
                 self.text_ready.append(text)
                 return
-            # Text runs ahead of the audio: a piece is due once the audio that came after it starts sounding,
-            # so the recorded text follows what was heard, and a barge-in drops the words never spoken.
-            self.text_waiting.setdefault(item_id, []).append((self.received.get(item_id, 0), text))
+            # A piece is due once the audio it belongs to starts sounding, so the recorded text follows what was
+            # heard, and a barge-in drops the words never spoken.
+            self.text_waiting.setdefault(item_id, []).append((self._text_mark(item_id), text))
             self._release_text()
+
+    def _text_mark(self, item_id: str) -> int:
+        """Samples of the item received before the audio a transcript piece arriving now belongs to (lock held).
+        OpenAI's text runs ahead of its audio: the piece belongs to the audio that comes after it."""
+        return self.received.get(item_id, 0)
 
     def _release_text(self) -> None:
         """Move due transcript pieces to text_ready (lock held)."""
@@ -338,9 +380,10 @@ def _describe_error(event: dict[str, Any]) -> str:
 class OpenAIRealtimeAgent(ServedAgent[_Session]):
     """A Realtime-protocol websocket model; `realtime=True`, so the orchestrator paces it in wall-clock time.
 
-    frame_size 480 (20 ms at 24 kHz): the packet size of live voice clients, so user audio reaches the server's
-    turn detection, and barge-ins land, at the granularity a phone call would give; a step costs one small event
-    each way (640 base64 bytes of audio), well within what the loop sends 50 times a second.
+    frame_size 480 (20 ms at 24 kHz): the packet size of live voice clients (and of DSB-IFEval's harness, its
+    appendix D.5), so user audio reaches the server's turn detection, and barge-ins land, at the granularity a
+    phone call would give; a step costs one small event each way (640 base64 bytes of audio). The VAD settings left
+    unset take the `protocol`'s values (`PROTOCOLS`).
     """
 
     name = "openai-realtime"
@@ -350,26 +393,48 @@ class OpenAIRealtimeAgent(ServedAgent[_Session]):
 
     def __init__(self, url: str = DEFAULT_URL, model: str | None = "gpt-realtime",
                  api_key_env: str = "OPENAI_API_KEY", frame_size: int = 480, api: str = "ga",
-                 turn_detection: str = "server_vad", vad_threshold: float = 0.5, prefix_padding_ms: int = 300,
-                 silence_duration_ms: int = 500, voice: str | None = None, connect_timeout_s: float = 15.0) -> None:
+                 turn_detection: str | None = None, vad_threshold: float | None = None,
+                 prefix_padding_ms: int | None = None, silence_duration_ms: int | None = None,
+                 voice: str | None = None, connect_timeout_s: float = 15.0, protocol: str = "live") -> None:
         if frame_size <= 0:
             raise UsageError(f"openai-realtime: frame_size must be positive, got {frame_size}")
+        if protocol not in PROTOCOLS:
+            raise UsageError(f"openai-realtime: protocol must be one of {tuple(PROTOCOLS)}, got {protocol!r}")
         self.url = session_url(url, model)  # checked now: a wrong scheme is a usage error, not a failed episode
         self.model = model
         self.api_key_env = api_key_env  # the variable's name; its value is read at connect time, never kept
         self.frame_size = frame_size
-        self.config = RealtimeConfig(api=api, turn_detection=turn_detection, vad_threshold=vad_threshold,
-                                     prefix_padding_ms=prefix_padding_ms, silence_duration_ms=silence_duration_ms,
-                                     voice=voice)
+        self.protocol = protocol
+        preset = PROTOCOLS[protocol]
+        self.playback = preset.playback
+        self.config = RealtimeConfig(
+            api=api, turn_detection=preset.turn_detection if turn_detection is None else turn_detection,
+            vad_threshold=preset.vad_threshold if vad_threshold is None else vad_threshold,
+            prefix_padding_ms=preset.prefix_padding_ms if prefix_padding_ms is None else prefix_padding_ms,
+            silence_duration_ms=preset.silence_duration_ms if silence_duration_ms is None else silence_duration_ms,
+            voice=voice)
         self.connect_timeout_s = connect_timeout_s
         # The served model changes what a run measures: it is part of the version every rec.json records.
         self.version = f"1/{model or 'server-default'}"
-        self._io = LoopThread("openai-realtime", "realtime server", RealtimeSessionError)
+        # What serves the events cannot be asked for its revision: the record says which schema this was read at.
+        self.upstream = [provenance(self.name, pin, None, "the served event schema") for pin in self._pins()]
+        self._io = LoopThread(self.name, "realtime server", RealtimeSessionError)
         self._session: _Session | None = None
+
+    @staticmethod
+    def _pins() -> tuple[Pin, ...]:
+        return UPSTREAM
 
     def __repr__(self) -> str:
         return (f"OpenAIRealtimeAgent(model={self.model!r}, api={self.config.api!r}, frame_size={self.frame_size}, "
-                f"turn_detection={self.config.turn_detection!r}, api_key_env={self.api_key_env!r})")
+                f"protocol={self.protocol!r}, turn_detection={self.config.turn_detection!r}, "
+                f"api_key_env={self.api_key_env!r})")
+
+    def runtime(self) -> dict[str, Any]:
+        """Recorded in every rec.json: how the session was driven (the protocol and what it resolved to)."""
+        c = self.config
+        return {"protocol": self.protocol, "playback": self.playback, "api": c.api,
+                "turn_detection": c.turn_detection_block(), "upstream": self.upstream}
 
     def _headers(self) -> tuple[dict[str, str], str]:
         headers: dict[str, str] = {}
@@ -392,14 +457,17 @@ class OpenAIRealtimeAgent(ServedAgent[_Session]):
     def _session_update(self, system_prompt: str | None) -> dict[str, Any]:
         return self.config.session_update(system_prompt)
 
-    def _open_session(self, system_prompt: str | None, model_owned: bool = False) -> _Session:
+    def _new_session(self) -> _Session:
+        return _Session(self._io.loop, self.frame_size, self.playback)
+
+    def _open_session(self, system_prompt: str | None) -> _Session:
         headers, secret = self._headers()
-        session = _Session(self._io.loop, self.frame_size, model_owned)
+        session = self._new_session()
         return self._open(session, session.open(self.url, headers, secret, self._session_update(system_prompt),
                                                 self.connect_timeout_s), self.connect_timeout_s * 2 + 5)
 
     def step(self, user_frame: np.ndarray, forced_model_frame: np.ndarray | None = None) -> Frame:
         session = self._current()
+        audio, text = session.take(self.frame_size)  # before sending frame t: slot t cannot depend on it
         session.send({"type": "input_audio_buffer.append", "audio": float_to_b64_pcm16(user_frame)})
-        audio, text = session.take(self.frame_size)
         return Frame(audio, text)

@@ -1,12 +1,14 @@
-"""`openai-realtime` against a fake Realtime model served on a local websocket (tests/realtime_fake.py).
+"""`openai-realtime` against a stand-in Realtime model served on a local websocket (tests/realtime_fake.py).
 
 Whole MPE episodes run through the real plan and `run_episode`, paced in wall-clock time (short hand-built cases
 keep that to seconds). Checked: the reply lands intact in the model channel, after the user turn that caused it;
 the server heard exactly the recorded user channel; the prompt and turn detection reached it; the key went only
 into the handshake (never into rec.json, a log, stdout or the agent's repr); a barge-in stops the model's audio
-where the server cut it; a dropped connection, a server `error` and a refused session fail the episode with a
-clear reason (after a drop, the next case runs on a fresh session); both event naming generations are understood;
-each episode records its session's live feasibility.
+where the server cut it (`protocol="live"`), or keeps every delta at its arrival (`protocol="dsb-ifeval"`, with the
+paper's 800 ms end-of-turn silence); a dropped connection, a server `error` and a refused session fail the episode
+with a clear reason (after a drop, the next case runs on a fresh session); both layouts and their event names are
+understood; the stand-in refuses what the service's schema refuses and the adapter sends none of it; each episode
+records its session's live feasibility and the schema revision it was written against.
 """
 
 from __future__ import annotations
@@ -168,7 +170,7 @@ def test_barge_in_stops_the_reply_where_the_server_cut_it(n4_case, speak, key: s
     # N4R starts 1.2 s after N4Q ends, 0.7 s into the reply (the server answers after 0.5 s of silence).
     ep_plan = plan(case, audio, replace(FAST, n4_answer_window_s=1.2), SESSION_SR)
     _, t_end = play_span(ep_plan, "t01", SESSION_SR)  # the fake answers the first utterance after T: N4Q
-    with FakeRealtimeServer(Behaviour(reply=reply, transcript=LONG_ANSWER, naming="beta", late_delta=True,
+    with FakeRealtimeServer(Behaviour(reply=reply, transcript=LONG_ANSWER, late_delta=True,
                                       respond_after_s=t_end / SESSION_SR + 0.1)) as server:
         ep = run(agent_for(server, api="beta"), n4_case, ep_plan, tmp_path)
     assert ep.status == "ok", ep.failure
@@ -328,3 +330,90 @@ def test_session_update_shapes() -> None:
 def test_registered() -> None:
     assert adapter_target("openai-realtime") == "adapters.openai_realtime:OpenAIRealtimeAgent"
 
+
+
+def test_dsb_ifeval_protocol_keeps_every_delta_at_its_arrival(n4_case, speak, key: str, tmp_path: Path) -> None:
+    """DSB-IFEval's harness (appendix D.1-D.3): 800 ms end-of-turn silence, and a barge-in truncates nothing: the
+    audio the service sent before it cancelled, and a late delta of the cancelled reply, all play from arrival."""
+    case, audio = n4_case
+    reply = speak(LONG_ANSWER)
+    ep_plan = plan(case, audio, replace(FAST, n4_answer_window_s=1.5), SESSION_SR)
+    _, t_end = play_span(ep_plan, "t01", SESSION_SR)
+    with FakeRealtimeServer(Behaviour(reply=reply, transcript=LONG_ANSWER, late_delta=True,
+                                      respond_after_s=t_end / SESSION_SR + 0.1)) as server:
+        agent = OpenAIRealtimeAgent(url=server.url, model="fake-realtime", api_key_env=KEY_ENV, protocol="dsb-ifeval")
+        ep = run(agent, n4_case, ep_plan, tmp_path)
+    assert ep.status == "ok", ep.failure
+    (conn,) = server.connections
+    turn = conn.session_updates[0]["session"]["audio"]["input"]["turn_detection"]
+    assert (turn["type"], turn["threshold"], turn["silence_duration_ms"], turn["prefix_padding_ms"]) == \
+        ("server_vad", 0.5, 800, 300)
+    assert conn.truncations == []  # nothing is cut on speech_started
+    _, model = channels(tmp_path, case.case_id)
+    expected = to_pcm16(reply)
+    onset = int(np.flatnonzero(model)[0]) - int(np.flatnonzero(expected)[0])
+    late = np.flatnonzero(model == to_pcm16(np.full(1, 0.5, np.float32))[0])
+    assert late.size == 480 * 4  # the late delta of the cancelled reply, played whole
+    cut = int(late[0]) - onset  # what the service sent before it cancelled, played whole before the late delta
+    assert 0 < cut < expected.size and np.array_equal(model[onset:onset + cut], expected[:cut])
+    r_start = next(e for e in ep.timeline if e.turn_id == "t03").start_s
+    assert late[0] > r_start * SESSION_SR  # it went on sounding over the barge-in
+    assert ep.adapter["runtime"]["protocol"] == "dsb-ifeval" and ep.adapter["runtime"]["playback"] == "keep"
+
+
+def test_the_stand_in_refuses_what_the_service_refuses_and_the_adapter_sends_none_of_it() -> None:
+    """The refusals of the service's schema (openai-python e43b4224), each shown on the stand-in; every
+    session.update the adapter can send passes the same check."""
+    from websockets.sync.client import connect
+
+    from tests.realtime_fake import session_problem
+
+    pcm = {"type": "audio/pcm", "rate": 24000}
+    wrong = [  # (layout is beta, the session, the refusal's code and param)
+        (False, {"type": "realtime", "modalities": ["audio"]}, "unknown_parameter", "session.modalities"),
+        (False, {"audio": {"input": {"format": pcm}}}, "missing_required_parameter", "session.type"),
+        (False, {"type": "realtime", "audio": {"input": {"format": {"type": "audio/pcm", "rate": 16000}}}},
+         "invalid_value", "session.audio.input.format.rate"),
+        (False, {"type": "realtime", "audio": {"input": {"turn_detection": {"type": "server_vad", "decision": 1}}}},
+         "unknown_parameter", "session.audio.input.turn_detection.decision"),
+        (True, {"audio": {"input": {"format": pcm}}}, "unknown_parameter", "session.audio"),
+    ]
+    with FakeRealtimeServer(Behaviour(reply=np.zeros(480, np.float32))) as server:
+        for beta, session, code, param in wrong:
+            headers = {"OpenAI-Beta": "realtime=v1"} if beta else {}
+            with connect(server.url, additional_headers=headers) as ws:
+                ws.recv()  # session.created
+                ws.send(json.dumps({"type": "session.update", "session": session}))
+                error = json.loads(ws.recv())
+            assert error["type"] == "error" and (error["error"]["code"], error["error"]["param"]) == (code, param)
+        with connect(server.url) as ws:
+            ws.recv()
+            ws.send(json.dumps({"type": "conversation.item.truncate", "item_id": "item_9", "content_index": 0,
+                                "audio_end_ms": 100}))
+            assert json.loads(ws.recv())["error"]["code"] == "invalid_value"
+    for api in ("ga", "beta"):
+        for turn in ("server_vad", "semantic_vad", "none"):
+            for prompt in (None, "", PROMPT):
+                update = RealtimeConfig(api=api, turn_detection=turn, voice="marin").session_update(prompt)
+                assert session_problem(update["session"], api == "beta") is None, (api, turn, prompt)
+
+
+def test_the_record_names_the_schema_it_was_written_against(caplog: pytest.LogCaptureFixture) -> None:
+    """A served API cannot say its revision: one line says so, and every rec.json records the pin, unmatched."""
+    caplog.set_level(logging.WARNING, logger="duplex_eval.upstream")
+    agent = OpenAIRealtimeAgent(url="ws://127.0.0.1:9/v1/realtime")
+    try:
+        (line,) = [r.getMessage() for r in caplog.records if r.name == "duplex_eval.upstream"]
+        assert "openai-realtime: the served event schema is at a revision it cannot tell" in line
+        assert "openai/openai-python@e43b4224" in line
+        (pin,) = agent.runtime()["upstream"]
+        assert pin == {"repo": "openai/openai-python", "kind": "git",
+                       "pinned": "e43b422412a9e96c9cc5192c61fffbe2d7e04836", "used": None, "matches": False}
+        assert agent.runtime()["protocol"] == "live" and agent.config.silence_duration_ms == 500
+        other = OpenAIRealtimeAgent(protocol="dsb-ifeval", silence_duration_ms=600)
+        other.close()
+        assert other.config.silence_duration_ms == 600 and other.config.vad_threshold == 0.5
+        with pytest.raises(UsageError, match="protocol must be one of"):
+            OpenAIRealtimeAgent(protocol="paper")
+    finally:
+        agent.close()
