@@ -101,10 +101,10 @@ def stand_in_server(tts: Any, kind: str) -> Iterator[dict[str, Any]]:
         with FakeMoshiServer(MoshiBehaviour(reply=assistant_says(tts, answer), transcript=answer)) as server:
             yield {"url": server.url}
         return
-    from tests.realtime_fake import Behaviour, FakeRealtimeServer
+    from tests.vllm_omni_fake import FakeVllmOmniServer, vllm_behaviour
 
-    with FakeRealtimeServer(Behaviour(reply=assistant_says(tts, answer), transcript=answer, duplex=True)) as server:
-        yield {"url": server.url}
+    with FakeVllmOmniServer(vllm_behaviour(assistant_says(tts, answer), answer)) as server:
+        yield {"url": server.url, "ref_audio": "data:audio/wav;base64,UklGRg=="}
 
 
 @contextlib.contextmanager
