@@ -112,6 +112,9 @@ SINE_HZ, SINE_AMPLITUDE = 440.0, 0.5  # the tiny model's own sine frame (lm.py 1
 VOICE_LUFS = -24.0
 DEFAULT_ROLE_PROMPT = ("You are a wise and friendly teacher. Answer questions or provide advice in a clear and "
                        "engaging way.")
+# DSB-IFEval's harness sampled PersonaPlex's text at 0.8 (its appendix D.5; audio 0.8, top-k 250/25 as moshi's
+# defaults); the only published harness setting for it, so PersonaPlex's default (NVIDIA's tools use 0.7).
+PERSONAPLEX_TEMP_TEXT = 0.8
 # tiny=True: small enough to step in ~10 ms on one CPU core; delays as the 7B (text, 8 model, 8 user codebooks).
 TINY_TEXT = string.ascii_lowercase + string.digits + " .,?!'"
 TINY_MIMI = {"seanet": {"dimension": 32, "n_filters": 4},
@@ -713,6 +716,7 @@ class PersonaPlexAgent(MoshiAgent):
                              "(an empty one crashes its server and offline.py)")
         self.default_role_prompt = default_role_prompt
         self._hf_repo = kwargs.get("hf_repo") or PRESETS[self.default_preset].repo
+        kwargs.setdefault("temp_text", PERSONAPLEX_TEMP_TEXT)
         super().__init__(**kwargs)
         self.capabilities = self.capabilities | {"system_prompt"}
 

@@ -374,6 +374,9 @@ def test_personaplex_never_runs_without_a_role_prompt(voice_wav: Path) -> None:
     np.testing.assert_array_equal(play(agent, user, 3, DEFAULT_ROLE_PROMPT), default)
     assert not np.array_equal(play(agent, user, 3, "you are a pirate."), default)
     assert agent.runtime()["default_role_prompt"] == DEFAULT_ROLE_PROMPT
+    # DSB-IFEval's harness (appendix D.5): audio/text temperatures 0.8/0.8, top-k 250/25; Moshi keeps 0.8/0.7.
+    assert agent.runtime()["sampling"] == {"temp": 0.8, "temp_text": 0.8, "top_k": 250, "top_k_text": 25}
+    assert MoshiAgent(tiny=True).runtime()["sampling"]["temp_text"] == 0.7
     assert agent.runtime()["written_against"][-1]["repo"] == "NVIDIA/personaplex"
     with pytest.raises(UsageError, match="default_role_prompt must not be empty"):
         PersonaPlexAgent(tiny=True, voice_prompt=str(voice_wav), default_role_prompt=" ")
