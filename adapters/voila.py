@@ -36,17 +36,33 @@ reference `infer.py` uses. Sampling: `infer.py`'s defaults (text temperature 0.2
 top-k 50) from torch's global generator, which `reset` seeds. One episode at a time: the loop reads its voila
 head for batch row 0 only.
 
+Timing: `run_generate` samples the audio frame of a position before it pulls that position's user frame
+(model.py:1306-1317, then 1359-1368), so the model's frame k depends on user frames before k only: Voila's own
+pairing already is the one timing rule of docs/adding-a-model.md, and no delay is added or option needed.
+
+Upstream: written against maitrix-org/Voila@6ba63bf6 (`UPSTREAM`); the checkout a load imports is compared with it
+and recorded, as are the Hub revisions of the model and the audio tokenizer (`revision`, `tokenizer_revision`,
+unpinned: none could be read here). Entry points checked there (docs/models.md#voila-voila has the table):
+`infer.py:47-55` (bf16, `use_flash_attention_2=True`, `use_cache=True`; the text tokenizer; `VoilaTokenizer`),
+`:66-73` (audio/assistant token ids), `:84-122` (the autonomous input, the `[1, seq, 2 * num_codebooks]` prompt, the
+sampling defaults), `:186-191` (the voice), `model.py:1248-1397` (`run_generate`: its asserts, the voila head, the
+user frame pulled only at an audio position, `streamer.put`/`end`), `tokenize_func.py:209-268` (the autonomous
+format: task `chat_aiao_auto` asserted, the instruction inside the system block), `voila_tokenizer.py:28-50`,
+`spkr.py:17-39`. Duplex-MPE, the one paper that evaluated Voila, gives it no text prompt (its duty preamble is
+spoken) and states no Voila-specific setting; neither M3-DuplexBench nor DSB-IFEval evaluated it.
+
 `parts=` takes already built objects: the tests pass a fake of Voila's API written from its public code
 (tests/fake_voila.py); without it the real ones are loaded.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import queue
 import threading
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -55,6 +71,7 @@ import numpy as np
 
 from adapters.model_code import model_code
 from adapters.protocol import Frame
+from adapters.upstream import Pin, git_head, hf_snapshot_revision, provenance
 from dataset_builder.audio import SESSION_SR, resample
 from dataset_builder.errors import UsageError
 
@@ -65,6 +82,9 @@ TASK_TYPE = "chat_aiao_auto"  # tokenize_func.TASK_TYPE_CONF: the autonomous (st
 TEMPERATURE, TOP_K, AUDIO_TEMPERATURE, AUDIO_TOP_K = 0.2, 50, 0.8, 50
 CONTEXT_FRAMES = 25  # codec window per step (1 s at 25 Hz)
 MAX_NEW_TOKENS = 200_000  # positions (audio frames and text tokens) one episode may take before the loop ends
+# The code this adapter was written against (docs/models.md#voila-voila). No Hub revision of the weights could be
+# read here: `revision=` / `tokenizer_revision=` pick them, and the ones a run loaded are recorded.
+UPSTREAM: tuple[Pin, ...] = (Pin("git", "maitrix-org/Voila", "6ba63bf6d20cac0d88b78bb2158ddcb9f94aec26"),)
 
 
 @dataclass
@@ -77,10 +97,30 @@ class VoilaParts:
     audio_token: str  # tokenize_func.DEFAULT_AUDIO_TOKEN: "<au_token>", the LM's "an audio frame here"
     assistant_token: str  # tokenize_func.DEFAULT_ASSISTANT_TOKEN: "<|VOILA|>", the start of a reply
     ref_embs: Any  # the voice: a speaker embedding tensor, or None for none
+    loaded: dict[str, Any] = field(default_factory=dict)  # what a load used and found against UPSTREAM (none: built)
+
+
+def snapshot(path: str, revision: str | None) -> str:
+    """A local folder as it is; a hub id as its local snapshot at `revision` (None: the newest), downloaded once, so
+    the revision that was loaded can be recorded."""
+    if Path(path).is_dir():
+        return path
+    from huggingface_hub import snapshot_download
+
+    return str(snapshot_download(path, revision=revision))
+
+
+def attention(asked: str) -> str | None:
+    """"auto": FlashAttention 2 where `flash_attn` is installed, as infer.py:50 asks for it, else `transformers`'
+    default (None); any other value as given."""
+    if asked != "auto":
+        return asked
+    return "flash_attention_2" if importlib.util.find_spec("flash_attn") is not None else None
 
 
 def load_parts(model_path: str, tokenizer_path: str, ref_audio: str | None, device: str, repo_dir: str | None,
-               attn_implementation: str | None) -> VoilaParts:
+               attn_implementation: str = "auto", revision: str | None = None,
+               tokenizer_revision: str | None = None) -> VoilaParts:
     """The real model as Voila's infer.py loads it (bf16), its text tokenizer, audio tokenizer and a voice."""
     with model_code("voila", repo_dir, "Voila's code", "a checkout of github.com/maitrix-org/Voila on PYTHONPATH "
                     "or repo_dir=DIR, and its requirements.txt"):
@@ -91,18 +131,27 @@ def load_parts(model_path: str, tokenizer_path: str, ref_audio: str | None, devi
         from spkr import SpeakerEmbedding
         from transformers import AutoTokenizer
         from voila_tokenizer import VoilaTokenizer
-    extra = {"attn_implementation": attn_implementation} if attn_implementation else {}
-    model = VoilaAutonomousModel.from_pretrained(model_path, torch_dtype=torch.bfloat16, use_cache=True, **extra)
-    model = model.to(device).eval()
-    ref = Path(ref_audio) if ref_audio else Path(tokenize_func.__file__).parent / "examples" / "test1.mp3"
+    checkout = Path(tokenize_func.__file__).resolve().parent
+    ref = Path(ref_audio) if ref_audio else checkout / "examples" / "test1.mp3"
     if not ref.is_file():
         raise UsageError(f"voila: ref_audio {ref} is not a file (the voice's reference recording)")
+    weights, codec = snapshot(model_path, revision), snapshot(tokenizer_path, tokenizer_revision)
+    attn = attention(attn_implementation)
+    extra = {"attn_implementation": attn} if attn else {}
+    model = VoilaAutonomousModel.from_pretrained(weights, torch_dtype=torch.bfloat16, use_cache=True, **extra)
+    model = model.to(device).eval()
     wav, sr = torchaudio.load(str(ref))
     ref_embs = SpeakerEmbedding(device=device)(wav, sr)
-    return VoilaParts(model, AutoTokenizer.from_pretrained(model_path),
-                      VoilaTokenizer(model_path=tokenizer_path, device=device), tokenize_func.voila_input_format,
+    (repo,) = UPSTREAM
+    upstream = [provenance("voila", repo, git_head(checkout), f"the Voila checkout at {checkout}")]
+    upstream += [{"repo": path, "kind": "hf", "pinned": None, "used": hf_snapshot_revision(folder), "matches": None}
+                 for path, folder in ((model_path, weights), (tokenizer_path, codec))]
+    return VoilaParts(model, AutoTokenizer.from_pretrained(weights),
+                      VoilaTokenizer(model_path=codec, device=device), tokenize_func.voila_input_format,
                       tokenize_func.AUDIO_TOKEN_FORMAT, tokenize_func.DEFAULT_AUDIO_TOKEN,
-                      tokenize_func.DEFAULT_ASSISTANT_TOKEN, ref_embs)
+                      tokenize_func.DEFAULT_ASSISTANT_TOKEN, ref_embs,
+                      {"upstream": upstream, "attn_implementation": attn or "transformers default",
+                       "ref_audio": str(ref)})
 
 
 class _Streamer:
@@ -132,15 +181,15 @@ class VoilaAgent:
                  ref_audio: str | None = None, device: str | None = None, repo_dir: str | None = None,
                  context_frames: int = CONTEXT_FRAMES, max_new_tokens: int = MAX_NEW_TOKENS,
                  temperature: float = TEMPERATURE, top_k: int = TOP_K, audio_temperature: float = AUDIO_TEMPERATURE,
-                 audio_top_k: int = AUDIO_TOP_K, attn_implementation: str | None = None,
-                 parts: VoilaParts | None = None) -> None:
+                 audio_top_k: int = AUDIO_TOP_K, attn_implementation: str = "auto", revision: str | None = None,
+                 tokenizer_revision: str | None = None, parts: VoilaParts | None = None) -> None:
         import torch
 
         if int(context_frames) < 1:
             raise UsageError(f"voila: context_frames must be at least 1, got {context_frames}")
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.parts = parts or load_parts(model_path, tokenizer_path, ref_audio, self.device, repo_dir,
-                                         attn_implementation)
+                                         attn_implementation, revision, tokenizer_revision)
         self.version = f"voila:{model_path}" if parts is None else f"voila:{type(self.parts.model).__name__}"
         p = self.parts
         self.codec_rate = int(p.audio_tokenizer.sampling_rate)
@@ -168,6 +217,10 @@ class VoilaAgent:
         # codebook n's code c is the LM's audio token id audio_min + n * codebook_size + c (tokenize_func's layout)
         self.offsets = self.audio_min + self.codebook_size * np.arange(self.num_codebooks)
         self._worker: threading.Thread | None = None
+
+    def runtime(self) -> dict[str, Any]:
+        """For rec.json: the sampling, the codec window, and what a load used and found against `UPSTREAM`."""
+        return {**self.sampling, "context_frames": self.context_frames, "upstream": [], **self.parts.loaded}
 
     # -- the generation loop in its worker thread ------------------------------------------------------------------
     def reset(self, system_prompt: str | None, seed: int) -> None:

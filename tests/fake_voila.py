@@ -1,20 +1,33 @@
-"""A fake of Voila's autonomous API (github.com/maitrix-org/Voila), written from its public code, for the `voila`
-adapter's tests (tests/test_voila.py, tests/test_check_adapter.py): `model.VoilaAutonomousModel.run_generate`,
-`voila_tokenizer.VoilaTokenizer`, `tokenize_func.voila_input_format` with its token names, and a text tokenizer.
+"""A fake of Voila's autonomous API, a contract of maitrix-org/Voila@6ba63bf6 (`model.py`, `voila_tokenizer.py`,
+`tokenize_func.py`, `spkr.py`, `infer.py`), for the `voila` adapter's tests (tests/test_voila.py,
+tests/test_check_adapter.py): `model.VoilaAutonomousModel` (`from_pretrained`, `run_generate`),
+`voila_tokenizer.VoilaTokenizer`, `tokenize_func.voila_input_format` with its token names, `spkr.SpeakerEmbedding`,
+and a text tokenizer.
 
 What the fakes keep of the real ones:
-- `run_generate(input_ids [1, seq, 2 * num_codebooks], input_generator, ..., streamer, llm_audio_token_id,
-  min_audio_token_id, llm_assistant_token_id, sampling)`: at each position it emits either a text token or the
-  audio token, whose place takes `num_codebooks` audio ids (codebook n's code c is min_audio_token_id +
+- `run_generate(input_ids [1, seq, 2 * num_codebooks], input_generator, ref_embs, ref_embs_mask, max_new_tokens,
+  pad_token_id, eos_token_id, streamer, llm_audio_token_id, min_audio_token_id, llm_assistant_token_id, temperature,
+  top_k, audio_temperature, audio_top_k)` (model.py:1248-1265): at each position it emits either a text token or
+  the audio token, whose place takes `num_codebooks` audio ids (codebook n's code c is min_audio_token_id +
   n * codebook_size + c); only an audio position pulls a user frame from `input_generator` (and ends when that is
-  exhausted); every position goes to `streamer.put` as [1, 1, num_codebooks] ids, then `streamer.end()`; a reply
-  starts with the assistant token (the real loop forces it when its voila head says to speak) and ends with eos;
-  its draws come from torch's global generator; it stops after `max_new_tokens` positions.
-- `VoilaTokenizer`: `encode(wav, sr)` -> codes [num_codebooks, T] long, `decode(codes)` -> wav [T * hop],
-  `sampling_rate` 16 kHz, `model.config.upsampling_ratios` (hop 640: 25 code frames a second), `device`.
-- `voila_input_format` for the autonomous task: the system block (task and voice-reference tokens) with the
-  instruction's ids before its closing token, then the human token, copied into every codebook row of both
-  channels; the user recording tokenized with the audio tokenizer into the streaming ids.
+  exhausted), after the position's audio frame was sampled (model.py:1306-1317, 1359-1368); every position goes to
+  `streamer.put` as [1, 1, num_codebooks] ids, then `streamer.end()`; a reply starts with the assistant token (the
+  real loop forces it when its voila head says to speak, model.py:1341-1343) and ends with eos; its draws come from
+  torch's global generator; it stops after `max_new_tokens` positions.
+  Its refusals: no eos or pad id, no audio or first-audio id (AssertionError, model.py:1266-1267); no assistant id
+  (TypeError when its head first fires: `next_tokens[0] = None`, model.py:1342); a user frame that is not the 1-D
+  [num_codebooks] ids of one frame (RuntimeError: `torch.cat` of `frame[None, None, :]` with the model's
+  [1, 1, num_codebooks], model.py:1365-1368).
+- `VoilaTokenizer`: `encode(wav, sr)` -> codes [num_codebooks, T] long, `decode(codes)` -> wav [T * hop] (2-D codes
+  only, voila_tokenizer.py:48), `sampling_rate` 16 kHz, `model.config.upsampling_ratios` (hop 640: 25 code frames a
+  second), `device`. (It refuses another input rate, where the real one resamples: the adapter never sends one.)
+- `voila_input_format` for the autonomous input type (tokenize_func.py:209-268): the task must be
+  `chat_aiao_auto` (AssertionError otherwise); the system block (task and voice-reference tokens) with the
+  instruction's ids before its closing token (an instruction that is not a str is refused by the tokenizer, as
+  `tokenizer.encode(None)` is), then the human token, copied into every codebook row of both channels; the first
+  turn's audio (an array with its `sr`) tokenized with the audio tokenizer into the streaming ids.
+- `SpeakerEmbedding(model_path, device)(wav, sr)` -> a 256-d embedding (spkr.py:9-39), `from_pretrained(path,
+  torch_dtype=, use_cache=, attn_implementation=)` (infer.py:47-53), both recording how they were called.
 
 The fake "model": its codec is a real tiny residual VQ (4 random codebooks of 64 vectors of 640 samples, vector 0
 silent) applied frame by frame; its LM is a running hash of every id it has seen (prompt, voice, both channels).
@@ -82,6 +95,8 @@ class FakeTokenizer:
         return AUDIO_BASE + int(audio.group(1)) if audio else self.specials[name]
 
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        if not isinstance(text, str):
+            raise TypeError(f"text input must be of type `str`, got {type(text).__name__}")
         ids: list[int] = []
         for piece in _SPLIT.split(text):
             ids += [self.specials[piece]] if piece in self.specials else [CHAR_BASE + ord(c) for c in piece]
@@ -144,16 +159,20 @@ class VoilaTokenizer:
 def voila_input_format(item: dict[str, Any], tokenizer: FakeTokenizer, tokenizer_voila: VoilaTokenizer,
                        dataset_cfg: dict[str, Any]) -> tuple[list[list[list[int]]], None, None, list[list[int]]]:
     """tokenize_func.voila_input_format for the autonomous input type (the only one the adapter uses)."""
-    assert dataset_cfg["input_type"] == "autonomous" and dataset_cfg["task_type"] == "chat_aiao_auto", dataset_cfg
+    if dataset_cfg["input_type"] != "autonomous":
+        raise NotImplementedError("the fake has the autonomous input type only")
+    task_type = dataset_cfg["task_type"]
+    assert task_type == "chat_aiao_auto", f"only support chat_aiao_auto, {task_type} is invalid"
     nc, cs = dataset_cfg["num_codebooks"], dataset_cfg["codebook_size"]
     system = (DEFAULT_SYSTEM_START_TOKEN + TASK_STREAM_CHAT_TOKEN + TASK_CHAT_AUDIO_OUTPUT
               + DEFAULT_CHAT_REF_START_TOKEN + DEFAULT_CHAT_REF_TOKEN + DEFAULT_CHAT_REF_END_TOKEN
               + DEFAULT_SYSTEM_END_TOKEN)
     ids = tokenizer.encode(system, add_special_tokens=False)
-    instruction = tokenizer.encode(item["instruction"], add_special_tokens=False) if item["instruction"] else []
+    instruction = tokenizer.encode(item["instruction"], add_special_tokens=False) if item["instruction"] != "" else []
     row = ids[:-1] + instruction + ids[-1:] + [tokenizer.convert_tokens_to_ids(DEFAULT_HUMAN_TOKEN)]
     channels = [[list(row) for _ in range(nc)] for _ in range(2)]
     audio = item["conversations"][0]["audio"]
+    assert "sr" in audio and audio["array"].ndim == 1, "a mono array and its rate"
     codes = tokenizer_voila.encode(audio["array"], sr=audio["sr"]).tolist()
     first = tokenizer.convert_tokens_to_ids(AUDIO_TOKEN_FORMAT.format(0))
     streaming = [[c + n * cs + first for c in codes[n]] for n in range(nc)]
@@ -168,13 +187,42 @@ class Run:
     heard: list[list[int]] = field(default_factory=list)
 
 
+class SpeakerEmbedding:
+    """spkr.SpeakerEmbedding: pyannote's wespeaker; here a fixed 256-d vector of the input's length and rate."""
+
+    calls: list[tuple[Any, ...]] = []
+
+    def __init__(self, model_path: str = "pyannote/wespeaker-voxceleb-resnet34-LM", device: str = "cuda") -> None:
+        self.device = torch.device(device)
+        SpeakerEmbedding.calls.append(("init", model_path, device))
+
+    def __call__(self, wav: Any, sr: int) -> torch.Tensor:
+        SpeakerEmbedding.calls.append(("embed", tuple(torch.as_tensor(wav).shape), sr))
+        return torch.randn(256, generator=torch.Generator().manual_seed(int(sr) + torch.as_tensor(wav).numel()))
+
+
 class VoilaAutonomousModel:
-    """model.VoilaAutonomousModel's `run_generate`, with the fake LM described in the module docstring."""
+    """model.VoilaAutonomousModel's `from_pretrained` and `run_generate`, with the fake LM described in the module
+    docstring."""
+
+    loads: list[tuple[str, dict[str, Any]]] = []
 
     def __init__(self) -> None:
         self.config = SimpleNamespace(num_codebooks=NUM_CODEBOOKS, codebook_size=CODEBOOK_SIZE)
         self.device = torch.device("cpu")
         self.runs: list[Run] = []
+
+    @classmethod
+    def from_pretrained(cls, path: str, **kwargs: Any) -> VoilaAutonomousModel:
+        cls.loads.append((path, kwargs))
+        return cls()
+
+    def to(self, device: Any) -> VoilaAutonomousModel:
+        self.device = torch.device(device)
+        return self
+
+    def eval(self) -> VoilaAutonomousModel:
+        return self
 
     @torch.inference_mode()
     def run_generate(self, input_ids: torch.Tensor, input_generator: Any, ref_embs: Any = None,
@@ -196,6 +244,8 @@ class VoilaAutonomousModel:
         rows, plan, sounded, quiet = [], [], 0, 0
         while len(rows) < max_new_tokens:
             if not plan and sounded >= 3 and quiet >= 2:  # the voila head: speak now
+                if llm_assistant_token_id is None:
+                    raise TypeError("can't assign a NoneType to a torch.LongTensor")  # next_tokens[0] = None
                 words = torch.randint(20, 20 + len(WORDS), (2 + int(torch.randint(0, 3, ())),))
                 plan = [int(llm_assistant_token_id)] + [t for w in words.tolist() for t in (w, -1, -1, -1)]
                 plan.append(int(eos_token_id))
@@ -210,6 +260,9 @@ class VoilaAutonomousModel:
                     user = next(input_generator)
                 except StopIteration:
                     break
+                if user.shape != (nc,):
+                    raise RuntimeError(f"Tensors must have same number of dimensions: a user frame of shape "
+                                       f"{tuple(user.shape)} beside the model's [1, 1, {nc}]")
                 heard = (user.view(-1).cpu() - offsets).tolist()
                 run.heard.append(heard)
                 loud = any(heard)

@@ -6,7 +6,12 @@ runs on it in tests/test_check_adapter.py."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import importlib.util
+import logging
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from importlib.util import find_spec
 from pathlib import Path
 
 import numpy as np
@@ -14,11 +19,20 @@ import pytest
 import torch
 
 from adapters.registry import load_adapter
-from adapters.voila import VoilaAgent
+from adapters.voila import UPSTREAM, VoilaAgent
 from dataset_builder.audio import SESSION_SR, resample
 from dataset_builder.errors import UsageError
 from tests.adapter_episodes import first_cases, run_cases
-from tests.fake_voila import HOP, NUM_CODEBOOKS, RATE, WORDS, FakeTokenizer, fake_parts
+from tests.fake_voila import (
+    HOP,
+    NUM_CODEBOOKS,
+    RATE,
+    WORDS,
+    FakeTokenizer,
+    SpeakerEmbedding,
+    VoilaAutonomousModel,
+    fake_parts,
+)
 
 N = 960  # one 40 ms code frame (640 samples at 16 kHz) on the 24 kHz session clock
 PROMPT = "You are Aria, a helpful voice assistant. Answer in one short sentence."
@@ -121,3 +135,103 @@ def test_the_fake_codec_is_a_residual_vq_that_silence_maps_to_code_zero() -> Non
     x = noise(1, 7)[:HOP]
     err = np.abs(codec.decode(codec.encode(x, sr=RATE)).numpy() - x).mean()
     assert err < np.abs(x).mean()  # the codes describe the input better than silence does
+
+
+def test_the_fake_refuses_what_voilas_code_refuses_and_the_adapter_makes_none_of_those_calls() -> None:
+    """Each wrong call Voila@6ba63bf6 refuses (a task other than chat_aiao_auto, an instruction that is not a str,
+    no eos/pad or assistant id, a user frame of the wrong shape, 3-D codes to decode); the episodes above run
+    through every one of these entry points without tripping them."""
+    parts = fake_parts()
+    tok, codec = parts.tokenizer, parts.audio_tokenizer
+    item = {"instruction": "", "conversations": [{"from": "user", "audio": {"array": np.zeros(HOP), "sr": RATE}}]}
+    cfg = {"input_type": "autonomous", "task_type": "chat_aiao", "num_codebooks": NUM_CODEBOOKS,
+           "codebook_size": 64}
+    with pytest.raises(AssertionError, match="only support chat_aiao_auto"):
+        parts.input_format(item, tok, codec, cfg)
+    with pytest.raises(TypeError, match="must be of type `str`"):
+        parts.input_format(item | {"instruction": None}, tok, codec, cfg | {"task_type": "chat_aiao_auto"})
+    agent = VoilaAgent(parts=parts, device="cpu")
+    prompt = agent._prompt("")
+    base = {"input_ids": prompt, "pad_token_id": tok.pad_token_id, "eos_token_id": tok.eos_token_id,
+            "llm_audio_token_id": agent.audio_token_id, "min_audio_token_id": agent.audio_min,
+            "llm_assistant_token_id": agent.assistant_id}
+    frame = torch.as_tensor(agent.offsets + 1, dtype=torch.long)  # one loud frame's ids
+    with pytest.raises(AssertionError, match="eos_token_id and pad_token_id are required"):
+        parts.model.run_generate(**(base | {"eos_token_id": None}), input_generator=iter([frame]))
+    with pytest.raises(TypeError, match="NoneType"):
+        parts.model.run_generate(**(base | {"llm_assistant_token_id": None}), input_generator=iter(
+            [frame] * 3 + [frame * 0 + torch.as_tensor(agent.offsets)] * 3))
+    with pytest.raises(RuntimeError, match="same number of dimensions"):
+        parts.model.run_generate(**base, input_generator=iter([frame[None]]))
+    with pytest.raises(AssertionError):
+        codec.decode(torch.zeros(1, NUM_CODEBOOKS, 2, dtype=torch.long))
+    # The adapter's own calls: the autonomous task, "" for no prompt, every id, one [num_codebooks] frame a step.
+    frames = play(agent, np.concatenate([noise(3, 1), np.zeros(6 * N, np.float32)]), 3)
+    assert any(np.any(f.audio) for f in frames) and len(parts.model.runs[-1].heard) == 9
+
+
+STAND_INS = {
+    "model.py": "from tests.fake_voila import VoilaAutonomousModel  # noqa: F401\n",
+    "spkr.py": "from tests.fake_voila import SpeakerEmbedding  # noqa: F401\n",
+    "voila_tokenizer.py": "from tests.fake_voila import VoilaTokenizer  # noqa: F401\n",
+    "tokenize_func.py": ("from tests.fake_voila import (AUDIO_TOKEN_FORMAT, DEFAULT_ASSISTANT_TOKEN,  # noqa: F401\n"
+                         "                              DEFAULT_AUDIO_TOKEN, voila_input_format)\n"),
+    "torchaudio.py": "import torch\n\ndef load(path):\n    return torch.zeros(1, 16000), 16000\n",
+}
+
+
+@pytest.fixture
+def clean_imports() -> Iterator[None]:
+    """A test that imports from a stand-in checkout leaves neither its modules nor its path behind."""
+    modules, path = set(sys.modules), list(sys.path)
+    yield
+    for name in set(sys.modules) - modules:
+        if name.split(".")[0] in {Path(f).stem for f in STAND_INS}:
+            del sys.modules[name]
+    sys.path[:] = path
+
+
+def test_the_loader_follows_infer_py_and_records_a_checkout_at_another_commit(
+        tmp_path: Path, clean_imports: None, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A stand-in checkout of Voila's shape, committed in a git repository of its own (so at another commit than
+    the pinned one): the model loaded as infer.py loads it (bf16, use_cache), the text tokenizer from the model's
+    folder, the audio tokenizer from its own, the voice from the checkout's examples/test1.mp3; the other commit is
+    said in one line and recorded with matches=False."""
+    import transformers
+
+    checkout = tmp_path / "Voila"
+    (checkout / "examples").mkdir(parents=True)
+    (checkout / "examples" / "test1.mp3").write_bytes(b"")
+    for name, text in STAND_INS.items():
+        (checkout / name).write_text(text)
+    git = ["git", "-C", str(checkout), "-c", "user.name=t", "-c", "user.email=t@t"]
+    for cmd in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "stand-in"]):
+        subprocess.run(git + cmd, check=True, capture_output=True)
+    weights, codec = tmp_path / "weights", tmp_path / "codec"
+    weights.mkdir()
+    codec.mkdir()
+    texts: list[str] = []
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained",
+                        lambda path, **kw: texts.append(path) or FakeTokenizer())
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "flash_attn" else
+                        find_spec(name, *a))
+    VoilaAutonomousModel.loads.clear()
+    SpeakerEmbedding.calls.clear()
+    with caplog.at_level(logging.WARNING, logger="duplex_eval.upstream"):
+        agent = VoilaAgent(model_path=str(weights), tokenizer_path=str(codec), device="cpu", repo_dir=str(checkout))
+    assert VoilaAutonomousModel.loads == [(str(weights), {"torch_dtype": torch.bfloat16, "use_cache": True})]
+    assert texts == [str(weights)] and SpeakerEmbedding.calls == [
+        ("init", "pyannote/wespeaker-voxceleb-resnet34-LM", "cpu"), ("embed", (1, 16000), 16000)]
+    head = subprocess.run(git[:3] + ["rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    run = agent.runtime()
+    assert run["upstream"] == [
+        {"repo": "maitrix-org/Voila", "kind": "git", "pinned": UPSTREAM[0].ref, "used": head, "matches": False},
+        {"repo": str(weights), "kind": "hf", "pinned": None, "used": None, "matches": None},
+        {"repo": str(codec), "kind": "hf", "pinned": None, "used": None, "matches": None}]
+    assert run["attn_implementation"] == "transformers default" and run["temperature"] == 0.2
+    assert run["ref_audio"] == str(checkout.resolve() / "examples" / "test1.mp3")
+    said = [r.getMessage() for r in caplog.records if r.name == "duplex_eval.upstream"]
+    assert len(said) == 1 and "maitrix-org/Voila@6ba63bf6" in said[0] and head in said[0]
+    VoilaAgent(model_path=str(weights), tokenizer_path=str(codec), device="cpu", repo_dir=str(checkout),
+               attn_implementation="sdpa")
+    assert VoilaAutonomousModel.loads[-1][1]["attn_implementation"] == "sdpa"
