@@ -38,14 +38,14 @@ backchannel or an interruption the model starts and are recorded as notes (with 
 utterance's first word carries no space in its training data, so one is added after a pause.
 
 Sampling: temperature 1.0, top-k 40, top-p 0.9 for its own codebooks and its text stream, DSB-IFEval's settings
-(App. D.4); the repository's scripts use 0.9, 40, 1.0 (`scripts/inference_eval/inference_nanocodec_special_tokens.sh:
+(App. D.5); the repository's scripts use 0.9, 40, 1.0 (`scripts/inference_eval/inference_nanocodec_special_tokens.sh:
 21-23`, `training/inference_example.py:150-152`), which the adapter's arguments reproduce. Draws come from the
 agent's own `torch.Generator`, seeded by `reset`: the same input and seed give the same samples. The model's own
 codebooks never draw the audio delay id or the end-of-dialogue id after the delay (the
 session, not the model, ends an episode). One episode at a time.
 
 Transcript (`transcript`, recorded in rec.json): DSB-IFEval, the one paper that evaluated F-Actor, treated it as
-speech-only and transcribed its speech with ASR for the judge (its App. D.3 and D.4), so by default ("asr") the
+speech-only and transcribed its speech with ASR for the judge (its App. D.3 and D.5), so by default ("asr") the
 adapter declares no `text_output` and gives no text, and the scorer transcribes the model channel for PAS, the
 conflict judge and READBACK (metrics/ifeval/score.py). "text-stream" records the text head's words instead.
 
