@@ -23,8 +23,10 @@ layout of src/openai/types/beta/realtime (`modalities`, `input_audio_format: "pc
 - "dsb-ifeval": DSB-IFEval's harness (its appendix D.1-D.3): server_vad with threshold 0.5, 800 ms end-of-turn
   silence and 300 ms prefix padding, and every audio delta kept and played from its arrival ("never suppresses,
   truncates, or constrains model output"; "pos = max(t, cursor)"): nothing is dropped on `speech_started` and no
-  truncate is sent. Run DSB-IFEval with `--adapter-arg protocol=dsb-ifeval` to measure what the paper measured; the
-  live behaviour inverts its Yield / Continue / Accept-Overlap verdicts.
+  truncate is sent. The live behaviour would invert its Yield / Continue / Accept-Overlap verdicts.
+The default, "auto", is the benchmark's own protocol where a paper evaluated the model on it (`for_benchmark`,
+called by `duplex-eval run`: "dsb-ifeval" on DSB-IFEval) and "live" elsewhere; a protocol named with
+`--adapter-arg protocol=...` is used as given, and a VAD setting named as an adapter-arg overrides the protocol's.
 Every rec.json records the protocol and the settings it resolved to (`adapter.runtime`).
 
 The key is read from the environment at connect time and only ever sent as the Authorization header: it is not
@@ -89,6 +91,7 @@ PROTOCOLS: dict[str, Protocol] = {
     # DSB-IFEval's harness, its appendix D.1-D.3: 800 ms end-of-turn silence, every delta kept at its arrival.
     "dsb-ifeval": Protocol("server_vad", 0.5, 300, 800, "keep"),
 }
+BENCHMARK_PROTOCOLS = {"ifeval": "dsb-ifeval"}  # the benchmarks whose paper evaluated GPT-Realtime
 
 
 def pcm16_to_float(data: bytes) -> np.ndarray:
@@ -395,24 +398,21 @@ class OpenAIRealtimeAgent(ServedAgent[_Session]):
                  api_key_env: str = "OPENAI_API_KEY", frame_size: int = 480, api: str = "ga",
                  turn_detection: str | None = None, vad_threshold: float | None = None,
                  prefix_padding_ms: int | None = None, silence_duration_ms: int | None = None,
-                 voice: str | None = None, connect_timeout_s: float = 15.0, protocol: str = "live") -> None:
+                 voice: str | None = None, connect_timeout_s: float = 15.0, protocol: str = "auto") -> None:
         if frame_size <= 0:
             raise UsageError(f"openai-realtime: frame_size must be positive, got {frame_size}")
-        if protocol not in PROTOCOLS:
-            raise UsageError(f"openai-realtime: protocol must be one of {tuple(PROTOCOLS)}, got {protocol!r}")
+        if protocol != "auto" and protocol not in PROTOCOLS:
+            raise UsageError(f"openai-realtime: protocol must be 'auto' or one of {tuple(PROTOCOLS)}, "
+                             f"got {protocol!r}")
         self.url = session_url(url, model)  # checked now: a wrong scheme is a usage error, not a failed episode
         self.model = model
         self.api_key_env = api_key_env  # the variable's name; its value is read at connect time, never kept
         self.frame_size = frame_size
-        self.protocol = protocol
-        preset = PROTOCOLS[protocol]
-        self.playback = preset.playback
-        self.config = RealtimeConfig(
-            api=api, turn_detection=preset.turn_detection if turn_detection is None else turn_detection,
-            vad_threshold=preset.vad_threshold if vad_threshold is None else vad_threshold,
-            prefix_padding_ms=preset.prefix_padding_ms if prefix_padding_ms is None else prefix_padding_ms,
-            silence_duration_ms=preset.silence_duration_ms if silence_duration_ms is None else silence_duration_ms,
-            voice=voice)
+        self.protocol_arg = protocol
+        # The settings given as adapter-args: they win over the protocol's.
+        self._given = {"api": api, "voice": voice, "turn_detection": turn_detection, "vad_threshold": vad_threshold,
+                       "prefix_padding_ms": prefix_padding_ms, "silence_duration_ms": silence_duration_ms}
+        self._use_protocol("live" if protocol == "auto" else protocol)
         self.connect_timeout_s = connect_timeout_s
         # The served model changes what a run measures: it is part of the version every rec.json records.
         self.version = f"1/{model or 'server-default'}"
@@ -420,6 +420,19 @@ class OpenAIRealtimeAgent(ServedAgent[_Session]):
         self.upstream = [provenance(self.name, pin, None, "the served event schema") for pin in self._pins()]
         self._io = LoopThread(self.name, "realtime server", RealtimeSessionError)
         self._session: _Session | None = None
+
+    def _use_protocol(self, protocol: str) -> None:
+        preset = PROTOCOLS[protocol]
+        given = {k: v for k, v in self._given.items() if v is not None}
+        self.protocol, self.playback = protocol, preset.playback
+        self.config = RealtimeConfig(**{"turn_detection": preset.turn_detection, "vad_threshold": preset.vad_threshold,
+                                        "prefix_padding_ms": preset.prefix_padding_ms,
+                                        "silence_duration_ms": preset.silence_duration_ms, **given})
+
+    def for_benchmark(self, benchmark: str) -> None:
+        """The run names the benchmark before the first case: with `protocol="auto"`, its paper's protocol."""
+        if self.protocol_arg == "auto":
+            self._use_protocol(BENCHMARK_PROTOCOLS.get(benchmark, "live"))
 
     @staticmethod
     def _pins() -> tuple[Pin, ...]:
@@ -433,7 +446,7 @@ class OpenAIRealtimeAgent(ServedAgent[_Session]):
     def runtime(self) -> dict[str, Any]:
         """Recorded in every rec.json: how the session was driven (the protocol and what it resolved to)."""
         c = self.config
-        return {"protocol": self.protocol, "playback": self.playback, "api": c.api,
+        return {"protocol": self.protocol, "protocol_arg": self.protocol_arg, "playback": self.playback, "api": c.api,
                 "turn_detection": c.turn_detection_block(), "upstream": self.upstream}
 
     def _headers(self) -> tuple[dict[str, str], str]:

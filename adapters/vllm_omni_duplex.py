@@ -189,7 +189,8 @@ class VllmOmniDuplexAgent(OpenAIRealtimeAgent):
         self.session_extra: dict[str, Any] = session_extra or {}
         self.ref_audio = ref_audio_url(ref_audio)
         super().__init__(url=url, model=model, api_key_env=api_key_env, frame_size=frame_size, api="beta",
-                         turn_detection="none", voice=voice, connect_timeout_s=connect_timeout_s)
+                         turn_detection="none", voice=voice, connect_timeout_s=connect_timeout_s,
+                         protocol="live")  # the model owns its turns: no server VAD protocol applies
         self.url = duplex_url(url, model)
         self.batch_size = sessions
         self.admission_wait_s = admission_wait_s

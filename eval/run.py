@@ -40,7 +40,7 @@ from dataset_builder.errors import UsageError  # noqa: E402
 from dataset_builder.progress import Progress  # noqa: E402
 from dataset_builder.schema import SchemaError  # noqa: E402
 from eval.orchestrator import RunOptions  # noqa: E402
-from eval.selection import select_cases  # noqa: E402
+from eval.selection import covered, select_cases  # noqa: E402
 from metrics.episodes import RUN_INFO, read_run_info  # noqa: E402
 
 if TYPE_CHECKING:
@@ -77,6 +77,15 @@ class RunConfig:
                 "adapter_args": self.adapter_args, "params": sorted(self.params), "seed": self.seed}
 
 
+def _load(cfg: RunConfig) -> Any:
+    """The run's agent, told which benchmark it runs when it asks (`for_benchmark`: an adapter whose defaults are
+    the settings a benchmark's paper ran it with, docs/models.md)."""
+    agent = load_adapter(cfg.adapter, **cfg.adapter_args)
+    if callable(hook := getattr(agent, "for_benchmark", None)):
+        hook(benchmark_for_config(cfg.config).name)
+    return agent
+
+
 def parse_kv(items: list[str], what: str) -> dict[str, Any]:
     """"k=v" strings; values parsed as JSON when they can be (numbers, booleans), else kept as text."""
     out: dict[str, Any] = {}
@@ -92,11 +101,26 @@ def parse_kv(items: list[str], what: str) -> dict[str, Any]:
 
 
 class Interrupted(Exception):  # noqa: N818  (it is the user's Ctrl-C, not an error)
-    """Ctrl-C during a run: how many episodes of this process's share are on disk (kept for the rerun)."""
+    """Ctrl-C during a run: how many episodes are on disk (kept for the rerun): this process's share, or with
+    `processes` > 1 the whole run's, which one process says for all of them. `quiet`: another process says it."""
 
-    def __init__(self, kept: int) -> None:
-        super().__init__(f"interrupted; {kept} episodes kept; rerun the same command to resume")
+    def __init__(self, kept: int, processes: int = 1, *, quiet: bool = False) -> None:
+        by = f" by {processes} processes" if processes > 1 else ""
+        super().__init__(f"interrupted; {kept} episodes kept{by}; rerun the same command to resume")
         self.kept = kept
+        self.quiet = quiet
+
+
+@dataclass
+class Tally:
+    """What one summary of a run started in several processes by `accelerate launch` needs (each process runs its
+    shard; only the main one prints, for all of them): the cases of the whole run and, taken by the main process
+    before any episode ran, the status each had on disk. Filled by `run`."""
+
+    processes: int = 1
+    main: bool = True
+    cases: list[Any] = field(default_factory=list)
+    before: dict[str, str | None] = field(default_factory=dict)
 
 
 def kept_of(counts: dict[str, int]) -> int:
@@ -225,16 +249,70 @@ class AgentOwner:
         self.agent = load()
 
 
-def run(cfg: RunConfig) -> dict[str, int]:
+def run(cfg: RunConfig, tally: Tally | None = None) -> dict[str, int]:
     """Run the config's cases; returns this process's counts: cases, ok, failed, episodes already done
     (`skipped_done`), failures kept from an earlier run, and — only when there are any — cases recorded as
-    skipped now (`skipped`) or earlier (`skipped_kept`) because the adapter lacks a capability they need."""
+    skipped now (`skipped`) or earlier (`skipped_kept`) because the adapter lacks a capability they need.
+
+    With a `tally`, a run `accelerate launch` started in several processes is said once: on Ctrl-C the main process
+    says how many episodes the whole run keeps (counted on disk once the others have stopped) and the others say
+    nothing; `summary` gives the main process the whole run's counts."""
     counts = {"cases": 0, "skipped_done": 0, "ok": 0, "failed": 0, "failed_kept": 0}
     shard: list[Any] = []
+    tally = tally if tally is not None else Tally()
     try:
-        return _run(cfg, counts, shard)
+        return _run(cfg, counts, shard, tally)
     except KeyboardInterrupt:
-        raise Interrupted(kept_on_disk(cfg, shard)) from None
+        if tally.processes == 1:
+            raise Interrupted(kept_on_disk(cfg, shard)) from None
+        if not tally.main:
+            raise Interrupted(kept_on_disk(cfg, shard), quiet=True) from None
+        raise Interrupted(settled_count(lambda: kept_on_disk(cfg, tally.cases)), tally.processes) from None
+
+
+# How long the main process of a multi-process run waits, after Ctrl-C, for the episode count on disk to stop
+# changing (the other processes heard the same Ctrl-C and stop within a step), and for how long at most.
+SETTLE_S = 1.0
+SETTLE_MAX_S = 10.0
+
+
+def settled_count(count: Callable[[], int]) -> int:
+    """`count()` once it has not changed for SETTLE_S (at most SETTLE_MAX_S)."""
+    start = last_change = time.monotonic()
+    value = count()
+    while time.monotonic() - last_change < SETTLE_S and time.monotonic() - start < SETTLE_MAX_S:
+        time.sleep(0.2)
+        now = count()
+        if now != value:
+            value, last_change = now, time.monotonic()
+    return value
+
+
+def summary(cfg: RunConfig, counts: dict[str, int], tally: Tally) -> dict[str, int] | None:
+    """The counts to print: this process's in a run of one process; in one `accelerate launch` started in several,
+    the whole run's, counted on disk once every process has finished its shard, in the main process, and None in
+    the others (they print nothing)."""
+    if tally.processes == 1:
+        return counts
+    _wait(_state())
+    if not tally.main:
+        return None
+    return counts_on_disk(Path(cfg.out), tally, cfg.retry_failed) | {"processes": tally.processes}
+
+
+def counts_on_disk(out: Path, tally: Tally, retry_failed: bool) -> dict[str, int]:
+    """The run's counts (as `run` returns them for one process) from each case's status on disk before the run
+    and now."""
+    counts = {"cases": len(tally.cases), "skipped_done": 0, "ok": 0, "failed": 0, "failed_kept": 0}
+    for case in tally.cases:
+        before, now = tally.before.get(case.case_id), finished(out, case.case_id)
+        if before is None or (before == "failed" and retry_failed):
+            if now is not None:
+                counts[now] = counts.get(now, 0) + 1
+        else:
+            key = {"ok": "skipped_done", "failed": "failed_kept", "skipped": "skipped_kept"}[before]
+            counts[key] = counts.get(key, 0) + 1
+    return counts
 
 
 def kept_on_disk(cfg: RunConfig, shard: list[Any]) -> int:
@@ -244,9 +322,9 @@ def kept_on_disk(cfg: RunConfig, shard: list[Any]) -> int:
     return len(shard) - len(still_to_run(Path(cfg.out), shard, cfg.retry_failed)[0])
 
 
-def _run(cfg: RunConfig, counts: dict[str, int], my_shard: list[Any]) -> dict[str, int]:
+def _run(cfg: RunConfig, counts: dict[str, int], my_shard: list[Any], tally: Tally) -> dict[str, int]:
     """`run`, counting into `counts` as it goes, with this process's cases put in `my_shard` once it has them
-    (what an interruption reports)."""
+    (what an interruption reports), and what one summary of several processes needs in `tally`."""
     from dataset_builder.fingerprint import dataset_fingerprint
     from dataset_builder.hf_dataset import config_shards
 
@@ -264,27 +342,34 @@ def _run(cfg: RunConfig, counts: dict[str, int], my_shard: list[Any]) -> dict[st
         capabilities: frozenset[str] = frozenset()
         if bench.needs and (cfg.limit is not None or cfg.sample is not None):
             # --limit and --sample count only the cases this adapter can run, so it is built before choosing.
-            owner.agent = load_adapter(cfg.adapter, **cfg.adapter_args)
+            owner.agent = _load(cfg)
             needs, capabilities = bench.function("needs"), frozenset(owner.agent.capabilities)
 
             def runnable(case: Any) -> bool:
                 return needs(case) <= capabilities
 
+        strata = bench.function("strata") if bench.strata else None
         cases, unrunnable = select_cases(all_cases, ids=cfg.cases, limit=cfg.limit, sample=cfg.sample,
-                                         seed=cfg.seed, strata=bench.function("strata") if bench.strata else None,
-                                         runnable=runnable, where=f"{cfg.dataset} ({cfg.config})")
+                                         seed=cfg.seed, strata=strata, runnable=runnable,
+                                         where=f"{cfg.dataset} ({cfg.config})")
         if state.is_main_process:
             if cfg.force and out.exists():
                 n = clear_run_dir(out)
                 log.info("--force: removed %d files from %s", n, out)
             if len(cases) < len(all_cases):
-                how = (f"a stratified sample, seed {cfg.seed} (--sample)" if cfg.sample is not None
-                       else "the first (--limit)" if cfg.limit is not None else "the --case ids")
+                how = (f"whole {bench.sample_unit}s drawn with seed {cfg.seed} (--sample {cfg.sample})"
+                       if cfg.sample is not None else f"the first (--limit {cfg.limit})" if cfg.limit is not None
+                       else "the --case ids")
                 lacking = sorted({x for c in all_cases for x in needs(c) - capabilities}) if unrunnable else []
                 left = (f"; {unrunnable} left out, which adapter {cfg.adapter} cannot run (they need "
                         f"{', '.join(lacking)})" if unrunnable else "")
-                log.info("running %d of %d cases of %s (%s): %s%s", len(cases), len(all_cases), cfg.dataset,
-                         cfg.config, how, left)
+                pool = [c for c in all_cases if runnable is None or runnable(c)]
+                cover = covered(cases, pool, strata, bench.sample_unit)
+                log.info("running %d of %d cases of %s (%s): %s%s%s", len(cases), len(all_cases), cfg.dataset,
+                         cfg.config, how, f"; covers {cover}" if cover else "", left)
+        tally.processes, tally.main, tally.cases = state.num_processes, state.is_main_process, list(cases)
+        if state.is_main_process and state.num_processes > 1:  # before any process runs an episode
+            tally.before = {c.case_id: finished(out, c.case_id) for c in cases}
         _wait(state)
         # Split the full list, then skip finished episodes inside each shard: every process sees the same split
         # even if another process has already finished some episodes by the time it looks.
@@ -293,7 +378,7 @@ def _run(cfg: RunConfig, counts: dict[str, int], my_shard: list[Any]) -> dict[st
             my_shard.extend(shard)
             counts |= kept
             if mine and owner.agent is None:
-                owner.agent = load_adapter(cfg.adapter, **cfg.adapter_args)
+                owner.agent = _load(cfg)
             if state.is_main_process:
                 out.mkdir(parents=True, exist_ok=True)
                 record_selection(out, cfg, bench, fingerprint, n_dataset=len(all_cases), n_selected=len(cases),
@@ -326,7 +411,7 @@ def run_jobs(agent: Any, jobs: Iterable[tuple[Any, Any]], cfg: RunConfig, done: 
     options = RunOptions(step_timeout_s=cfg.step_timeout_s)
 
     def reload() -> Any:
-        return load_adapter(cfg.adapter, **cfg.adapter_args)
+        return _load(cfg)
 
     with AgentOwner(agent) as owner:
         if is_batched(owner.agent):
@@ -376,11 +461,13 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                    help="override a protocol default (e.g. t_onset_window_s=4)")
     p.add_argument("--limit", type=int, default=None, metavar="N",
-                   help="run only the first N cases the adapter can run")
+                   help="run only the first N cases the adapter can run (the run says which groups and strata "
+                        "they cover; --sample spreads them)")
     p.add_argument("--sample", type=int, default=None, metavar="N",
-                   help="run a sample of N cases the adapter can run, spread evenly over the benchmark's strata "
-                        "(DSB-IFEval: levels and turn-2 modes, then conversations; M3: event types and conditions, "
-                        "then dialogues; Duplex-MPE: condition and cue kind, then scenario pairs), drawn with --seed")
+                   help="run a sample of at least N cases the adapter can run, in whole groups drawn with --seed "
+                        "(Duplex-MPE: scenario pairs, explicit and implicit, spread over cue kinds; DSB-IFEval: "
+                        "conversations, every level of each, spread over roles and turn-2 modes; M3: dialogues, "
+                        "every event and condition of each); the run says what it covers")
     p.add_argument("--case", action="append", dest="cases", default=None, help="run only this case id")
     p.add_argument("--seed", type=int, default=0, help="the seed every episode's reset gets, and --sample's")
     p.add_argument("--step-timeout", type=float, default=RunOptions.step_timeout_s,
@@ -486,8 +573,10 @@ def outcome(counts: dict[str, int]) -> tuple[int, str]:
                f"{skipped}; the reasons are in each failed episode's rec.json and in `duplex-eval score`")
 
 
-def finish(counts: dict[str, int]) -> int:
-    """Print this process's counts (JSON, stdout) and the closing line (stderr); return the exit status."""
+def finish(counts: dict[str, int], *, quiet: bool = False) -> int:
+    """Print the counts (JSON, stdout) and the closing line (stderr), unless `quiet`; return the exit status."""
+    if quiet:
+        return outcome(counts)[0]
     # One write of the whole line: under accelerate every process shares one stdout pipe, and print() writes the
     # text and its newline separately, so two processes' counts could land on one line.
     sys.stdout.write(json.dumps(counts) + "\n")
@@ -497,19 +586,28 @@ def finish(counts: dict[str, int]) -> int:
     return code
 
 
+def run_and_finish(cfg: RunConfig) -> int:
+    """`run`, then its summary (`finish`): under `accelerate launch` in several processes, printed once, by the main
+    process, for all of them; the others return their own status silently."""
+    tally = Tally()
+    counts = run(cfg, tally)
+    combined = summary(cfg, counts, tally)
+    return finish(counts, quiet=True) if combined is None else finish(combined)
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     p = argparse.ArgumentParser(prog="eval/run.py", description=__doc__.split("\n")[0])
     add_run_arguments(p)
     try:
-        counts = run(config_from_args(p.parse_args(argv)))
+        return run_and_finish(config_from_args(p.parse_args(argv)))
     except (SchemaError, UsageError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except Interrupted as err:
-        print(str(err), file=sys.stderr)
+        if not err.quiet:
+            print(str(err), file=sys.stderr)
         return 130
-    return finish(counts)
 
 
 if __name__ == "__main__":

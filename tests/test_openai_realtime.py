@@ -409,11 +409,30 @@ def test_the_record_names_the_schema_it_was_written_against(caplog: pytest.LogCa
         (pin,) = agent.runtime()["upstream"]
         assert pin == {"repo": "openai/openai-python", "kind": "git",
                        "pinned": "e43b422412a9e96c9cc5192c61fffbe2d7e04836", "used": None, "matches": False}
-        assert agent.runtime()["protocol"] == "live" and agent.config.silence_duration_ms == 500
+        assert agent.runtime()["protocol"] == "live" and agent.config.silence_duration_ms == 500  # auto, no run
         other = OpenAIRealtimeAgent(protocol="dsb-ifeval", silence_duration_ms=600)
         other.close()
         assert other.config.silence_duration_ms == 600 and other.config.vad_threshold == 0.5
-        with pytest.raises(UsageError, match="protocol must be one of"):
+        with pytest.raises(UsageError, match="protocol must be .auto. or one of"):
             OpenAIRealtimeAgent(protocol="paper")
+    finally:
+        agent.close()
+
+
+@pytest.mark.parametrize(("config", "args", "protocol", "silence_ms"), [
+    ("ifeval", {}, "dsb-ifeval", 800),  # DSB-IFEval: its paper's harness by default
+    ("ifeval_matched", {"silence_duration_ms": 650}, "dsb-ifeval", 650),  # a setting given wins
+    ("ifeval", {"protocol": "live"}, "live", 500),  # a protocol given is used as given
+    ("mpe", {}, "live", 500),
+])
+def test_the_run_gives_each_benchmark_its_papers_protocol(config: str, args: dict, protocol: str,
+                                                          silence_ms: int) -> None:
+    from eval.run import RunConfig, _load
+
+    agent = _load(RunConfig(dataset="unused", adapter="openai-realtime", out="unused", config=config,
+                            adapter_args={"url": "ws://127.0.0.1:9/v1/realtime", **args}))
+    try:
+        assert (agent.runtime()["protocol"], agent.config.silence_duration_ms) == (protocol, silence_ms)
+        assert agent.runtime()["playback"] == ("keep" if protocol == "dsb-ifeval" else "truncate")
     finally:
         agent.close()
