@@ -143,6 +143,19 @@ def window_sound(profile: SoundProfile, spans: Sequence[Span], a: float, b: floa
             "speech_s": round_ms(speech), "energy_dbfs": dbfs(float(ms.mean())) if ms.size else DBFS_FLOOR}
 
 
+def text_from(spans: Sequence[Span], start_s: float, floor_s: float) -> float:
+    """Where the model's own text of the speech heard from `start_s` on begins, for comparing it with the ASR.
+
+    A text stream stamps each piece at the start of the frame that produced it: a frame or more before its audio,
+    and before the VAD finds that audio (an 80 ms frame stamped at 4.40 s, speech found at 4.51 s). Text stamped in
+    the silence before the speech is that speech's, so it is read from the end of the model's last speech before
+    `start_s`, never before `floor_s` (the window's start); from `start_s` itself when speech was already running
+    there, since the ASR heard none of what came before."""
+    if any(s.start_s < start_s < s.end_s for s in spans):
+        return start_s
+    return max([floor_s, *(s.end_s for s in spans if s.end_s <= start_s)])
+
+
 def has_words(text: str) -> bool:
     return bool(_WORD.search(text or ""))
 

@@ -276,6 +276,29 @@ class _Fixed:
         return self.text
 
 
+def test_text_stamped_before_the_vad_onset_is_the_responses_own(tmp_path: Path) -> None:
+    """Run health compares the ASR with the model's own text of the same speech. A text stream stamps each piece at
+    the start of its frame, before the audio and before the VAD's onset (the oracle's 80 ms frame at s + 0.40 s,
+    its speech found at s + 0.51 s): that text is the response's, so the same words raise no flag. Text stamped
+    before the window (during the user's turn, when the model's earlier speech ended) is not; other words are
+    still flagged."""
+    answer = "it opened in nineteen oh five"
+    texts = {"same": [[S - 2.0, "earlier words "], [S + 0.4, answer]],
+             "other": [[S + 0.4, "the bridge was closed for repairs last winter"]]}
+    for n, (cid, said) in enumerate(texts.items(), start=1):
+        g = H.gold("SHIFT", s=S, t=S + 0.3, event_n=n, gold_answer="1905")
+        ep = H.write(tmp_path, cid, g, H.bursts(D, [(S - 3.0, S - 1.5), (S + 0.51, S + 2.0)]))
+        ep.model_text = said
+        ep.save(tmp_path / f"{cid}.rec.json")
+    res = score_run(tmp_path, asr=_Fixed(answer), vad_factory=H.planted)
+    ms = {m["case_id"]: m for m in map(json.loads, (tmp_path / "measurements.jsonl").read_text().splitlines())}
+    assert ms["same"]["response"]["onset_s"] == pytest.approx(S + 0.51)
+    assert ms["same"]["model_text"] == answer and ms["same"]["transcript"] == answer
+    assert res["health"]["asr_text_disagreements"] == 1
+    assert any(f.startswith("the ASR disagrees with the model's own text in 1 transcribed windows (e.g. other "
+                            "SHIFT: text 'the bridge was closed") for f in res["health"]["flags"])
+
+
 def test_japanese_content_not_computed_with_an_english_asr(tmp_path: Path) -> None:
     g = H.gold("SHIFT", s=S, t=S + 0.3, event_n=1, lang="ja", gold_answer="1905")
     H.write(tmp_path, f"{g['event_id']}-user", g, H.bursts(D, [(S + 0.5, S + 2.0)]))

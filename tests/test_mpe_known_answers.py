@@ -107,6 +107,7 @@ def test_measurements_are_continuous(run_dir: Path) -> None:
     assert n4_a["active_at_r_start"] and n4_a["stop_latency_s"] == pytest.approx(0.5, abs=0.15)
     n4_c = next(r for r in rows if r["case_id"] == "C" and r["kind"] == "N4")
     assert n4_c["new_onsets_in_r"] == 1 and not n4_c["active_at_r_start"]
+    assert "let me look" in n4_a["transcript"].lower() and "help" in n4_c["transcript"].lower()  # what it said
 
 
 def test_thresholds_change_without_rerunning(run_dir: Path) -> None:
@@ -148,6 +149,19 @@ def test_exact_timings_from_spans() -> None:
     assert n1["speech_s"] == 0.5 and outcomes(n1, th) == {"silence_preservation": True}
     n4 = rows["t03"]
     assert n4["window_speech_s"] == 2.75 and n4["stop_latency_s"] == 0.75 and n4["new_onsets_in_r"] == 1
+    # what it said there (the report's row shows it): its answer and the new onset during N4R, both heard
+    assert n4["transcript"] == "hmm x" and n4["transcribed_s"] == 3.9
     assert outcomes(n4, th) == {"window_response": True, "answering_window_yield": False}
     assert outcomes(n4 | {"new_onsets_in_r": 0}, th)["answering_window_yield"]
     assert not outcomes(n4 | {"new_onsets_in_r": 0}, Thresholds(yield_tolerance_s=0.7))["answering_window_yield"]
+
+
+def test_the_models_text_is_read_from_the_speech_the_asr_heard() -> None:
+    """Run health compares the model's own text with the transcript of the same speech: a T response already
+    running at the turn's end is heard whole, so its text, stamped at the start of the frame before the speech,
+    is read whole too (not from the turn's end on)."""
+    ep = episode("S", "p9", "explicit")
+    ep.model_text = [[8.42, "21"]]  # its frame starts before the VAD's onset at 8.5 s
+    spans = [Span(8.5, 9.25)]
+    t = next(r for r in measure_episode(ep, spans, lambda sp, w: "21", _Judge()) if r["turn_id"] == "t01")
+    assert t["model_text"] == "21" and t["text_verdict"] == t["answer_verdict"] == "correct"

@@ -20,6 +20,7 @@ from metrics.health import (
     SoundProfile,
     episode_stats,
     run_health,
+    text_from,
     window_sound,
 )
 from metrics.mpe.score import score_run
@@ -208,6 +209,17 @@ def test_asr_heard_otherwise_than_the_models_text_by_hand() -> None:
                                                     "transcript": "the bed box can home"}]
                       )["asr_text_disagreements"] == 1
     assert run_health({"a": ok}, [flipped | {"failed": True}])["asr_text_disagreements"] == 0
+
+
+def test_the_text_of_heard_speech_starts_where_the_models_silence_before_it_starts() -> None:
+    """Text stamped in the silence before the speech the ASR heard is that speech's (a frame's stamp comes before
+    its audio and the VAD's onset); the model's earlier speech and the window's start bound it, and speech already
+    running where the ASR starts listening leaves no earlier text to it."""
+    spans = [Span(1.0, 2.0), Span(4.51, 6.0)]
+    assert text_from(spans, 4.51, floor_s=4.16) == 4.16  # silence since the window's start
+    assert text_from(spans, 4.51, floor_s=0.0) == 2.0  # silence since the earlier speech
+    assert text_from(spans, 5.0, floor_s=4.16) == 5.0  # heard from mid-speech
+    assert text_from([], 4.51, floor_s=4.16) == 4.16
 
 
 def test_a_text_stream_that_says_another_answer_than_the_audio_is_flagged(tmp_path: Path, speak) -> None:

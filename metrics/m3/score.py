@@ -35,7 +35,7 @@ from dataset_builder.m3.schema import BENCHMARK, CONDITIONS
 from dataset_builder.progress import Progress
 from metrics import scoring
 from metrics.episodes import Failure, RunFolder, skipped_summary
-from metrics.health import SoundProfile, episode_stats, window_sound
+from metrics.health import SoundProfile, episode_stats, text_from, window_sound
 from metrics.judges import HeuristicJudge, chat_judge
 from metrics.m3 import content as C
 from metrics.m3.aggregate import aggregate
@@ -121,7 +121,7 @@ def _response(m: dict[str, Any], model: np.ndarray, spans: list[Span], asr: Lazy
     m["response"] |= {"text": text, "source": f"asr:{asr.name}"}
     m["transcript"], m["transcribed_s"] = text, round_ms(speech_in(heard, onset, w_end))  # run health reads these
     if said is not None:  # what the model's own text stream says it answered (run health compares)
-        m["model_text"] = said(onset, w_end)
+        m["model_text"] = said(text_from(spans, onset, timing["window"][0]), w_end)
     m["content"] = C.judge_content(m, text, m["language"], llm, heuristic)
 
 

@@ -13,6 +13,7 @@ import numpy as np
 from dataset_builder.atomic import round_ms
 from dataset_builder.episode import Episode
 from dataset_builder.schema import SILENT_LABELS
+from metrics.health import text_from
 from metrics.scoring import spans_audio
 from metrics.spans import Span, active_at, onsets_in, speech_in
 
@@ -79,7 +80,7 @@ def measure_episode(ep: Episode, spans: list[Span], transcribe: Transcriber, jud
                 "transcribed_s": _seconds(response), "answer_verdict": verdict.label if response else None,
             }
             if response and ep.model_text:  # what the model's text stream says it answered (run health compares)
-                said = ep.said(ev.end_s, next_start)
+                said = ep.said(text_from(spans, response[0].start_s, ev.start_s), next_start)
                 rec |= {"model_text": said, "text_verdict": judge.judge_answer(
                     ep.gold["question"], ep.gold["gold_answer"], list(ep.gold.get("gold_aliases", [])), said).label}
             records.append(rec)
@@ -97,6 +98,7 @@ def measure_episode(ep: Episode, spans: list[Span], transcribe: Transcriber, jud
             r = events[i + 1]
             active = active_at(spans, r.start_s)
             new = [s for s in onsets_in(spans, r.start_s, r.end_s) if s is not active]
+            spoken = overlapping(spans, ev.end_s, r.end_s)  # its answer, and whatever it went on saying into R
             records.append(base | {
                 "kind": "N4", "label": "N4", "turn_id": ev.turn_id, "q_end_s": ev.end_s,
                 "r_start_s": r.start_s, "r_end_s": r.end_s,
@@ -104,6 +106,8 @@ def measure_episode(ep: Episode, spans: list[Span], transcribe: Transcriber, jud
                 "active_at_r_start": active is not None,
                 "stop_latency_s": round_ms(active.end_s - r.start_s) if active else None,
                 "new_onsets_in_r": len(new),
+                "transcript": transcribe(spoken, (ev.end_s, r.end_s)) if spoken else "",
+                "transcribed_s": _seconds(spoken),
             })
     return records
 
