@@ -21,24 +21,24 @@ the web client examples/online_serving/minicpmo/realtime_web/app/static/app.js. 
   reference + `<|audio_end|><|im_end|>`, minicpmo45/policy.py:46-56; an empty one becomes "Streaming Omni
   Conversation.").
 - User audio goes at 16 kHz PCM16 in 200 ms appends with `sample_rate_hz` (client.py:23,363-390; app.js:23-25,
-  270-280): the model hears 1 s units at 16 kHz (minicpmo45/policy.py:14-22), so a 200 ms cadence moves no unit
+  257-280): the model hears 1 s units at 16 kHz (minicpmo45/policy.py:14-22), so a 200 ms cadence moves no unit
   boundary. The 24 kHz session audio is resampled here, one 200 ms chunk at a time (adapters/chunking.py).
 - The model owns turn-taking: it decides at each unit whether to listen (`response.listen`, possibly without a
   response) or speak (`response.speak` with `metadata {session_id, epoch, model_speak}`, after `response.created`
-  and no later than the first audio, openai/realtime_output.py:71-100,733-745); both are counted. Its speech comes as
+  and no later than the first audio, openai/realtime_output.py:74-100,727-745); both are counted. Its speech comes as
   `response.audio.delta` (`format`, `sample_rate_hz` 24000: minicpmo45/data_plane.py:739-753), each followed by its
-  `response.audio_transcript.delta` (DESIGN.md "Normative Realtime event contract"): a transcript piece is due when
+  `response.audio_transcript.delta` (DESIGN.md:572; realtime_output.py:112-150): a transcript piece is due when
   the audio delta before it starts sounding. Every delta is played from its arrival, as the web client plays it
   (app.js:359-366: nothing is dropped on a cancelled response); once a response's audio is done and played out, the
-  client acknowledges it (`playback.ack`, client.py:395-409, app.js:313-330), which `ack_only` needs to commit the
+  client acknowledges it (`playback.ack`, client.py:395-409, app.js:313-338), which `ack_only` needs to commit the
   response to the model's history.
-- A session is closed with `session.close` and its `session.closed` awaited (client.py:411-417; app.js:604-620). A
+- A session is closed with `session.close` and its `session.closed` awaited (client.py:411-417; app.js:603-620). A
   native session left without it is kept for resume for `disconnect_grace_s` 30 s (engine/lease.py:28;
   deploy/minicpmo_4_5_duplex.yaml:12), and the server admits at most `max_sessions` at once (1 by default,
-  DESIGN.md "Public and runtime configuration channels"; 2 in deploy/minicpmo_4_5_duplex.yaml:19): back-to-back
-  episodes without the close met `resource_exhausted`. `sessions=N` beyond the server's limit meets it too. A
+  DESIGN.md:463; 2 in deploy/minicpmo_4_5_duplex.yaml:19): back-to-back episodes without the close met
+  `resource_exhausted`. `sessions=N` beyond the server's limit meets it too. A
   session whose connection dropped is still held for the grace: a reset refused for capacity retries for up to
-  `admission_wait_s` (35 s: the grace and the 5 s reaper interval), one log line per try.
+  `admission_wait_s` (35 s: the grace and the 5 s reaper interval, DESIGN.md:457-458), one log line per try.
 - `step` takes the audio that has arrived before it sends the user frame: the frame in slot t was here before user
   frame t left (docs/adding-a-model.md, one timing rule).
 
@@ -82,7 +82,7 @@ INPUT_RATE = 16_000  # client.py:23 PCM16_SAMPLE_RATE; app.js:23 INPUT_RATE
 APPEND_S = 0.2  # client.py:367 chunk_ms=200; app.js:25 SEND_INTERVAL_MS
 CLOSE_TIMEOUT_S = 20.0  # client.py:411 close_session(timeout_s=20.0)
 # A session whose connection dropped is held for its disconnect grace (30 s) and reaped within the reaper interval
-# (5 s) after it (DESIGN.md, the runtime configuration table): a reset refused for capacity retries that long.
+# (5 s) after it (DESIGN.md:457-458): a reset refused for capacity retries that long.
 ADMISSION_WAIT_S = 35.0
 
 
@@ -133,7 +133,7 @@ class _DuplexSession(_Session):
         return False
 
     def _text_mark(self, item_id: str) -> int:
-        # vLLM-Omni sends each transcript piece after the audio delta it belongs to (DESIGN.md, the event contract).
+        # vLLM-Omni sends each transcript piece after the audio delta it belongs to (DESIGN.md:572).
         return self.last_delta_at.get(item_id, self.received.get(item_id, 0))
 
     def take(self, n: int) -> tuple[np.ndarray, str | None]:
@@ -145,7 +145,7 @@ class _DuplexSession(_Session):
             acks = [{"type": "playback.ack", "response_id": self.item_response.get(i, ""), "item_id": i,
                      "played_ms": self.played[i] * 1000 // SAMPLE_RATE,
                      "committed_ms": self.played[i] * 1000 // SAMPLE_RATE} for i in due]
-        for ack in acks:  # app.js:313-330: once a response's audio has been played out
+        for ack in acks:  # app.js:313-338: once a response's audio has been played out
             self.send(ack)
         return out
 

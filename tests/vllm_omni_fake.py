@@ -11,13 +11,13 @@ files it mirrors, under vllm_omni/experimental/fullduplex/:
   `extra_body.minicpmo45_native_duplex` true, refuses server-owned runtime keys in `extra_body`, and refuses audio
   output without `ref_audio` (`ref_audio_required`); it answers `session.created` then `session.updated`
   (openai/realtime_output.py:17-35);
-- DESIGN.md (public and runtime configuration channels) and engine/lease.py:28: at most `max_sessions` sessions at once
+- DESIGN.md:457-463 and engine/lease.py:28: at most `max_sessions` sessions at once
   (1 by default), a session left without `session.close` is held for `disconnect_grace_s` (30 s), and a session
   beyond the limit is refused with `resource_exhausted` (type `rate_limit_error`, openai/realtime_state.py:44);
 - openai/realtime_input.py:255-300 and openai/audio.py:119-154: `input_audio_buffer.append` at the append's
-  `sample_rate_hz` (else the session's, 16 kHz by default, realtime_state.py:104), resampled to 16 kHz by linear
+  `sample_rate_hz` (else the session's, 16 kHz by default, realtime_state.py:105), resampled to 16 kHz by linear
   interpolation; `input_audio_buffer.speech_started` once, on the first append whose RMS reaches 0.003;
-- openai/realtime_output.py:47-100,112-150,714-745,790-907: `response.created`, then `response.speak` with
+- openai/realtime_output.py:47-100,112-150,685-754,790-907: `response.created`, then `response.speak` with
   `metadata {session_id, epoch, model_speak}`, then each `response.audio.delta` (`format` "pcm16", `sample_rate_hz`
   24000) followed by its `response.audio_transcript.delta`, `response.audio.done`,
   `response.audio_transcript.done`, `response.done` and `rate_limits.updated`; `response.listen` at a model unit
