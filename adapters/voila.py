@@ -48,8 +48,10 @@ unpinned: none could be read here). Entry points checked there (docs/models.md#v
 sampling defaults), `:186-191` (the voice), `model.py:1248-1397` (`run_generate`: its asserts, the voila head, the
 user frame pulled only at an audio position, `streamer.put`/`end`), `tokenize_func.py:209-268` (the autonomous
 format: task `chat_aiao_auto` asserted, the instruction inside the system block), `voila_tokenizer.py:28-50`,
-`spkr.py:17-39`. Duplex-MPE, the one paper that evaluated Voila, gives it no text prompt (its duty preamble is
-spoken) and states no Voila-specific setting; neither M3-DuplexBench nor DSB-IFEval evaluated it.
+`spkr.py:17-39`. Its loop reads `DynamicCache.seen_tokens` and `get_max_cache_shape` (`model.py:1156-1158`), which
+exist together only in transformers 4.46 to 4.53, while its `requirements.txt` pins no version: the load checks
+for them and says so in one line. Duplex-MPE, the one paper that evaluated Voila, gives it no text prompt (its
+duty preamble is spoken) and states no Voila-specific setting; neither M3-DuplexBench nor DSB-IFEval evaluated it.
 
 `parts=` takes already built objects: the tests pass a fake of Voila's API written from its public code
 (tests/fake_voila.py); without it the real ones are loaded.
@@ -85,6 +87,11 @@ MAX_NEW_TOKENS = 200_000  # positions (audio frames and text tokens) one episode
 # The code this adapter was written against (docs/models.md#voila-voila). No Hub revision of the weights could be
 # read here: `revision=` / `tokenizer_revision=` pick them, and the ones a run loaded are recorded.
 UPSTREAM: tuple[Pin, ...] = (Pin("git", "maitrix-org/Voila", "6ba63bf6d20cac0d88b78bb2158ddcb9f94aec26"),)
+# What run_generate reads of transformers' DynamicCache (model.py:1156-1158): `get_max_cache_shape` came in
+# transformers 4.46 and `seen_tokens` went in 4.54, and Voila's requirements.txt pins no version, so a fresh install
+# fails at its second position. The load says so in one line instead.
+CACHE_NEEDS = ("seen_tokens", "get_max_cache_shape")
+TRANSFORMERS_RANGE = ">=4.46,<4.54"
 
 
 @dataclass
@@ -118,6 +125,15 @@ def attention(asked: str) -> str | None:
     return "flash_attention_2" if importlib.util.find_spec("flash_attn") is not None else None
 
 
+def check_cache(cache_cls: Any, version: str) -> None:
+    """A one-line UsageError when `cache_cls` (transformers' DynamicCache) lacks what Voila's loop reads."""
+    missing = [name for name in CACHE_NEEDS if not hasattr(cache_cls, name)]
+    if missing:
+        raise UsageError(f"voila: Voila's run_generate reads DynamicCache.{', .'.join(missing)} (model.py:1156-1158), "
+                         f"which transformers {version} lacks: install transformers{TRANSFORMERS_RANGE} in its "
+                         "environment")
+
+
 def load_parts(model_path: str, tokenizer_path: str, ref_audio: str | None, device: str, repo_dir: str | None,
                attn_implementation: str = "auto", revision: str | None = None,
                tokenizer_revision: str | None = None) -> VoilaParts:
@@ -127,10 +143,12 @@ def load_parts(model_path: str, tokenizer_path: str, ref_audio: str | None, devi
         import tokenize_func
         import torch
         import torchaudio
+        import transformers
         from model import VoilaAutonomousModel
         from spkr import SpeakerEmbedding
-        from transformers import AutoTokenizer
+        from transformers import AutoTokenizer, DynamicCache
         from voila_tokenizer import VoilaTokenizer
+    check_cache(DynamicCache, transformers.__version__)
     checkout = Path(tokenize_func.__file__).resolve().parent
     ref = Path(ref_audio) if ref_audio else checkout / "examples" / "test1.mp3"
     if not ref.is_file():

@@ -170,6 +170,15 @@ def test_the_fake_refuses_what_voilas_code_refuses_and_the_adapter_makes_none_of
     assert any(np.any(f.audio) for f in frames) and len(parts.model.runs[-1].heard) == 9
 
 
+class CacheOfItsEra:
+    """transformers' DynamicCache as Voila's loop reads it (4.46 to 4.53): `seen_tokens`, `get_max_cache_shape`."""
+
+    seen_tokens = 0
+
+    def get_max_cache_shape(self) -> None:
+        return None
+
+
 STAND_INS = {
     "model.py": "from tests.fake_voila import VoilaAutonomousModel  # noqa: F401\n",
     "spkr.py": "from tests.fake_voila import SpeakerEmbedding  # noqa: F401\n",
@@ -215,6 +224,7 @@ def test_the_loader_follows_infer_py_and_records_a_checkout_at_another_commit(
                         lambda path, **kw: texts.append(path) or FakeTokenizer())
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "flash_attn" else
                         find_spec(name, *a))
+    monkeypatch.setattr(transformers, "DynamicCache", CacheOfItsEra)
     VoilaAutonomousModel.loads.clear()
     SpeakerEmbedding.calls.clear()
     with caplog.at_level(logging.WARNING, logger="duplex_eval.upstream"):
@@ -235,3 +245,21 @@ def test_the_loader_follows_infer_py_and_records_a_checkout_at_another_commit(
     VoilaAgent(model_path=str(weights), tokenizer_path=str(codec), device="cpu", repo_dir=str(checkout),
                attn_implementation="sdpa")
     assert VoilaAutonomousModel.loads[-1][1]["attn_implementation"] == "sdpa"
+
+
+def test_a_transformers_without_what_voilas_loop_reads_is_one_line_at_load(
+        tmp_path: Path, clean_imports: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Voila's run_generate reads DynamicCache.seen_tokens (gone in transformers 4.54) and get_max_cache_shape (new
+    in 4.46), model.py:1156-1158; its requirements.txt pins no version. A load with a cache lacking them stops with
+    one line naming the range, before any download, instead of failing at the second position of an episode."""
+    import transformers
+
+    checkout = tmp_path / "Voila"
+    checkout.mkdir()
+    for name, text in STAND_INS.items():
+        (checkout / name).write_text(text)
+    monkeypatch.setattr(transformers, "DynamicCache", type("DynamicCache", (), {"get_max_cache_shape": None}))
+    wanted = r"reads DynamicCache\.seen_tokens .*install transformers>=4\.46,<4\.54"
+    with pytest.raises(UsageError, match=wanted) as err:
+        VoilaAgent(model_path="maitrix-org/Voila-autonomous-preview", device="cpu", repo_dir=str(checkout))
+    assert "\n" not in str(err.value)
