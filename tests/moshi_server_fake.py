@@ -14,6 +14,10 @@ carrying `seed` (171 reads `request["seed"]`, aiohttp's request storage: KeyErro
 the stand-in writes the same status line onto the connection and closes it (`refused` records why). Kyutai's server
 reads no query and refuses none of these.
 
+Kyutai's server answers nothing for the first user frame (server.py `recv_loop`: the frame is encoded, its encoder
+state reset, and `LMGen.step` returns None until it has stepped past its delay); NVIDIA's has played its prompts
+by then and answers from the first frame: the stand-in does the same per flavour.
+
 Its "model": an energy VAD over each frame; once the user has been quiet `silence_frames` frames after an utterance
 ending past `respond_after_s`, it says the reply clip, one word of its transcript per frame from the first; when the
 user speaks over the reply for `barge_frames` frames it stops (a full-duplex model yielding). It can also drop the
@@ -134,6 +138,8 @@ class _Model:
     async def on_frame(self, frame: np.ndarray) -> None:
         self.conn.user.append(frame)
         t = len(self.conn.user)  # user frames heard
+        if t == 1 and not self.b.require_prompt:
+            return  # kyutai's server: no model frame for the first user frame
         if self.b.error_after_s is not None and not self.errored and t * FRAME >= self.b.error_after_s * SR:
             self.errored = True
             await self.ws.send(b"\x05" + b"the fake model failed on purpose")
