@@ -21,9 +21,10 @@
   1764 (12.5 frames a second), `encode(audio=[B, T], audio_len=[B]) -> (codes [B, 4, frames], lengths)` and
   `decode(tokens=[B, 4, L], tokens_len=[B]) -> (audio [B, L * 1764], lengths)`, both keyword-only: NeMo's
   `typecheck` raises "All arguments must be passed by kwargs only for typed methods" on a positional argument
-  (nemo/core/classes/common.py). Encoding is per frame (a fixed random projection, quantised to 4032 codes);
-  decoding is causal with one frame of memory (each frame rings on into the next), so a frame decoded without its
-  predecessor differs from the same frame decoded in sequence.
+  (nemo/core/classes/common.py; `encode`/`decode` are typed in nemo/collections/tts/models/audio_codec.py, which
+  also sets `sample_rate` and `samples_per_frame` from the checkpoint's config). Encoding is per frame (a fixed
+  random projection, quantised to 4032 codes); decoding is causal with one frame of memory (each frame rings on
+  into the next), so a frame decoded without its predecessor differs from the same frame decoded in sequence.
 """
 
 from __future__ import annotations
