@@ -7,8 +7,10 @@ field `compute`). A run's episodes are merged exactly (`run_feasibility`): count
 bins are fixed and log-spaced (`BINS_PER_DECADE` per decade), and the steps over the frame budget are counted
 exactly. A live call needs every frame computed within its own duration: the run is flagged when p99 of the step
 time exceeds the frame duration, decided from the exact count (more than 1 % of the steps over budget), so the
-flag never depends on a bin edge. A batched run steps B calls at once: its step time is the time of the whole
-batch, and the verdict holds for B concurrent calls.
+flag never depends on a bin edge. p99 hides a rare long step, and a caller hears every one of them as a gap: a step
+longer than `STALL_MS` (a stall; each episode's exact `max_ms` says whether it had one) also rules a live call out,
+and a shorter step over the frame is named with the playback buffer that would absorb it. A batched run steps B
+calls at once: its step time is the time of the whole batch, and the verdict holds for B concurrent calls.
 
 Quantiles are nearest-rank (the smallest time at least a share q of the steps took no longer than): exact in an
 episode's record, within half a bin (about 3 %) at run level, where they are read from the merged histogram.
@@ -35,6 +37,7 @@ from dataset_builder.episode import Episode
 BINS_PER_DECADE = 40  # log-spaced histogram bins: each about 5.9 % wide
 LOWEST_MS = 1e-3  # bin 0 holds everything up to 1 microsecond
 LIVE_QUANTILE = 0.99  # the step time a live call must keep within the frame duration
+STALL_MS = 1000.0  # a step longer than this is a stall: a second of silence mid-call, which no live call survives
 QUANTILES = (0.5, LIVE_QUANTILE)
 
 
@@ -161,7 +164,7 @@ def _hist_quantile(hist: dict[int, int], n: int, q: float) -> float:
 
 def merge_records(records: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
     """Episodes' `compute` records of one frame duration and batch size merged into one; None when there are none.
-    """
+    `stalled_episodes` counts the episodes whose longest step exceeds STALL_MS."""
     recs = [r for r in records if r and r.get("steps")]
     if not recs:
         return None
@@ -176,17 +179,20 @@ def merge_records(records: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
     total = sum(r["total_ms"] for r in recs)
     return {"steps": n, "episodes": len(recs), "p50_ms": _round4(_hist_quantile(hist, n, 0.5)),
             "p99_ms": _round4(_hist_quantile(hist, n, LIVE_QUANTILE)), "max_ms": max(r["max_ms"] for r in recs),
-            "mean_ms": _round4(total / n), "over_frame": sum(r["over_frame"] for r in recs)}
+            "mean_ms": _round4(total / n), "over_frame": sum(r["over_frame"] for r in recs),
+            "stalled_episodes": sum(r["max_ms"] > STALL_MS for r in recs)}
 
 
 def run_feasibility(episodes: Iterable[Episode]) -> dict[str, Any] | None:
     """Per (frame duration, batch size) of a run's episodes: merged step times, real-time factors and the verdict;
     None when no episode has step times.
 
-    `live` is False when more than 1 % of the steps took longer than the frame: p99 over the frame duration.
-    Ok episodes without a `compute` record (written by a version that did not time steps) are counted apart.
+    `live` is False when more than 1 % of the steps took longer than the frame (p99 over the frame duration) or
+    when any step took longer than STALL_MS (`longest_case` names the episode of the longest step). Ok episodes
+    without a `compute` record (written by a version that did not time steps) are counted apart.
     """
     groups: dict[tuple[float, int], list[dict[str, Any]]] = {}
+    longest: dict[tuple[float, int], tuple[float, str]] = {}
     sessions: list[dict[str, Any]] = []
     untimed = 0
     for ep in episodes:
@@ -194,17 +200,21 @@ def run_feasibility(episodes: Iterable[Episode]) -> dict[str, Any] | None:
         if not rec or not rec.get("steps"):
             untimed += ep.status == "ok"
             continue
-        groups.setdefault((rec["frame_ms"], rec["batch_size"]), []).append(rec)
+        key = (rec["frame_ms"], rec["batch_size"])
+        groups.setdefault(key, []).append(rec)
+        if rec["max_ms"] > longest.get(key, (-1.0, ""))[0]:
+            longest[key] = (rec["max_ms"], ep.case_id)
         if rec.get("session"):
             sessions.append(rec["session"])
     out = []
     for (frame_ms, batch), recs in sorted(groups.items()):
         merged = merge_records(recs)
         assert merged is not None
-        live = merged["over_frame"] <= (1 - LIVE_QUANTILE) * merged["steps"]
+        p99_live = merged["over_frame"] <= (1 - LIVE_QUANTILE) * merged["steps"]
         out.append({"frame_ms": frame_ms, "batch_size": batch, **merged,
                     "rtf_p50": round(merged["p50_ms"] / frame_ms, 6), "rtf_p99": round(merged["p99_ms"] / frame_ms, 6),
-                    "live": live})
+                    "longest_case": longest[(frame_ms, batch)][1], "p99_live": p99_live,
+                    "live": p99_live and not merged["stalled_episodes"]})
     if not out:
         return None
     served = merge_sessions(sessions)
@@ -213,6 +223,24 @@ def run_feasibility(episodes: Iterable[Episode]) -> dict[str, Any] | None:
     # A served model: the verdict is its sessions' (the client's own steps are part of it too, for completeness).
     return {"groups": out, "sessions": served, "untimed_episodes": untimed,
             "live": served["live"] and all(g["live"] for g in out)}
+
+
+def _verdict(g: dict[str, Any]) -> str:
+    """A group's verdict with its reasons: p99 over the frame, a stall, or the buffer its longest step needs."""
+    why = []
+    if not g.get("p99_live", g["live"]):
+        why.append(f"p99 over the frame duration ({g['over_frame']}/{g['steps']} steps late)")
+    stalled = g.get("stalled_episodes", int(g["max_ms"] > STALL_MS))
+    if stalled:
+        why.append(f"a stall of {g['max_ms'] / 1000:.3g} s (its longest step, in {g.get('longest_case', '?')}; "
+                   f"{stalled}/{g['episodes']} episodes had a step over {STALL_MS / 1000:g} s, a gap the caller "
+                   "hears)")
+    if why:
+        return " and ".join(why) + ": could NOT have held a live call on this hardware"
+    if g["max_ms"] > g["frame_ms"]:
+        return (f"could have held a live call on this hardware, with {g['max_ms'] - g['frame_ms']:.3g} ms of "
+                f"audio buffered (its longest step took {g['max_ms'] / g['frame_ms']:.3g} frames)")
+    return "could have held a live call on this hardware"
 
 
 def feasibility_lines(feas: dict[str, Any] | None) -> list[str]:
@@ -228,9 +256,7 @@ def feasibility_lines(feas: dict[str, Any] | None) -> list[str]:
                 f"max {g['max_ms']:.3g} ms per "
                 f"{g['frame_ms']:g} ms frame (real-time factor p50 {g['rtf_p50']:.3g}, p99 {g['rtf_p99']:.3g}; "
                 f"{g['steps']} steps of {g['episodes']} episodes, {calls})")
-        lines.append(f"{head}: could have held a live call on this hardware" if g["live"] else
-                     f"{head}: p99 over the frame duration ({g['over_frame']}/{g['steps']} steps late): could NOT "
-                     "have held a live call on this hardware")
+        lines.append(f"{head}: {_verdict(g)}")
     if served:
         rtf = "no audio timed" if served["rtf"] is None else (
             f"real-time factor {served['rtf']:.3g}, worst episode {served['rtf_max']:.3g}")

@@ -3,8 +3,9 @@
 
 Known values first (a hand-made list of step times), then the merge: however a run's steps are split into
 episodes, the merged record is the same, its quantiles lie in the bin of the pooled nearest-rank quantile, and the
-"could not have held a live call" verdict is exactly "p99 over the frame duration". Then a real run scored by the
-CLI: the LIVE line and the scores' `feasibility` block; and a rec.json written before steps were timed still loads.
+"could not have held a live call" verdict is exactly "p99 over the frame duration, or a step over a second" (a
+stall p99 hides). Then a real run scored by the CLI: the LIVE line and the scores' `feasibility` block; and a
+rec.json written before steps were timed still loads.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pytest
 from dataset_builder.episode import Episode
 from eval.run import RunConfig, run
 from metrics.feasibility import (
+    STALL_MS,
     SessionPace,
     bin_of,
     feasibility_lines,
@@ -64,6 +66,32 @@ def test_live_verdict_is_p99_against_the_frame() -> None:
     assert "could have held a live call" in feasibility_lines(one_late)[0]
 
 
+def test_a_stall_over_a_second_rules_a_live_call_out_whatever_p99_says() -> None:
+    """p99 hides one long step; a caller hears it. The cascade's case: p99 well inside the 80 ms frame, one step of
+    9.44 s in one of its episodes: a stall, named with its episode, and NOT live. A longer step under a second is
+    named with the playback buffer that would absorb it, and the call could still have been held."""
+    assert STALL_MS == 1000.0
+    calm = episode([0.001] * 500)
+    stalled = episode([0.001] * 499 + [9.44])
+    stalled.case_id = "en-chat-d000-e01-user"
+    feas = run_feasibility([calm, stalled])
+    assert feas is not None and feas["live"] is False
+    (g,) = feas["groups"]
+    assert g["p99_live"] is True and g["stalled_episodes"] == 1 and g["longest_case"] == "en-chat-d000-e01-user"
+    (line,) = feasibility_lines(feas)
+    assert "max 9.44e+03 ms per 80 ms frame" in line and "could have held" not in line
+    assert line.endswith(": a stall of 9.44 s (its longest step, in en-chat-d000-e01-user; 1/2 episodes had a step "
+                         "over 1 s, a gap the caller hears): could NOT have held a live call on this hardware")
+    both = run_feasibility([episode([0.1] * 98 + [0.001, 2.0])])
+    assert both is not None and feasibility_lines(both)[0].endswith(
+        ": p99 over the frame duration (99/100 steps late) and a stall of 2 s (its longest step, in c; 1/1 episodes "
+        "had a step over 1 s, a gap the caller hears): could NOT have held a live call on this hardware")
+    at_limit = run_feasibility([episode([0.001] * 499 + [STALL_MS / 1000])])  # a second exactly: no stall
+    assert at_limit is not None and at_limit["live"] is True
+    assert feasibility_lines(at_limit)[0].endswith(": could have held a live call on this hardware, with 920 ms "
+                                                   "of audio buffered (its longest step took 12.5 frames)")
+
+
 def test_run_level_merge_does_not_depend_on_how_steps_fall_into_episodes() -> None:
     rng = random.Random(7)
     for trial in range(40):
@@ -79,7 +107,9 @@ def test_run_level_merge_does_not_depend_on_how_steps_fall_into_episodes() -> No
         for key, q in (("p50_ms", 0.5), ("p99_ms", 0.99)):
             assert bin_of(merged[key]) == bin_of(nearest_rank(ms, q)), (trial, key)  # within the quantile's bin
         feas = run_feasibility(episode(p, batch=4) for p in parts)
-        assert feas is not None and feas["live"] == (nearest_rank(ms, 0.99) <= FRAME_S * 1000), trial
+        assert feas is not None, trial
+        assert feas["groups"][0]["p99_live"] == (nearest_rank(ms, 0.99) <= FRAME_S * 1000), trial
+        assert feas["live"] == (nearest_rank(ms, 0.99) <= FRAME_S * 1000 and ms[-1] <= STALL_MS), trial
 
 
 def test_batch_sizes_and_frame_durations_are_reported_apart() -> None:
