@@ -116,17 +116,21 @@ def _speech_s(m: dict[str, Any], spans: list[list[float]]) -> float | None:
 
 
 def _detail(detail_of: Any, m: dict[str, Any], result: dict[str, Any]) -> tuple[str, dict[str, bool]]:
-    """The detail behind a window's verdict (its benchmark's `window_detail`): free text, or each metric's outcome
-    when it returns a {metric: passed} dict."""
+    """The detail behind a window's verdict (its benchmark's `window_detail`): free text (why it failed), each
+    metric's outcome when it returns a {metric: passed} dict, or both as a (text, {metric: passed}) pair."""
     if detail_of is None:
         return "", {}
     try:
         got = detail_of(m, result)
     except (KeyError, TypeError, ValueError):
         return "", {}
-    if isinstance(got, dict):
-        return "", {str(k): bool(v) for k, v in got.items()}
-    return str(got), {}
+    if isinstance(got, tuple):
+        text, per_metric = got
+    elif isinstance(got, dict):
+        text, per_metric = "", got
+    else:
+        text, per_metric = got, {}
+    return str(text), {str(k): bool(v) for k, v in per_metric.items()}
 
 
 def model_spans(measurements: list[dict[str, Any]]) -> list[list[float]]:

@@ -50,10 +50,30 @@ def boards(runs: list[RunView]) -> list[Table]:
 
 
 def window_detail(m: dict[str, Any], result: dict[str, Any]) -> str:
-    """The event's verdict under the rule set the scores were computed with (the paper's by default)."""
+    """The event's verdict under the rule set the scores were computed with (the paper's by default), led by why
+    its window is marked failed."""
     from metrics.m3.rules import RULE_SETS, Rules, verdict
+    from metrics.m3.tables import plot_windows
 
     given = dict(result.get("rules") or {})
     v = verdict(m, Rules(**given) if given else RULE_SETS["paper"])
-    keys = ("takeover", "latency_s", "stop_latency_s", "censored", "why", "dropped")
-    return ", ".join(f"{k} {v[k]}" for k in keys if v.get(k) is not None)
+    failed = [w for w in plot_windows([m], result) if not w[2]]
+    keys = ("takeover", "latency_s", "stop_latency_s", "censored", *(() if failed else ("why",)), "dropped")
+    numbers = ", ".join(f"{k} {v[k]}" for k in keys if v.get(k) is not None)
+    return f"{_why(m, v)}; {numbers}" if failed else numbers
+
+
+def _why(m: dict[str, Any], v: dict[str, Any]) -> str:
+    """Why an event's window is marked failed (the plot label of metrics/m3/tables.py), in words."""
+    kind, stop = m["event_type"], v.get("stop_latency_s")
+    length = float(m["event_end_s"]) - float(m["event_start_s"])
+    if kind == "SHIFT":
+        return "did not take the turn in the window"
+    if kind == "PAUSE":
+        return f"took the turn {v['latency_s']:.2f} s into the user's pause"
+    if stop is None:
+        return "not speaking when the user began"
+    if kind == "BC":
+        return f"stopped {stop:.2f} s into the user's {length:.2f} s backchannel (it should talk through it)"
+    return ("never stopped before the window's end" if v.get("censored") else
+            f"kept speaking {stop:.2f} s, past the end of the user's {length:.2f} s barge-in")

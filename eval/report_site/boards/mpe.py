@@ -55,9 +55,37 @@ def _paired(p: dict[str, Any] | None) -> Cell:
                 f"explicit only {p['explicit_only']}, implicit only {p['implicit_only']}")
 
 
-def window_detail(m: dict[str, Any], result: dict[str, Any]) -> dict[str, bool]:
-    """Each metric's outcome of the window under the thresholds the scores were computed with (the report shows
-    one verdict per metric: answer_accuracy is the judged answer, where a response was present)."""
+def window_detail(m: dict[str, Any], result: dict[str, Any]) -> tuple[str, dict[str, bool]]:
+    """Why the window failed, read off its measurement, and each metric's outcome under the thresholds the scores
+    were computed with (the report shows one verdict per metric: answer_accuracy is the judged answer, where a
+    response was present)."""
     from metrics.mpe.verdicts import Thresholds, outcomes
 
-    return outcomes(m, Thresholds(**result["thresholds"]))
+    th = Thresholds(**result["thresholds"])
+    got = outcomes(m, th)
+    return "; ".join(_why(m, {k for k, ok in got.items() if not ok}, th)), got
+
+
+def _why(m: dict[str, Any], failed: set[str], th: Any) -> list[str]:
+    """The measurement's reasons for each failed metric, in words (docs/benchmarks/mpe.md, the scores' table)."""
+    out = []
+    if failed & {"fresh_onset_rate", "response_presence"}:
+        lat = m.get("onset_latency_s")
+        out.append("already speaking when the turn ended (active_at_end): no fresh onset" if m.get("active_at_end")
+                   else "no onset before the next turn" if lat is None
+                   else f"onset {lat:.2f} s after the turn, past the {th.t_onset_window_s:g} s onset window")
+    if "answer_accuracy" in failed:
+        out.append(f"answer judged {m.get('answer_verdict') or 'unparseable'}")
+    if "silence_preservation" in failed:
+        out.append(f"spoke {m['speech_s']:.2f} s in a window for silence, judged {m.get('ack_verdict')} (only a "
+                   "brief acknowledgement passes)")
+    if "window_response" in failed:
+        out.append("silent between the question's end and the redirect")
+    if "answering_window_yield" in failed:
+        stop = m.get("stop_latency_s")
+        if m.get("active_at_r_start") and stop is not None and stop > th.yield_tolerance_s:
+            out.append(f"still speaking {stop:.2f} s into the redirect, past the {th.yield_tolerance_s:g} s yield "
+                       "tolerance")
+        if m.get("new_onsets_in_r"):
+            out.append(f"{m['new_onsets_in_r']} new onset(s) during the redirect")
+    return out
