@@ -40,8 +40,9 @@ class Benchmark:
     # empty: one generic leaderboard of every `{value, n, ...}` entry of the scores.
     boards: str = ""
     # The per-metric outcomes behind one window's verdict on the report's episode page:
-    # window_detail(measurement, result) -> str (shown as the detail) or {metric: passed} (one verdict per metric,
-    # where a window counts toward several); empty: none shown.
+    # window_detail(measurement, result) -> str (shown as the detail: why a failed window failed), {metric: passed}
+    # (one verdict per metric, where a window counts toward several), or both as (str, {metric: passed}); empty:
+    # none shown.
     window_detail: str = ""
     # `build --diagnostics` when the benchmark has its own: diagnostics(folder) -> text; empty: the shared script
     # audit of metrics.build_audit.
