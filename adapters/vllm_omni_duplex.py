@@ -188,9 +188,10 @@ class VllmOmniDuplexAgent(OpenAIRealtimeAgent):
             raise UsageError("vllm-omni-duplex: session_extra must be a JSON object (extra `session` fields)")
         self.session_extra: dict[str, Any] = session_extra or {}
         self.ref_audio = ref_audio_url(ref_audio)
-        super().__init__(url=url, model=model, api_key_env=api_key_env, frame_size=frame_size, api="beta",
-                         turn_detection="none", voice=voice, connect_timeout_s=connect_timeout_s,
-                         protocol="live")  # the model owns its turns: no server VAD protocol applies
+        # `session.update` is built here (`_session_update`); api "ga" only keeps the beta header off, which
+        # vLLM-Omni's client does not send. The model owns its turns: no server VAD protocol applies.
+        super().__init__(url=url, model=model, api_key_env=api_key_env, frame_size=frame_size, api="ga",
+                         turn_detection="none", voice=voice, connect_timeout_s=connect_timeout_s, protocol="live")
         self.url = duplex_url(url, model)
         self.batch_size = sessions
         self.admission_wait_s = admission_wait_s

@@ -98,6 +98,7 @@ def test_native_session_opened_as_its_client_opens_it(t_cases, speak, voice: Pat
     (conn,) = server.connections
     assert conn.query == {"model": MODEL, "duplex": "1", "minicpmo45_native_duplex": "1", "autostart": "0"}
     assert conn.opened == "native" and "Authorization" not in conn.headers  # a local engine without a key
+    assert "OpenAI-Beta" not in conn.headers  # its client sends no OpenAI header
     session = conn.session_updates[0]["session"]
     assert {k: v for k, v in session.items() if k not in ("instructions", "ref_audio")} == CONFIGURE
     assert session["instructions"] == PROMPT  # raw: the server wraps it (minicpmo45/policy.py:46-56)
