@@ -1,8 +1,8 @@
 """Reading the M3 text files: YAML whose strings remember their line, and a list of the problems found.
 
 Loading collects every problem of every file before failing, so an author fixes a bank in one pass; each problem
-names the file, the line, the entry and the rule (`en/chat/pets.yaml:34: middle[3] line 2: speaker alternation
-broken: S: ...`). Warnings are problems that do not stop a build (a slot declared and never used).
+names the file, the line, the entry and the rule (`en/task/relations.yaml:34: city.ask_follow: a follow-up stays
+on its entity: no topic-change lead-in: ...`). Warnings are problems that do not stop a build (an unknown key).
 """
 
 from __future__ import annotations
