@@ -2,9 +2,10 @@
 the protocol's (dataset_builder/benchmark_params.py), the M3 default rule set is metrics/m3/rules.py's, the per-step
 timeout is `eval.orchestrator.RunOptions`'s and the harness version is pyproject.toml's.
 
-Checked against the definitions, read here from where they live: the `evaluate` modules' `_compute` defaults and
-what they compute without arguments, `verdicts.Thresholds`, the dataset card cards/mpe.md as it renders, the
-metric cards metrics/evaluate_modules/<name>/README.md, and the run CLI.
+Checked against the definitions, read here from where they live: the `evaluate` modules' `_compute` defaults (the
+Duplex-MPE ones None: the thresholds the run was recorded with, which every measurement stores, whose own default
+is the protocol's) and what they compute without arguments, `verdicts.Thresholds`, the dataset card cards/mpe.md
+as it renders, the metric cards metrics/evaluate_modules/<name>/README.md, and the run CLI.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import json
 import re
 import string
 import tomllib
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +29,7 @@ from eval.run import RunConfig, add_run_arguments, config_from_args
 from metrics import EVALUATE_MODULES, metric_names
 from metrics.m3.rules import DEFAULT_RULES, RULE_SETS
 from metrics.mpe.aggregate import aggregate
-from metrics.mpe.verdicts import Thresholds
+from metrics.mpe.verdicts import RECORDED, Thresholds
 
 ROOT = Path(__file__).resolve().parent.parent
 MPE = MPEProtocol()
@@ -35,9 +37,10 @@ MODULES = metric_names()
 
 # module -> the defaults of its `_compute` keywords, as their one definition gives them.
 DEFAULTS: dict[str, dict[str, Any]] = {
-    "duplex_mpe": {"t_onset_window_s": MPE.t_onset_window_s, "yield_tolerance_s": MPE.yield_tolerance_s},
-    "fresh_onset_rate": {"t_onset_window_s": MPE.t_onset_window_s},
-    "answering_window_yield": {"yield_tolerance_s": MPE.yield_tolerance_s},
+    # None: the thresholds each measurement says its run was recorded with (RECORDED), the protocol's by default.
+    "duplex_mpe": {"t_onset_window_s": None, "yield_tolerance_s": None},
+    "fresh_onset_rate": {"t_onset_window_s": None},
+    "answering_window_yield": {"yield_tolerance_s": None},
     "silence_preservation": {},
     # None: each case keeps the verifier thresholds stored in its own gold (the dataset is their one home).
     "instruction_adherence": dict.fromkeys(("take_turn_max_wait_s", "yield_max_latency_ms",
@@ -66,14 +69,19 @@ def test_compute_signature_defaults_are_the_definitions(name: str, loaded: dict[
     assert keywords == DEFAULTS[name]
 
 
+# What metrics/mpe/score.py stores in a measurement of a run recorded with the protocol's defaults.
+RECORDED_AT_DEFAULTS = {RECORDED: asdict(Thresholds.from_params(MPE.to_dict()))}
+
+
 def t_window(cond: str, onset: float) -> dict[str, Any]:
     return {"case_id": f"p0-{cond}", "pair_id": "p0", "condition": cond, "kind": "T", "label": "T",
-            "active_at_end": False, "onset_latency_s": onset, "answer_verdict": "correct"}
+            "active_at_end": False, "onset_latency_s": onset, "answer_verdict": "correct", **RECORDED_AT_DEFAULTS}
 
 
 def n4_window(cond: str, stop: float) -> dict[str, Any]:
     return {"case_id": f"p0-{cond}", "pair_id": "p0", "condition": cond, "kind": "N4", "label": "N4",
-            "window_speech_s": 1.0, "active_at_r_start": True, "stop_latency_s": stop, "new_onsets_in_r": 0}
+            "window_speech_s": 1.0, "active_at_r_start": True, "stop_latency_s": stop, "new_onsets_in_r": 0,
+            **RECORDED_AT_DEFAULTS}
 
 
 # Onsets and stops either side of the protocol's thresholds: a module applying any other default gets other numbers.

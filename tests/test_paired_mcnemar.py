@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from metrics import EVALUATE_MODULES
+from metrics.mpe.verdicts import RECORDED
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -22,7 +23,8 @@ def _t(pair: str, cond: str, responded: bool) -> dict[str, Any]:
     return {"case_id": f"{pair}-{cond}", "pair_id": pair, "condition": cond, "kind": "T", "label": "T",
             "turn_id": "t03", "t_end_s": 20.0, "next_start_s": 30.0, "active_at_end": False,
             "onset_latency_s": 1.0 if responded else None, "response_spans": [], "transcript": "",
-            "answer_verdict": "correct" if responded else None}
+            "answer_verdict": "correct" if responded else None,
+            RECORDED: {"t_onset_window_s": 5.0, "yield_tolerance_s": 1.0}}  # as score stores it
 
 
 @pytest.fixture(scope="module")

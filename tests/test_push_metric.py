@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from metrics.m3.headline import headline as m3_headline
 from metrics.m3.rules import RULE_SETS
 from metrics.mpe.aggregate import aggregate
 from metrics.mpe.headline import headline as mpe_headline
-from metrics.mpe.verdicts import Thresholds
+from metrics.mpe.verdicts import RECORDED, Thresholds
 
 MODULES = metric_names()
 FILE_LINE = re.compile(r"^  (\S+) +<- (.+?)  \(([\d,]+) bytes, sha256 ([0-9a-f]{12})\)$", re.M)
@@ -118,6 +119,7 @@ MPE += [{"case_id": "p0-explicit", "pair_id": "p0", "condition": "explicit", "ki
          "speech_s": 1.2, "ack_verdict": "intrusion"},
         {"case_id": "p0-explicit", "pair_id": "p0", "condition": "explicit", "kind": "N4", "label": "N4",
          "window_speech_s": 1.0, "active_at_r_start": True, "stop_latency_s": 0.3, "new_onsets_in_r": 0}]
+MPE = [m | {RECORDED: asdict(Thresholds())} for m in MPE]  # the thresholds the run was recorded with, as score stores
 IFEVAL = [{"case_id": f"R1-C1-i1-{lv}", "conversation_id": "R1-C1-i1", "level": lv, "role": "R1", "probe": "C1",
            "expected_action": "LISTEN", "n_onsets": n, "verifier": {}, "matched_audio": False}
           for lv, n in (("L1", 0), ("L2", 1), ("L3", 0))]
