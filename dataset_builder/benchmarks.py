@@ -54,9 +54,10 @@ class Benchmark:
     # The configs a whole evaluation runs, each its own run; empty: the first config only (the others are subsets
     # of it that its scorer reports from the same run, like IFEval's matched-audio cases).
     run_configs: tuple[str, ...] = ()
-    # `run --sample N`: strata(case) -> (stratum, group); the sample is spread evenly over the strata and, within
-    # one, over the groups. Empty: a uniform sample.
+    # `run --sample N`: strata(case) -> (stratum, group); the sample draws whole groups (`sample_unit`: a group's
+    # cases are run together or not at all), spread evenly over the groups' strata. Empty: a uniform sample.
     strata: str = ""
+    sample_unit: str = "case"  # what one group of `strata` is, for the lines that say what a run covers
     # needs(case) -> the adapter capabilities the case needs, known without its audio (`run --limit/--sample` count
     # only the cases an adapter can run). Empty: every case runs on every adapter.
     needs: str = ""
@@ -127,7 +128,7 @@ register_benchmark(Benchmark(
     oracle="adapters.oracle_mpe:oracle_script",
     boards="eval.report_site.boards.mpe:boards",
     window_detail="eval.report_site.boards.mpe:window_detail",
-    strata="eval.plans.mpe:strata",
+    strata="eval.plans.mpe:strata", sample_unit="scenario pair",
     demo_seconds=(("build", 170), ("cascade", 300), ("oracle", 30)),
 ))
 
@@ -145,7 +146,7 @@ IFEVAL = Benchmark(
     boards="eval.report_site.boards.ifeval:boards",
     window_detail="eval.report_site.boards.ifeval:window_detail",
     diagnostics="dataset_builder.ifeval.diagnostics:audit",
-    strata="eval.plans.ifeval:strata",
+    strata="eval.plans.ifeval:strata", sample_unit="conversation",
     demo_seconds=(("build", 70), ("cascade", 220), ("oracle", 75)),
 )
 register_benchmark(IFEVAL)
@@ -165,7 +166,7 @@ register_benchmark(Benchmark(
     boards="eval.report_site.boards.m3:boards",
     window_detail="eval.report_site.boards.m3:window_detail",
     diagnostics="metrics.m3.diagnostics:audit",
-    strata="eval.plans.m3:strata",
+    strata="eval.plans.m3:strata", sample_unit="dialogue",
     needs="eval.plans.m3:needs",
     demo_seconds=(("build", 100),),
     run_configs=("m3_chat_en", "m3_task_en", "m3_chat_ja", "m3_task_ja"),  # four languages x domains, four runs

@@ -12,8 +12,11 @@ The folder uploaded (and what `--dry-run` writes instead)::
 
 The card's YAML has, under `duplex_eval`, one entry per run: the model (adapter and its arguments), benchmark,
 config, dataset (path or Hub repo and commit, fingerprint), every headline value with n and its confidence
-interval, the ASR, judge, thresholds and VAD used, and the harness version the episodes recorded. Stale scores
-(the folder changed after scoring) are refused, as `report` refuses them.
+interval, the ASR, judge, thresholds and VAD used, the harness version the episodes recorded, and what the run
+covers ("k of n cases", `partial`, how its cases were chosen), which the card's table and every results.jsonl row
+repeat. Stale scores (the folder changed after scoring) are refused, as `report` refuses them; a partial run (fewer
+episodes than its dataset has cases: `run --limit`, `--sample`, `--case`, or a run not finished) is refused unless
+`--allow-partial`, and then marked PARTIAL wherever its numbers appear.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from dataset_builder.atomic import make_temp_dir
 from dataset_builder.errors import UsageError
 from dataset_builder.hub_source import hub_origin
 from metrics.freshness import SCORES, load_json, refuse_if_stale
+from metrics.tables import coverage_of
 
 FORMAT = 1
 RESULTS_FILE = "results.jsonl"
@@ -129,6 +133,7 @@ def run_entry(name: str, run_dir: Path, scores: Mapping[str, Any], info: Mapping
         "dataset": _dataset(scores, info),
         "n_episodes": scores.get("n_episodes"),
         "n_failed": scores.get("n_failed"),
+        "coverage": coverage_of(scores),
         "harness_version": versions[0] if len(versions) == 1 else versions,
         **{k: scores[k] for k in SETTINGS if k in scores},
         "results": headline_values(scores),
@@ -168,17 +173,23 @@ def card(repo_id: str, entries: list[dict[str, Any]], pushed_with: str) -> str:
             f"Results of duplex-eval runs pushed to {repo_id}, one row per headline value "
             "(`results.jsonl`; the YAML above has each run's settings). Each run's folder under `runs/` holds its "
             "`scores.json`, `parameters.json` and `report.md`.", "",
-            "| run | model | benchmark | config | value | group | estimate | n | 95% CI |",
-            "|---|---|---|---|---|---|---|---|---|"]
+            "| run | model | benchmark | config | cases | value | group | estimate | n | 95% CI |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
+    partial = [e["run"] for e in entries if e["coverage"]["partial"]]
+    if partial:
+        body[4:4] = [f"**Partial runs** ({', '.join(partial)}): their numbers cover only the cases named in the "
+                     "`cases` column, not the whole dataset.", ""]
     for e in entries:
+        cov = e["coverage"]
+        cases = f"{cov['n_cases']} of {cov['n_dataset_cases'] or '?'}" + (" PARTIAL" if cov["partial"] else "")
         for r in e["results"]:
             ci = r.get("ci")
             ci_text = f"[{ci[0]:.4g}, {ci[1]:.4g}]" if isinstance(ci, list) and len(ci) == 2 else ""
             value = r.get("value")
             n = r.get("n", f"{r.get('n_a')}/{r.get('n_b')}" if "n_a" in r else "")
             shown = f"{value:.4g}" if isinstance(value, int | float) else r.get("reason", "")
-            body.append(f"| {e['run']} | {e['model']} | {e['benchmark']} | {e['config']} | {r['metric']} | "
-                        f"{r['group']} | {shown} | {n} | {ci_text} |")
+            body.append(f"| {e['run']} | {e['model']} | {e['benchmark']} | {e['config']} | {cases} | "
+                        f"{r['metric']} | {r['group']} | {shown} | {n} | {ci_text} |")
     return "---\n" + yaml.safe_dump(front, sort_keys=False, allow_unicode=True) + "---\n\n" + "\n".join(body) + "\n"
 
 
@@ -192,9 +203,22 @@ def _report_files(report_dir: Path) -> Iterator[ResultFile]:
             yield ResultFile(f"report/{rel.as_posix()}", p.read_bytes(), str(p))
 
 
-def results_files(run_dirs: list[Path], repo_id: str, report_dir: Path | None = None) -> list[ResultFile]:
-    """Everything the results repo receives. A run without scores.json, with stale scores, or two runs of one
-    folder name is one error line naming the run."""
+def refuse_if_partial(run_dir: Path, scores: Mapping[str, Any], allow_partial: bool) -> None:
+    """A partial run's numbers published beside whole runs' read as the model's score on the benchmark: refused
+    unless the caller says it means it (`--allow-partial`), and then marked wherever they appear."""
+    cov = coverage_of(scores)
+    if cov["partial"] and not allow_partial:
+        how = f" (chosen by {cov['selection']})" if cov["selection"] else ""
+        raise UsageError(f"push-results: {run_dir} is a partial run: its scores cover {cov['n_cases']} of "
+                         f"{cov['n_dataset_cases']} cases{how}; run the rest into the same folder (the same `run` "
+                         "command without --limit/--sample/--case resumes it) and score it again, or pass "
+                         "--allow-partial to publish it marked PARTIAL")
+
+
+def results_files(run_dirs: list[Path], repo_id: str, report_dir: Path | None = None,
+                  allow_partial: bool = False) -> list[ResultFile]:
+    """Everything the results repo receives. A run without scores.json, with stale scores, a partial run (unless
+    `allow_partial`), or two runs of one folder name is one error line naming the run."""
     from eval.orchestrator import HARNESS_VERSION
 
     if not run_dirs:
@@ -216,6 +240,7 @@ def results_files(run_dirs: list[Path], repo_id: str, report_dir: Path | None = 
                              f"{run_dir})")
         scores = load_json(run_dir / SCORES, "scores file")
         refuse_if_stale(run_dir, run_dir / SCORES, scores, "its scores would not describe the run pushed")
+        refuse_if_partial(run_dir, scores, allow_partial)
         info = load_json(run_dir / "run.json", "run marker") if (run_dir / "run.json").is_file() else {}
         entry, parameters = run_entry(name, run_dir, scores, info)
         entries.append(entry)
@@ -229,12 +254,14 @@ def results_files(run_dirs: list[Path], repo_id: str, report_dir: Path | None = 
                                 "generated"))
         files.append(ResultFile(f"{base}/report.md", report_text(name, scores).encode(), "generated"))
         keep = ("run", "model", "benchmark", "config", "harness_version")
+        cov = entry["coverage"]
         for r in entry["results"]:
             ci = r.get("ci") if isinstance(r.get("ci"), list) else [None, None]
             row = {k: entry[k] for k in keep} | {
                 "metric": r["metric"], "group": r["group"], "key": r["key"], "value": r.get("value"),
                 "n": r.get("n"), "k": r.get("k"), "ci_low": ci[0], "ci_high": ci[1],
-                "interval": r.get("interval")}
+                "interval": r.get("interval"), "n_cases": cov["n_cases"], "n_dataset_cases": cov["n_dataset_cases"],
+                "partial": cov["partial"]}
             rows.append(json.dumps(row, sort_keys=False))
     if report_dir is not None:
         files += list(_report_files(report_dir))

@@ -13,9 +13,10 @@ to report; this process then prints one combined summary and returns the run's e
 
 Ctrl-C reaches this process only (the launcher runs in its own session, and it starts its workers in sessions of
 their own): it is passed on to the workers (each registers its pid on starting; one that starts later sees a stop
-flag), and each stops, leaving no episode half-written, and prints one line
-("interrupted; N episodes kept; rerun the same command to resume"). A worker that has not stopped
-`STOP_GRACE_S` later, or a second Ctrl-C, ends the launcher and every process under it: none is left behind.
+flag), and each stops, leaving no episode half-written, and hands back how many episodes of its share are on disk;
+this process prints one line for all of them ("interrupted; N episodes kept by 2 processes; rerun the same command
+to resume"). A worker that has not stopped `STOP_GRACE_S` later, or a second Ctrl-C, ends the launcher and every
+process under it: none is left behind.
 """
 
 from __future__ import annotations

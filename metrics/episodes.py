@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -301,6 +301,39 @@ def _reason_counts(entries: list[Failure]) -> dict[str, int]:
     for f in entries:
         reasons[f.reason] = reasons.get(f.reason, 0) + 1
     return dict(sorted(reasons.items()))
+
+
+def selection_text(selection: Mapping[str, Any]) -> str:
+    """How `run` chose its cases (one entry of run.json `selections`), as the command line said it."""
+    if selection.get("sample") is not None:
+        how = f"--sample {selection['sample']} (seed {selection.get('seed')})"
+    elif selection.get("limit") is not None:
+        how = f"--limit {selection['limit']}"
+    else:
+        how = "every case"
+    ids = selection.get("case_ids")
+    if ids:
+        shown = ", ".join(ids[:3]) + (" ..." if len(ids) > 3 else "")
+        how = f"--case {shown}" if how == "every case" else f"{how} of --case {shown}"
+    return how
+
+
+def coverage(n_cases: int, n_dataset: int | None, selections: Sequence[Mapping[str, Any]] | None = None
+             ) -> dict[str, Any]:
+    """What a result covers, for every place that shows one (scores.json, `score`'s lines, the report, the Hub
+    card and results.jsonl): "k of n cases", whether the run is partial (fewer episodes than the dataset has cases)
+    and how its cases were chosen (run.json `selections`). A dataset of unknown size (no run.json) is not called
+    partial, and the text says the size is unknown."""
+    partial = bool(n_dataset) and n_cases < int(n_dataset or 0)
+    how = "; ".join(dict.fromkeys(selection_text(sel) for sel in selections or []))
+    if n_dataset:
+        text = f"{n_cases} of {n_dataset} cases"
+    else:
+        text = f"{n_cases} cases (the dataset's size is unknown: no run.json)"
+    if partial:
+        text += f", PARTIAL run ({how})" if how else ", PARTIAL run"
+    return {"n_cases": n_cases, "n_dataset_cases": n_dataset, "partial": partial, "selection": how or None,
+            "text": text}
 
 
 def accounting_flags(uncounted: dict[str, Any], n_episodes: int, n_dataset: int | None,

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from dataset_builder.errors import UsageError
-from metrics.episodes import RunFolder, folder_digest, read_run_info
+from metrics.episodes import RunFolder, coverage, folder_digest, read_run_info
 from metrics.feasibility import run_feasibility
 
 SCORES = "scores.json"
@@ -78,6 +78,7 @@ def provenance(folder: RunFolder) -> dict[str, Any]:
     return {"format": FORMAT, "case_ids": list(folder.case_ids), "episodes_digest": folder.digest,
             "dataset": identity.get("dataset"), "config": info.get("config"),
             "dataset_fingerprint": info.get("dataset_fingerprint"), "n_dataset_cases": info.get("n_dataset_cases"),
+            "coverage": coverage(folder.n_episodes, info.get("n_dataset_cases"), info.get("selections")),
             # How fast the agent stepped on the hardware the run used (docs/scale.md): every benchmark's scores say it.
             "feasibility": run_feasibility(stepped), "vad": recorded_vad(stepped)}
 

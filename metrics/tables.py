@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+from metrics.episodes import coverage
 
 
 def cell(entry: dict[str, Any]) -> str:
@@ -24,6 +26,14 @@ def failed_cell(result: dict[str, Any]) -> str:
     return f"{n} ({windows} windows counted as failed" + (f"; {uncounted} NOT counted" if uncounted else "") + ")"
 
 
+def cases_cell(result: Mapping[str, Any]) -> str:
+    """How many of the dataset's cases the scores cover, marked when the run is partial."""
+    cov = coverage_of(result)
+    shown = f"{cov['n_cases']} of {cov['n_dataset_cases']}" if cov["n_dataset_cases"] else f"{cov['n_cases']} of ?"
+    return shown + (f" PARTIAL ({cov['selection']})" if cov["partial"] and cov["selection"] else
+                    " PARTIAL" if cov["partial"] else "")
+
+
 def side_by_side(results: dict[str, dict[str, Any]], metrics: Sequence[str], reported: Sequence[str] = (),
                  section: str = "scores", key: str | None = None) -> str:
     """Rows = metrics, columns = runs; `section`/`key` pick e.g. by_condition/explicit. A metric in `reported`
@@ -38,11 +48,21 @@ def side_by_side(results: dict[str, dict[str, Any]], metrics: Sequence[str], rep
             block = block.get(key, {}) if key else block
             cells.append(cell(block[metric]) if metric in block else "-")
         rows.append([label, *cells])
+    rows.append(["cases", *[cases_cell(results[n]) for n in names]])
     rows.append(["failed episodes", *[failed_cell(results[n]) for n in names]])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def coverage_of(result: Mapping[str, Any]) -> dict[str, Any]:
+    """What a scores file covers (`metrics.episodes.coverage`): its own block, or, for a file written before scores
+    recorded one, the same from its episode and dataset counts."""
+    block = result.get("coverage")
+    if isinstance(block, Mapping):
+        return dict(block)
+    return coverage(int(result.get("n_episodes") or 0), result.get("n_dataset_cases"))
 
 
 def provenance(result: dict[str, Any]) -> str:
@@ -51,4 +71,5 @@ def provenance(result: dict[str, Any]) -> str:
     unparseable = sum(result.get("unparseable_verdicts", {}).values())
     if unparseable:
         kind += f", {unparseable} unparseable verdict{'s' if unparseable != 1 else ''} counted as failures"
-    return f"ASR: {result['asr']}  judge: {judge['name']} ({kind})  thresholds: {result['thresholds']}"
+    return (f"coverage: {coverage_of(result)['text']}  ASR: {result['asr']}  judge: {judge['name']} ({kind})  "
+            f"thresholds: {result['thresholds']}")

@@ -22,13 +22,14 @@ import pytest
 from dataset_builder.benchmarks import get_benchmark
 from dataset_builder.errors import UsageError
 from eval.cli import build_selection, main, parser
+from eval.launch import free_port
 from eval.orchestrator import HARNESS_VERSION
 from eval.run import resolve_configs
-from eval.selection import select_cases, stratified_sample
+from eval.selection import covered, select_cases, stratified_sample
 
 ROOT = Path(__file__).resolve().parent.parent
 M3_CONFIGS = ["m3_chat_en", "m3_task_en", "m3_chat_ja", "m3_task_ja"]
-INTERRUPTED = re.compile(r"^(?:process (\d)/2: )?interrupted; (\d+) episodes kept; rerun the same command to resume$")
+INTERRUPTED = re.compile(r"^interrupted; (\d+) episodes kept(?: by (\d) processes)?; rerun the same command to resume$")
 
 
 def recs(out: Path) -> list[str]:
@@ -116,46 +117,96 @@ def test_build_takes_the_benchmark_either_way() -> None:
 
 # -------------------------------------------------------------------------------------------- --sample, --limit
 
-def test_stratified_sample_spreads_over_each_dimension_then_groups() -> None:
-    # 3 levels x 2 modes, each stratum holding one case of each of 4 conversations: 24 cases.
-    cases = [SimpleNamespace(case_id=f"{g}-{lv}-{m}", level=lv, mode=m, group=g)
-             for g in ("g0", "g1", "g2", "g3") for lv in ("L0", "L1", "L2") for m in ("take", "barge")]
+def test_stratified_sample_draws_whole_groups_spread_over_each_dimension() -> None:
+    # 3 roles x 2 modes, each stratum holding 2 conversations of 4 levels: 12 conversations, 48 cases.
+    cases = [SimpleNamespace(case_id=f"{role}-{mode}-c{c}-L{lv}", role=role, mode=mode, group=f"{role}-{mode}-c{c}")
+             for role in ("R1", "R2", "R3") for mode in ("take", "barge") for c in (1, 2) for lv in range(4)]
 
     def strata(c: SimpleNamespace) -> tuple[tuple[str, str], str]:
-        return (c.level, c.mode), c.group
+        return (f"role {c.role}", f"turn 2 {c.mode}"), c.group
 
-    three = stratified_sample(cases, 3, 0, strata)
-    assert sorted(c.level for c in three) == ["L0", "L1", "L2"] and len({c.group for c in three}) == 3
-    six = stratified_sample(cases, 6, 0, strata)
-    assert Counter((c.level, c.mode) for c in six) == Counter({(lv, m): 1 for lv in ("L0", "L1", "L2")
-                                                               for m in ("take", "barge")})
-    assert sorted(Counter(c.group for c in six).values()) == [1, 1, 2, 2]
+    def whole(sample: list[SimpleNamespace]) -> bool:
+        groups = Counter(c.group for c in sample)
+        return all(k == 4 for k in groups.values())
+
+    # Asked for 4 cases: one whole conversation (all 4 levels), never 4 levels of 4 conversations.
+    four = stratified_sample(cases, 4, 0, strata)
+    assert len(four) == 4 and whole(four) and len({c.group for c in four}) == 1
+    # At least 9 cases: 3 whole conversations, one per role.
+    nine = stratified_sample(cases, 9, 0, strata)
+    assert len(nine) == 12 and whole(nine) and sorted(c.role for c in nine[::4]) == ["R1", "R2", "R3"]
+    # 6 conversations: each role twice, each once per mode.
+    six = stratified_sample(cases, 24, 0, strata)
+    assert whole(six) and Counter((c.role, c.mode) for c in six[::4]) == {
+        (r, m): 1 for r in ("R1", "R2", "R3") for m in ("take", "barge")}
     assert [cases.index(c) for c in six] == sorted(cases.index(c) for c in six)  # dataset order
-    assert [c.case_id for c in stratified_sample(cases, 6, 0, strata)] == [c.case_id for c in six]
-    assert len({tuple(c.case_id for c in stratified_sample(cases, 6, s, strata)) for s in range(5)}) > 1
-    assert stratified_sample(cases, 30, 0, strata) == cases
+    assert [c.case_id for c in stratified_sample(cases, 24, 0, strata)] == [c.case_id for c in six]
+    assert len({tuple(c.case_id for c in stratified_sample(cases, 8, s, strata)) for s in range(6)}) > 1
+    assert stratified_sample(cases, 60, 0, strata) == cases
     with pytest.raises(UsageError, match="--sample must be >= 1, got 0"):
         stratified_sample(cases, 0, 0, strata)
     with pytest.raises(UsageError, match="give --limit N .* or --sample N .*, not both"):
         select_cases(cases, limit=2, sample=2)
 
 
-def test_sample_of_the_real_sets_covers_levels_events_and_cue_kinds(mini_sets) -> None:
-    ifeval = get_benchmark("ifeval")
-    items = ifeval.function("cases")(mini_sets["ifeval"], "ifeval")
-    six = stratified_sample(items, 6, 0, ifeval.function("strata"))
-    assert sorted(c.case.level for c in six) == ["L0", "L1", "L2", "L3", "L4a", "L4b"]
-    assert len({c.case.conversation_id for c in six}) == 6  # not six levels of one conversation
-    m3 = get_benchmark("m3")
-    m3_cases = m3.function("cases")(mini_sets["m3"], "m3_chat_en")
-    eight = stratified_sample(m3_cases, 8, 0, m3.function("strata"))
-    assert Counter(c.event.event_type for c in eight) == {"SHIFT": 2, "PAUSE": 2, "BC": 2, "BARGE_IN": 2}
-    assert set(Counter(c.condition for c in eight).values()) <= {2, 3, 4} and len({c.condition for c in eight}) == 3
+def test_covered_says_which_groups_and_strata_a_choice_leaves_out() -> None:
+    cases = [SimpleNamespace(case_id=f"{role}-c{c}-L{lv}", role=role, group=f"{role}-c{c}")
+             for role in ("R1", "R2", "R3") for c in (1, 2) for lv in range(4)]
+
+    def strata(c: SimpleNamespace) -> tuple[tuple[str], str]:
+        return (f"role {c.role}",), c.group
+
+    first, _ = select_cases(cases, limit=6)  # --limit 6: R1-c1 whole, 2 levels of R1-c2, nothing of R2 or R3
+    assert covered(first, cases, strata, "conversation") == (
+        "1 whole conversation of 6 and part of 1 more (a split conversation has no complete comparison); "
+        "role R1 only, of role R1, role R2, role R3")
+    assert covered(stratified_sample(cases, 12, 0, strata), cases, strata, "conversation") == (
+        "3 whole conversations of 6")
+    assert covered(cases, cases, strata, "conversation") == "6 whole conversations of 6"
+    assert covered(first, cases, None) == ""
+
+
+def groups_of(cases: list, key) -> Counter:
+    return Counter(key(c) for c in cases)
+
+
+def test_sample_of_the_real_sets_draws_whole_pairs_conversations_and_dialogues(mini_sets) -> None:
     mpe = get_benchmark("mpe")
     mpe_cases = mpe.function("cases")(mini_sets["mpe"], "mpe")
-    mpe_eight = stratified_sample(mpe_cases, 8, 0, mpe.function("strata"))
-    assert Counter(c.script.condition for c in mpe_eight) == {"explicit": 4, "implicit": 4}
-    assert Counter(c.script.cue for c in mpe_eight) == {cue: 2 for cue in {c.script.cue for c in mpe_cases}}
+    four = stratified_sample(mpe_cases, 4, 0, mpe.function("strata"))
+    # Two whole scenario pairs (explicit and implicit each), of two cue kinds: the paired test has its pairs.
+    assert groups_of(four, lambda c: c.script.pair_id) == dict.fromkeys({c.script.pair_id for c in four}, 2)
+    assert len(four) == 4 and Counter(c.script.condition for c in four) == {"explicit": 2, "implicit": 2}
+    assert len({c.script.cue for c in four}) == 2
+    ifeval = get_benchmark("ifeval")
+    items = ifeval.function("cases")(mini_sets["ifeval"], "ifeval")
+    size = groups_of(items, lambda c: c.case.conversation_id)
+    first = items[0].case.conversation_id
+    three = stratified_sample(items, 2 * size[first] + 1, 0, ifeval.function("strata"))
+    drawn = groups_of(three, lambda c: c.case.conversation_id)
+    assert all(drawn[g] == size[g] for g in drawn), "every level of each conversation drawn"
+    roles = [c.case.role for c in three if c.case.level == "L0"]
+    assert len(drawn) == 3 and len(roles) == len(set(roles)) == 3  # three conversations, of three roles
+    m3 = get_benchmark("m3")
+    m3_cases = m3.function("cases")(mini_sets["m3"], "m3_chat_en")
+    some = stratified_sample(m3_cases, 5, 0, m3.function("strata"))
+    dialogues = {c.event.dialogue_id for c in some}
+    # Every event of each dialogue drawn, under every condition.
+    assert some == [c for c in m3_cases if c.event.dialogue_id in dialogues]
+    assert {c.condition for c in some} == {"none", "user", "full"}
+
+
+def test_limit_says_what_it_covers(mini_sets, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """`--limit 2` on DSB-IFEval takes two levels of the first conversation: the run says it covers role R1 only
+    and a split conversation."""
+    ifeval = str(mini_sets["ifeval"])
+    with caplog.at_level("INFO", logger="duplex_eval.run"):
+        assert main(["run", "--dataset", ifeval, "--config", "ifeval", "--adapter", "silent", "--limit", "2",
+                     "--out", str(tmp_path / "run"), "--no-progress"]) == 0
+    (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("running 2 of ")]
+    assert "the first (--limit 2); covers 0 whole conversations of " in line
+    assert "and part of 1 more (a split conversation has no complete comparison); role R1 only, of role R1, " \
+        "role R2, role R3" in line, line
 
 
 def test_limit_and_sample_count_only_cases_the_adapter_can_run(mini_sets) -> None:
@@ -172,7 +223,10 @@ def test_limit_and_sample_count_only_cases_the_adapter_can_run(mini_sets) -> Non
         assert all(needs(c) <= capabilities for c in chosen)
         sampled, _ = select_cases(cases, sample=5, runnable=lambda c, cap=capabilities: needs(c) <= cap,
                                   strata=m3.function("strata"))
-        assert len(sampled) == 5 and all(needs(c) <= capabilities for c in sampled)
+        dialogues = {c.event.dialogue_id for c in sampled}
+        # Whole dialogues of the cases the adapter can run: no Full case for one that cannot teacher-force.
+        assert len(sampled) >= 5 and sampled == [c for c in cases if c.event.dialogue_id in dialogues
+                                                 and needs(c) <= capabilities]
 
 
 def test_run_sample_is_deterministic_and_recorded(mini_sets, tmp_path: Path,
@@ -182,14 +236,15 @@ def test_run_sample_is_deterministic_and_recorded(mini_sets, tmp_path: Path,
             "--no-progress"]
     assert main([*args, "--out", str(tmp_path / "a")]) == 0
     assert main([*args, "--out", str(tmp_path / "b")]) == 0
-    assert [(c["cases"], c["ok"]) for c in json_lines(capsys.readouterr().out)] == [(5, 5), (5, 5)]
-    a = recs(tmp_path / "a")
-    assert a == recs(tmp_path / "b") and len(a) == 5
-    assert not [r for r in a if r.endswith("-full")]  # silent cannot teacher-force: no slot spent on Full
-    info = json.loads((tmp_path / "a" / "run.json").read_text())
     cases = get_benchmark("m3").function("cases")(mini_sets["m3"], "m3_chat_en")
     n_full = sum(c.condition == "full" for c in cases)
-    assert info["selections"] == [{"limit": None, "sample": 5, "seed": 1, "case_ids": None, "n_cases": 5,
+    n = len(cases) - n_full  # whole dialogues: the mini chat config's one dialogue, less its Full cases
+    assert [(c["cases"], c["ok"]) for c in json_lines(capsys.readouterr().out)] == [(n, n), (n, n)]
+    a = recs(tmp_path / "a")
+    assert a == recs(tmp_path / "b") and len(a) == n >= 5
+    assert not [r for r in a if r.endswith("-full")]  # silent cannot teacher-force: no slot spent on Full
+    info = json.loads((tmp_path / "a" / "run.json").read_text())
+    assert info["selections"] == [{"limit": None, "sample": 5, "seed": 1, "case_ids": None, "n_cases": n,
                                    "left_out_not_runnable": n_full}]
     assert info["n_dataset_cases"] == len(cases)
 
@@ -200,7 +255,9 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_:
         main(["--version"])
     assert exit_.value.code == 0
-    assert capsys.readouterr().out == f"duplex-eval {HARNESS_VERSION}\n"
+    # From this checkout: the version and its commit (tests/test_cli_help.py: an installed copy, the version alone).
+    assert re.fullmatch(rf"duplex-eval {re.escape(HARNESS_VERSION)} \(commit [0-9a-f]{{12}}(, with local changes)?\)\n",
+                        capsys.readouterr().out)
     assert re.fullmatch(r"\d+\.\d+\.\d+", HARNESS_VERSION)
 
 
@@ -267,9 +324,9 @@ def test_ctrl_c_in_one_process_is_one_line_and_keeps_what_is_done(mini_sets, tmp
             "--no-progress"]
     stdout, stderr = _ctrl_c_after(_start(argv), out, 3)
     lines = [m for m in map(INTERRUPTED.match, stderr.splitlines()) if m]
-    assert len(lines) == 1 and lines[0].group(1) is None, stderr[-3000:]
+    assert len(lines) == 1 and lines[0].group(2) is None, stderr[-3000:]
     kept = len(recs(out))
-    assert int(lines[0].group(2)) == kept and kept >= 3
+    assert int(lines[0].group(1)) == kept and kept >= 3
     assert "Traceback" not in stderr and stdout == ""
     assert not _ours(out)
 
@@ -283,7 +340,7 @@ def test_a_ctrl_c_a_c_callback_swallows_still_stops_the_run(mini_sets, tmp_path:
             "--out", str(out), "--limit", "6", "--no-progress", "--step-timeout", "0"]
     stdout, stderr = _start(argv).communicate(timeout=300)
     lines = [m for m in map(INTERRUPTED.match, stderr.splitlines()) if m]
-    assert len(lines) == 1 and int(lines[0].group(2)) == 2 == len(recs(out)), stderr[-3000:]
+    assert len(lines) == 1 and int(lines[0].group(1)) == 2 == len(recs(out)), stderr[-3000:]
     assert "Traceback" not in stderr and "Exception ignored" not in stderr and stdout == ""
 
 
@@ -294,10 +351,11 @@ def test_num_processes_one_summary_one_line_each_on_ctrl_c_no_orphans(mini_sets,
     proc = _start(argv)
     stdout, stderr = _ctrl_c_after(proc, out, 4)
     assert proc.returncode == 130, stderr[-3000:]
+    # One line for both processes, with the whole run's count: not one per process.
     lines = [m for m in map(INTERRUPTED.match, stderr.splitlines()) if m]
-    assert sorted(m.group(1) for m in lines) == ["1", "2"], stderr[-3000:]
+    assert len(lines) == 1 and lines[0].group(2) == "2", stderr[-3000:]
     kept = len(recs(out))
-    assert sum(int(m.group(2)) for m in lines) == kept
+    assert int(lines[0].group(1)) == kept and stderr.count("episodes kept") == 1
     assert "Traceback" not in stderr and "Error" not in stderr and stdout == ""
     assert not _ours(out)  # neither the launcher nor a worker outlived the command
     # The same command again resumes: one summary for both processes, printed once.
@@ -311,6 +369,41 @@ def test_num_processes_one_summary_one_line_each_on_ctrl_c_no_orphans(mini_sets,
     # Each case ran once, in one of the two processes: the log names every case once.
     ran = [line.split()[4] for line in done.stderr.splitlines() if "duplex_eval.run [" in line]
     assert len(ran) == len(set(ran)) == 30 - kept
+
+
+def _accelerate(argv: list[str]) -> subprocess.Popen:
+    """`accelerate launch` of `eval/run.py ARGV` in two CPU processes, as docs/scale.md spells it, started as a
+    user starts it from a terminal (its own process group, which Ctrl-C signals)."""
+    env = os.environ | {"HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT), "DUPLEX_EVAL_CPU": "1"}
+    launch = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+              "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port",
+              str(free_port()), "-m", "eval.run", *argv]
+    return subprocess.Popen(launch, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, preexec_fn=_default_ctrl_c)
+
+
+def test_a_plain_accelerate_launch_prints_one_summary_for_all_processes(mini_sets, tmp_path: Path) -> None:
+    """`accelerate launch ... eval/run.py`: each process runs its shard, and only the main one prints, for all of
+    them: on Ctrl-C one "interrupted; N episodes kept by 2 processes" line with N the episodes on disk (each
+    process used to print its own share's count); run to the end, one JSON line with the whole run's counts."""
+    out = tmp_path / "plain"
+    argv = ["--dataset", str(mini_sets["ifeval"]), "--adapter", "silent", "--out", str(out), "--limit", "24",
+            "--no-progress"]
+    proc = _accelerate(argv)
+    stdout, stderr = _ctrl_c_after(proc, out, 4)
+    lines = [m for m in map(INTERRUPTED.match, stderr.splitlines()) if m]
+    assert len(lines) == 1 and lines[0].group(2) == "2", stderr[-3000:]
+    kept = len(recs(out))
+    assert int(lines[0].group(1)) == kept and 4 <= kept < 24 and stderr.count("episodes kept") == 1
+    assert stdout == ""
+    done = _accelerate(argv)
+    stdout, stderr = done.communicate(timeout=600)
+    assert done.returncode == 0, stderr[-3000:]
+    assert json_lines(stdout) == [{"cases": 24, "skipped_done": kept, "ok": 24 - kept, "failed": 0,
+                                   "failed_kept": 0, "processes": 2}]
+    assert stderr.count("already done, none failed") == 1 and f"{24 - kept} episodes run, {kept} already done" \
+        in stderr
+    assert len(recs(out)) == 24 and not _ours(out)
 
 
 def test_ctrl_c_in_the_demo_ends_its_pool_workers(tmp_path: Path) -> None:

@@ -301,7 +301,10 @@ def test_push_results_dry_run_writes_exactly_the_folder(scored_run: Path, tmp_pa
     rows = [json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines()]
     assert len(rows) == 6 and rows[0]["model"] == "silent" and rows[0]["metric"] == "fresh_onset_rate"
     assert (rows[0]["value"], rows[0]["n"], rows[0]["ci_low"]) == (0.0, 2, 0.0)
-    assert "| mpe-silent | silent | mpe | mpe | silence_preservation | overall | 1 |" in body
+    assert "| mpe-silent | silent | mpe | mpe | 2 of 2 | silence_preservation | overall | 1 |" in body
+    assert run["coverage"] == scores["coverage"] == {"n_cases": 2, "n_dataset_cases": 2, "partial": False,
+                                                     "selection": "every case", "text": "2 of 2 cases"}
+    assert all((r["n_cases"], r["n_dataset_cases"], r["partial"]) == (2, 2, False) for r in rows)
     params = json.loads((folder / "runs" / "mpe-silent" / "parameters.json").read_text())
     assert params["protocol"]["t_onset_window_s"] == 5.0 and params["run"]["identity"]["adapter"] == "silent"
     assert "silence_preservation" in (folder / "runs" / "mpe-silent" / "report.md").read_text()
@@ -319,6 +322,42 @@ def test_push_results_refuses_unscored_runs_in_one_line(scored_run: Path, tmp_pa
     assert not folder.exists()
     assert main(["push-results", str(scored_run), "--dry-run"]) == 2
     assert one_error_line(capsys) == "error: push-results: give the Hub dataset repo: --repo-id ORG/NAME"
+
+
+def test_a_partial_run_says_so_everywhere_and_is_pushed_only_when_allowed(
+        tiny_set: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--limit 1` of the two cases: scores.json, `score`'s lines and table, the card and every results.jsonl row say
+    "1 of 2 cases" and PARTIAL; push-results refuses it in one line unless --allow-partial."""
+    out = tmp_path / "mpe-limit"
+    assert main(["run", "--dataset", str(tiny_set), "--adapter", "silent", "--out", str(out), "--limit", "1",
+                 "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["score", str(out), "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    scores = json.loads((out / "scores.json").read_text())
+    assert scores["coverage"] == {"n_cases": 1, "n_dataset_cases": 2, "partial": True, "selection": "--limit 1",
+                                  "text": "1 of 2 cases, PARTIAL run (--limit 1)"}
+    header = printed.splitlines()[0]
+    assert header.endswith("covers 1 of 2 cases, PARTIAL run (--limit 1)"), header
+    assert any(line.split() == ["cases", "1", "of", "2", "PARTIAL", "(--limit", "1)"] for line in
+               printed.splitlines()), printed
+    folder = tmp_path / "dry"
+    assert main(["push-results", str(out), "--repo-id", "me/r", "--dry-run", "--out", str(folder)]) == 2
+    assert one_error_line(capsys) == (
+        f"error: push-results: {out} is a partial run: its scores cover 1 of 2 cases (chosen by --limit 1); run "
+        "the rest into the same folder (the same `run` command without --limit/--sample/--case resumes it) and "
+        "score it again, or pass --allow-partial to publish it marked PARTIAL")
+    assert not folder.exists()
+    assert main(["push-results", str(out), "--repo-id", "me/r", "--dry-run", "--out", str(folder),
+                 "--allow-partial"]) == 0
+    front, body = read_card(folder)
+    (run,) = front["duplex_eval"]["runs"]
+    assert run["coverage"]["partial"] is True and run["coverage"]["text"] == scores["coverage"]["text"]
+    assert "**Partial runs** (mpe-limit)" in body
+    assert "| mpe-limit | silent | mpe | mpe | 1 of 2 PARTIAL | fresh_onset_rate |" in body
+    rows = [json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines()]
+    assert rows and all((r["n_cases"], r["n_dataset_cases"], r["partial"]) == (1, 2, True) for r in rows)
+    assert "coverage: 1 of 2 cases, PARTIAL run (--limit 1)" in (folder / "runs/mpe-limit/report.md").read_text()
 
 
 def test_push_results_uploads_one_commit_to_the_hub(scored_run: Path, hub: HubStandIn, tmp_path: Path,

@@ -187,11 +187,15 @@ def test_health_feasibility_failed_skipped_and_provenance(runs: list[Path], site
     assert rec["params"]["tts_backend"] in page and scores(silent)["asr"] in page and "heuristic" in page
     t = Tables(page)
     runs_rows = {r[0]["text"]: r for r in t.tables["runs"]}
-    assert runs_rows[run_name(silent)][7]["value"] == len(scores(silent)["health"]["flags"])
+    assert runs_rows[run_name(silent)][8]["value"] == len(scores(silent)["health"]["flags"])
+    # The real runs are `--limit 4` runs: partial, and said so in the runs table and in their section.
+    n = scores(silent)["n_dataset_cases"]
+    assert n > 4 and runs_rows[run_name(silent)][4]["text"] == f"4 of {n} PARTIAL"
+    assert f"<b>PARTIAL:</b> the scores cover 4 of {n} cases, PARTIAL run (--limit 4)" in page
     has_compute = any(json.loads(p.read_text()).get("compute") for r in runs for p in r.glob("*.rec.json"))
     # Live feasibility is shown where step times were recorded, and said to be missing where they were not.
     assert ("<b>Live feasibility</b>" in page) == has_compute
-    assert "not recorded" in runs_rows[run_name(by_bench(runs, "m3")[0])][8]["text"]
+    assert "not recorded" in runs_rows[run_name(by_bench(runs, "m3")[0])][9]["text"]
 
 
 def test_every_episode_has_a_page_with_its_figure_and_audio(runs: list[Path], site: Path) -> None:

@@ -95,9 +95,9 @@ def cut_clips(item: IFEvalItem, audio: np.ndarray, sr: int) -> dict[str, np.ndar
 
 
 def strata(case: IFEvalItem) -> tuple[tuple[str, str], str]:
-    """`run --sample`: spread over the conditioning levels and turn 2's mode (take-turn, barge-in), then over the
-    conversations, so a small sample does not spend itself on the levels of one conversation."""
-    return (case.case.level, case.timed.conversation.turn2.mode), case.case.conversation_id
+    """`run --sample`: whole conversations (every conditioning level of one: the level gaps compare a
+    conversation with itself), spread over the roles first, then turn 2's mode (take-turn, barge-in)."""
+    return (f"role {case.case.role}", f"turn 2 {case.timed.conversation.turn2.mode}"), case.case.conversation_id
 
 
 def plan(case: IFEvalItem, audio: np.ndarray, protocol: IFEvalProtocol, sr: int) -> EpisodePlan:

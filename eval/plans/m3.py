@@ -89,9 +89,10 @@ def needs(case: M3Case) -> frozenset[str]:
     return frozenset({"teacher_forcing"}) if case.condition == "full" else frozenset()
 
 
-def strata(case: M3Case) -> tuple[tuple[str, str], str]:
-    """`run --sample`: spread over event types and conditions (the paper's subsets), then over dialogues."""
-    return (case.event.event_type, case.condition), case.event.dialogue_id
+def strata(case: M3Case) -> tuple[tuple[str], str]:
+    """`run --sample`: whole dialogues (every event of one under every context condition: the conditions are
+    compared on the same events), spread over languages and domains."""
+    return (f"{case.event.language} {case.event.domain}",), case.event.dialogue_id
 
 
 def plan(case: M3Case, audio: np.ndarray, protocol: M3Protocol, sr: int) -> EpisodePlan:

@@ -22,9 +22,10 @@ def cut_clips(case: Case, audio: np.ndarray, sr: int) -> tuple[np.ndarray, dict[
     return cut(0.0, case.preamble_end_s), {c.turn_id: cut(c.start_s, c.end_s) for c in case.clips}
 
 
-def strata(case: Case) -> tuple[tuple[str, str], str]:
-    """`run --sample`: spread over the condition (explicit/implicit) and the cue kind, then over scenario pairs."""
-    return (case.script.condition, case.script.cue), case.script.pair_id
+def strata(case: Case) -> tuple[tuple[str], str]:
+    """`run --sample`: whole scenario pairs (explicit and implicit together: the paired test needs both), spread over
+    the cue kinds (both cases of a pair share theirs)."""
+    return (f"cue {case.script.cue or 'unknown'}",), case.script.pair_id
 
 
 def plan(case: Case, audio: np.ndarray, protocol: MPEProtocol, sr: int) -> EpisodePlan:

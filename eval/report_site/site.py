@@ -90,6 +90,7 @@ def provenance(run: RunView) -> list[tuple[str, Any]]:
                     + (f", capabilities: {', '.join(info['capabilities'])}" if info.get("capabilities") else "")),
         ("adapter audio", f"{info.get('sample_rate', '?')} Hz, frame {info.get('frame_size', '?')} samples"),
         ("episodes", f"{r.get('n_episodes')} scored, {r.get('n_failed', 0)} failed, {skipped} skipped"),
+        ("coverage", _coverage(r)["text"]),
         ("dataset", f"{r.get('dataset')} ({r.get('n_dataset_cases')} cases, fingerprint "
                     f"{str(r.get('dataset_fingerprint'))[:12]})"),
         ("ASR", r.get("asr")), ("judge", _judge(r)), ("TTS (user speech)", _tts(run)),
@@ -102,9 +103,17 @@ def provenance(run: RunView) -> list[tuple[str, Any]]:
     return items
 
 
+def _coverage(result: dict[str, Any]) -> dict[str, Any]:
+    """"k of n cases" and whether the run is partial (`metrics.tables.coverage_of`)."""
+    from metrics.tables import coverage_of
+
+    return coverage_of(result)
+
+
 def provenance_line(run: RunView) -> str:
     r = run.result
-    return (f"{run.name}: {run.bench.title} config {r.get('config')}, adapter {r.get('adapter')}, ASR {r.get('asr')}, "
+    return (f"{run.name}: {run.bench.title} config {r.get('config')}, adapter {r.get('adapter')}, "
+            f"covers {_coverage(r)['text']}, ASR {r.get('asr')}, "
             f"judge {_judge(r)}, TTS {_tts(run)}, thresholds {json.dumps(r.get('thresholds'))}"
             + (f", rules {r['rules'].get('name')}" if isinstance(r.get("rules"), dict) else ""))
 
@@ -112,8 +121,8 @@ def provenance_line(run: RunView) -> str:
 # ---- index.html ------------------------------------------------------------------------------------------------
 
 def _runs_table(runs: list[RunView]) -> Table:
-    t = Table("runs", "Runs", ["run", "benchmark", "config", "adapter", "ok", "failed", "skipped", "health flags",
-                               "live feasibility", "ASR", "judge", "TTS"])
+    t = Table("runs", "Runs", ["run", "benchmark", "config", "adapter", "cases", "ok", "failed", "skipped",
+                               "health flags", "live feasibility", "ASR", "judge", "TTS"])
     for run in runs:
         r = run.result
         counts = {s: sum(1 for ep in run.episodes if ep.status == s) for s in ("ok", "skipped")}
@@ -121,8 +130,11 @@ def _runs_table(runs: list[RunView]) -> Table:
         feas = feasibility(run)
         live = ("not recorded" if feas is None or feas.get("live") is None
                 else "could hold a live call" if feas["live"] else "could NOT hold a live call")
+        cov = _coverage(r)
+        cases = f"{cov['n_cases']} of {cov['n_dataset_cases'] or '?'}" + (" PARTIAL" if cov["partial"] else "")
         t.add([name(run.name, f"#run-{run.slug}"), name(run.bench.title), name(r.get("config")),
-               name(r.get("adapter")), Cell(str(counts["ok"]), float(counts["ok"])),
+               name(r.get("adapter")), Cell(cases, float(cov["n_cases"]), cls="bad" if cov["partial"] else ""),
+               Cell(str(counts["ok"]), float(counts["ok"])),
                Cell(str(r.get("n_failed", 0)), float(r.get("n_failed", 0))),
                Cell(str(counts["skipped"]), float(counts["skipped"])),
                Cell(str(flags), float(flags), cls="bad" if flags else ""),
@@ -134,6 +146,11 @@ def _runs_table(runs: list[RunView]) -> Table:
 def _run_section(run: RunView, out: Path) -> str:
     parts = [f'<section class="run" id="run-{_e(run.slug)}"><h3>{_e(run.name)}</h3>']
     parts += [f"<p class='stale'><b>STALE:</b> {_e(w)}</p>" for w in run.stale]
+    cov = _coverage(run.result)
+    if cov["partial"]:  # every number below covers only these cases
+        parts.append(f"<p class='stale'><b>PARTIAL:</b> the scores cover {_e(cov['text'])}</p>")
+    else:
+        parts.append(f"<p>Covers {_e(cov['text'])}.</p>")
     flags = (run.result.get("health") or {}).get("flags", [])
     if flags:
         parts.append("<div class='health'><b>Run health</b><ul>" + "".join(f"<li>{_e(f)}</li>" for f in flags)

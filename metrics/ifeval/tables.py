@@ -10,7 +10,7 @@ from dataset_builder.ifeval.schema import ACTIONS, LEVELS, MATCHED_PROBES, MATCH
 from metrics.ifeval.aggregate import DIFFERENCES
 from metrics.ifeval.judge import CONFLICT_LABELS, L4_LEVELS, NOT_COMPUTED
 from metrics.ifeval.verdicts import Thresholds, passes
-from metrics.tables import cell, failed_cell
+from metrics.tables import cases_cell, cell, failed_cell
 
 Row = tuple[str, Callable[[dict[str, Any]], str]]
 
@@ -41,6 +41,7 @@ def grid(results: dict[str, dict[str, Any]], rows: list[Row], failed_row: bool =
     for label, get in rows:
         table.append([label, *[_safe(get, results[n]) for n in names]])
     if failed_row:
+        table.append(["cases", *[cases_cell(results[n]) for n in names]])
         table.append(["failed episodes", *[failed_cell(results[n]) for n in names]])
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in table]

@@ -9,7 +9,7 @@ from typing import Any
 from dataset_builder.m3.schema import CONDITIONS
 from metrics.m3.aggregate import KEYS
 from metrics.m3.rules import RULE_SETS, Rules, verdict
-from metrics.tables import failed_cell
+from metrics.tables import cases_cell, failed_cell
 
 HEADERS = {"shift_tor": "SHIFT TOR↑", "shift_latency": "SHIFT lat↓", "pause_tor": "PAUSE TOR↓",
            "pause_latency": "PAUSE lat↑", "bc_stop_latency": "BC stop↑", "barge_in_stop_latency": "BARGE stop↓",
@@ -66,8 +66,8 @@ def table(result: dict[str, Any], ld: str) -> str:
 
 def notes(result: dict[str, Any]) -> str:
     rules = result.get("rules", {})
-    lines = [f"rules: {rules.get('name', 'paper')}; failed episodes: {failed_cell(result)}; "
-             f"skipped episodes: {result.get('skipped', {}).get('n', 0)}"]
+    lines = [f"rules: {rules.get('name', 'paper')}; cases: {cases_cell(result)}; failed episodes: "
+             f"{failed_cell(result)}; skipped episodes: {result.get('skipped', {}).get('n', 0)}"]
     for reason, n in result.get("skipped", {}).get("reasons", {}).items():
         lines.append(f"skipped ({n}): {reason}")
     dropped = result.get("dropped_events", {}).get("n")
