@@ -110,6 +110,21 @@ def test_turn_register(text: str, register: str) -> None:
     ("and the bus from the terminal", "en", False),  # a subject still waiting for its verb
     ("and I'm worried that if I stop now", "en", False),
     ("I'll come along if it helps,", "en", True),
+    ("Oh, Russia, that makes sense,", "en", True),  # a reaction, not a list
+    ("Wow, the Seine,", "en", True),  # an echo
+    ("Got it, thanks,", "en", True),
+    ("Good to know,", "en", True),
+    ("Oh, the United Kingdom, okay,", "en", True),
+    ("Right, so uranium,", "en", False),  # a topic said first
+    ("Also, I've always wondered,", "en", False),  # announces the question to come
+    ("Right, moving on,", "en", False),
+    ("へえ、1889年か、", "ja", True),  # a musing reaction
+    ("パンとか、", "ja", False),
+    ("来年に回すか、", "ja", False),  # "either ... or": goes on
+    ("前回は確か、", "ja", False),
+    ("not on the bed, not", "en", False),
+    ("I've got about, let me see,", "en", False),
+    ("though, so she'd", "en", False),
     ("the thing with the car,", "en", False),
     ("so, uh,", "en", False),
     ("そうなんだ、", "ja", True),

@@ -8,8 +8,9 @@ written (backchannels are not counted: "yeah" repeats in real talk too):
   a sentence in time, not in two (`Dialogue.lines`).
 - A **sentence** is a piece of a line split after `.`, `!`, `?` (and `。！？` in Japanese), compared lowercased
   with its whitespace collapsed; one shorter than `MIN_SENTENCE` ("Okay.", "Oh no.", "そうなんだ。") is a
-  reaction that repeats in real talk as backchannels do, and is not counted. Its **count** is the number of dialogues that say it at least once; its
-  **share** that count over the config's dialogues. The rule: no sentence's share above `max_sentence_share`
+  reaction that repeats in real talk as backchannels do, and is not counted, nor is a set phrase of thanks or
+  greeting (`FORMULAE`: "ありがとうございます。"). Its **count** is the number of dialogues that say it at least
+  once; its **share** that count over the config's dialogues. The rule: no sentence's share above `max_sentence_share`
   (1 %: on the `full` preset's 200 dialogues, no sentence in more than 2).
 - Also reported, not judged: distinct lines / lines, distinct IPU texts (a pause half on its own) and the most
   repeated of them, utterances per dialogue, the events per dialogue (PAUSEs, BCs, barge-ins) and the estimated
@@ -29,6 +30,10 @@ from dataset_builder.m3.schema import config_name
 
 SPEECH_RATE = {"words": 2.5, "morae": 8.0}  # units a second of relaxed speech, for the length estimate
 MIN_SENTENCE = {"en": 4, "ja": 10}  # words / morae: a shorter sentence is a reaction, not counted
+# Set phrases of thanks and greeting, said as such in any conversation: not counted either.
+FORMULAE = {"ありがとうございます", "ありがとうございました", "よろしくお願いします", "よろしくお願いいたします",
+            "おはようございます", "お疲れさまです", "お疲れさまでした", "おやすみなさい", "thank you so much",
+            "thank you very much"}
 
 
 @dataclass(frozen=True)
@@ -47,7 +52,7 @@ def sentence_counts(dialogues: Sequence[Dialogue]) -> Counter[str]:
     for d in dialogues:
         lang = LANGUAGES[d.language]
         counts.update({_norm(s) for _, line in d.lines() for s in lang.sentences(line)
-                       if lang.size(s) >= MIN_SENTENCE[d.language]})
+                       if lang.size(s) >= MIN_SENTENCE[d.language] and _norm(s).rstrip("。！.!") not in FORMULAE})
     return counts
 
 

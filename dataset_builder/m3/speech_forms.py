@@ -189,18 +189,27 @@ _EN_OPEN_WORDS = {
     "has", "had", "do", "does", "did", "can", "could", "will", "would", "should", "might", "must", "shall",
     "going", "gonna", "wanna", "gotta", "i", "you", "he", "she", "we", "they", "i'm", "you're", "he's", "she's",
     "it's", "we're", "they're", "there's", "that's", "i've", "we've", "i'd", "i'll", "we'll", "just", "really",
-    "very", "more", "most", "kind", "sort", "say", "said", "tell", "told", "think", "thought", "mean", "guess",
-    "know", "want", "wanted", "need", "needed", "get", "got", "put", "thinking", "wondering", "hoping", "reckon",
-    "suppose", "saying", "um", "uh", "er", "erm", "hmm", "well",
-    "honestly", "basically", "actually", "literally", "anyway", "ah", "oh", "okay", "right", "yeah",
+    "very", "more", "most", "kind", "sort", "thinking", "wondering", "hoping", "reckon", "suppose", "saying", "um",
+    "uh", "er", "erm", "hmm", "well", "honestly", "basically", "actually", "literally", "anyway", "not", "never",
+    "you'd", "he'd", "she'd", "they'd", "we'd", "you'll", "he'll", "she'll", "they'll", "it'll", "you've",
+    "they've", "isn't", "wasn't", "aren't", "don't", "doesn't", "didn't", "can't", "won't", "couldn't",
 }
 # Demonstratives and object pronouns end a clause when a comma follows ("I'll try that,"); without one the
 # speaker is mid-phrase ("I have to tell you {pause} what ...").
-_EN_OPEN_BARE = {"that", "this", "it", "them", "there", "him", "me", "us", "what", "how", "why"}
-_EN_FILLER_END = re.compile(r"(?:\byou know|\bI mean|\bsort of|\bkind of)$", re.IGNORECASE)
+_EN_OPEN_BARE = {"that", "this", "it", "them", "there", "him", "me", "us", "what", "how", "why", "say", "said",
+                 "tell", "told", "think", "thought", "mean", "guess", "know", "want", "wanted", "need", "needed",
+                 "get", "got", "put"}
+# A lead-in that announces what comes next ("I've always wondered,", "quick question,", "moving on,"): the speaker
+# has not said it yet.
+_EN_ANNOUNCES = re.compile(r"(?:wondered|wondering|curious|want(?:ed)? to (?:know|ask)|question(?: for you)?|"
+                           r"another thing|what else|something else|while I have you|while we're at it|moving on|"
+                           r"fact check|I was thinking|here's the thing|guess what|the thing is|I mean)$",
+                           re.IGNORECASE)
+_EN_FILLER_END = re.compile(r"(?:\byou know|\bI mean|\bsort of|\bkind of|\blet me see|\blet me think|\byou see)$",
+                            re.IGNORECASE)
 # Said alone, these are an answer or a reaction, not the start of a list: "Ah, right, 49," is finished.
 _EN_INTERJECTIONS = {"ah", "oh", "right", "yeah", "yes", "no", "okay", "ok", "well", "so", "sure", "hey", "wow",
-                     "um", "uh", "hmm", "fine", "alright", "mm"}
+                     "um", "uh", "hmm", "fine", "alright", "mm", "huh", "great", "good", "cool", "nice", "thanks"}
 _EN_SUBORDINATE = re.compile(r"(?:^|\b(?:that|and|but|so)\s+)(?:if|when|whenever|because|since|although|though|"
                              r"while|after|before|once|unless|until|as soon as|even if|even though|as long as|now "
                              r"that|so that|in case|whether|every time|the (?:thing|problem|point|funny thing|worst "
@@ -231,20 +240,26 @@ def _en_complete(text: str) -> bool:
     if not words or _EN_FILLER_END.search(body):
         return False
     last = words[-1]
-    if last in _EN_OPEN_WORDS or (not comma and last in _EN_OPEN_BARE):
+    if last in _EN_OPEN_WORDS or (not comma and last in _EN_OPEN_BARE) or _EN_ANNOUNCES.search(body):
         return False
     segments = [s.strip() for s in re.split(r"[,.!?;]", body) if s.strip()]
     seg = segments[-1]
     seg_words = _EN_WORD.findall(seg.lower())
     if _EN_SUBORDINATE.search(seg):
         return False  # a clause waiting for its main clause: "if it rains on Saturday,"
-    if len(segments) >= 2 and len(seg_words) <= 3 and seg.lower() not in _EN_INTERJECTIONS:
-        prev = _EN_WORD.findall(segments[-2].lower())
-        if prev and not (len(prev) == 1 and prev[0] in _EN_INTERJECTIONS) and len(segments[-2].split()) <= 4:
-            return False  # a list in progress: "eggs, flour,"
+    prev = _EN_WORD.findall(segments[-2].lower()) if len(segments) >= 2 else []
+    after_interjection = len(prev) == 1 and prev[0] in _EN_INTERJECTIONS
+    verbless = not _EN_VERBISH.search(seg)
+    if (prev and not after_interjection and len(seg_words) <= 3 and seg.lower() not in _EN_INTERJECTIONS
+            and verbless and len(prev) <= 4 and not _EN_VERBISH.search(segments[-2])):
+        return False  # a list in progress: "eggs, flour,"
     rest = seg.split(None, 1)[1] if " " in seg else ""
-    if (_EN_NOUN_PHRASE.match(seg) or _EN_FRONTED.match(seg)) and not _EN_VERBISH.search(rest):
-        return False  # a topic or an adverbial said first: "the thing with the car,", "and around row sixty"
+    fronted = (_EN_NOUN_PHRASE.match(seg) or _EN_FRONTED.match(seg)) and not _EN_VERBISH.search(rest)
+    # After a bare interjection a noun phrase is an echo, a complete reaction ("Wow, the Seine,"); with "so" it is
+    # a topic the speaker goes on about ("Right, so uranium,").
+    echo = after_interjection and prev[0] != "so" and not seg.lower().startswith("so ")
+    if fronted and not echo:
+        return False  # a topic or an adverbial said first: "the thing with the car,", "so, uranium,"
     return True
 
 
@@ -254,6 +269,9 @@ _JA_ANSWERS = {"うん", "はい", "ええ", "いや", "いえ", "そう", "そ�
                "そうか", "たしかに", "だよね", "ですよね", "もちろん", "了解", "わかった", "わかりました"}
 
 
+_JA_OPEN_KA = ("とか", "かどうか", "何か", "なにか", "誰か", "だれか", "いつか", "どこか", "どれか", "ほか", "確か",
+               "たしか")
+_JA_NOUN_END = re.compile(r"[\u4e00-\u9fff\u30a0-\u30ff0-9０-９]")  # a kanji, katakana or digit
 _JA_FILLERS = {"えっと", "えーと", "ええと", "あの", "あのー", "その", "なんか", "まあ", "ほら", "こう", "で", "それで"}
 
 
@@ -279,6 +297,9 @@ def complete_sentence(text: str, language: str) -> bool:
         return True
     if body in _JA_FILLERS or body.endswith(("なんかこう", "なんか", "こう", "あの", "その", "えっと")):
         return False
+    if body in ("そっか", "そうか") or (body.endswith("か") and len(body) > 1 and not body.endswith(_JA_OPEN_KA)
+                                       and _JA_NOUN_END.match(body[-2])):
+        return True  # a reaction that muses on a noun: "1889年か、", "そっか、" (after a verb: "回すか、" goes on)
     if _CONNECTIVE.search(body) or body.endswith(("て", "で", "と", "ば", "たり", "ながら", "けど", "し", "って",
                                                   "たら", "なら", "のに", "ので", "けれど")):
         return False  # an unfinished clause: "...んですけど、", "...してて、"
