@@ -76,8 +76,8 @@ def stratified_sample(cases: Sequence[C], n: int, seed: int, strata: Strata | No
 
 def covered(chosen: Sequence[Any], pool: Sequence[Any], strata: Strata | None, unit: str = "case") -> str:
     """What `chosen` (a subset of `pool`) covers, for the line `run` prints: how many whole groups (`unit`s) and
-    how many split ones of how many, and each stratum value the choice leaves out ("role R1 only, of role R1,
-    role R2, role R3"). Empty without strata."""
+    how many split ones of how many, and each stratum value the choice leaves out ("role R1 only; none of role R2,
+    role R3"). Empty without strata."""
     if strata is None or not chosen:
         return ""
     ids = {id(c) for c in chosen}
@@ -95,7 +95,8 @@ def covered(chosen: Sequence[Any], pool: Sequence[Any], strata: Strata | None, u
         seen = list(dict.fromkeys(s[d] for s, m in groups.values() if len(s) > d and any(id(pool[i]) in ids
                                                                                           for i in m)))
         if len(seen) < len(every):
-            parts.append(f"{', '.join(map(str, seen))} only, of {', '.join(map(str, every))}")
+            missing = [str(v) for v in every if v not in seen]
+            parts.append(f"{', '.join(map(str, seen))} only; none of {', '.join(missing)}")
     return "; ".join(parts)
 
 

@@ -159,7 +159,7 @@ def test_covered_says_which_groups_and_strata_a_choice_leaves_out() -> None:
     first, _ = select_cases(cases, limit=6)  # --limit 6: R1-c1 whole, 2 levels of R1-c2, nothing of R2 or R3
     assert covered(first, cases, strata, "conversation") == (
         "1 whole conversation of 6 and part of 1 more (a split conversation has no complete comparison); "
-        "role R1 only, of role R1, role R2, role R3")
+        "role R1 only; none of role R2, role R3")
     assert covered(stratified_sample(cases, 12, 0, strata), cases, strata, "conversation") == (
         "3 whole conversations of 6")
     assert covered(cases, cases, strata, "conversation") == "6 whole conversations of 6"
@@ -205,8 +205,8 @@ def test_limit_says_what_it_covers(mini_sets, tmp_path: Path, caplog: pytest.Log
                      "--out", str(tmp_path / "run"), "--no-progress"]) == 0
     (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("running 2 of ")]
     assert "the first (--limit 2); covers 0 whole conversations of " in line
-    assert "and part of 1 more (a split conversation has no complete comparison); role R1 only, of role R1, " \
-        "role R2, role R3" in line, line
+    assert "and part of 1 more (a split conversation has no complete comparison); role R1 only; none of role R2, " \
+        "role R3, " in line, line
 
 
 def test_limit_and_sample_count_only_cases_the_adapter_can_run(mini_sets) -> None:
