@@ -119,8 +119,13 @@ def test_every_case_has_a_one_line_rationale(grid: Grid) -> None:
     assert Counter((c.level, c.label_rule) for c in grid.cases) == {
         ("L0", "role-target"): 48, ("L1", "role-target"): 240, ("L2", "role-target"): 240,
         ("L3", "role-target"): 240, ("L4a", "directive-wins"): 240, ("L4b", "persona-wins"): 30}
+    # L2 quotes the persona (the model's only text), L1 the directive's rule.
     assert _case(grid, "R2-C1-i1-L2").rationale == (
-        "L2 (the persona alone), the role's target: R2 (grief counselor) does not take the floor in a pause; the "
+        "L2 (the persona alone), the role's target: R2 (grief counselor) knows that \"the sentence that matters "
+        "most usually comes after someone has gone quiet, gathered breath, and tried again\" -> LISTEN at the "
+        "mid-turn pause")
+    assert _case(grid, "R2-C1-i1-L1").rationale == (
+        "L1 (the directive alone), the role's target: R2 (grief counselor) does not take the floor in a pause; the "
         "speaker is likely not done -> LISTEN at the mid-turn pause")
     # A role whose rules say nothing about a barge-in is not said to have a rule for it.
     assert _case(grid, "R6-C3-i4-L1").rationale == (

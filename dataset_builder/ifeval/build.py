@@ -52,7 +52,7 @@ from dataset_builder.tts import TTSBackend
 log = logging.getLogger("duplex_eval.build")
 
 PRESETS = {"mini": 1, "full": len(INSTANCES)}  # instances per (role, probe) cell
-GENERATOR_VERSION = "ifeval-texts-3"
+GENERATOR_VERSION = "ifeval-texts-4"
 CLIPS_IN_FLIGHT = 32  # per worker: ~13 s of synthesis, more than the longest shard write
 SHARD_ROWS = 50  # ~25 s of 24 kHz PCM16 per row: ~60 MB of audio per shard in memory
 SCRIPTS_FILE = "scripts.jsonl"

@@ -12,6 +12,8 @@ targets, each printed PASS/FAIL like the other benchmarks' diagnostics:
   (at least three, standard deviation at least 0.1 s), none below its floor (`grid.PAUSE_FLOOR_S`);
 - no LISTEN case's mid-turn pause outlasts the hold-off its role's rule bounds (a cell's `max_pause_s`: R5 holds
   off "at least six seconds", so a longer pause would fail a model that obeys).
+- the reading audit's phrase rules (`gates.py`) on what the cases hear: no INTERRUPT case whose trigger phrase runs on
+  past its flag (its window would open late), no NO_BACKCHANNEL case whose check asks whether the listener is there.
 
 Printed and written to `<folder>/diagnostics.json` (no paths, no timings: two builds' files compare with `diff`).
 """
@@ -29,7 +31,12 @@ from dataset_builder.atomic import atomic_write_json
 from dataset_builder.diagnostics import _check, format_checks
 from dataset_builder.errors import UsageError
 from dataset_builder.hf_dataset import config_shards, has_config, rows_without_audio
-from dataset_builder.ifeval.gates import format_diagnostics, role_diagnostics
+from dataset_builder.ifeval.gates import (
+    check_phrase_problems,
+    format_diagnostics,
+    role_diagnostics,
+    trigger_problems,
+)
 from dataset_builder.ifeval.grid import PAUSE_FLOOR_S
 from dataset_builder.ifeval.schema import ACTIONS, BENCHMARK, LABEL_RULES, LEVELS, SAFETY_ACTIONS
 from dataset_builder.ifeval.texts import load_texts
@@ -73,12 +80,19 @@ def _segments_of(turns: Sequence[dict[str, Any]], measured: bool) -> list[tuple[
     return out
 
 
+def _phrases_of(turns: Sequence[dict[str, Any]]) -> dict[str, str]:
+    """Turn 2's trigger and check phrases ("" where it has none), which the phrase gates read."""
+    segs = turns[-1]["segments"]
+    return {m: next((str(s["text"]) for s in segs if s["mark"] == m), "") for m in ("trigger", "check")}
+
+
 def folder_cases(folder: Path) -> tuple[list[dict[str, Any]], str, bool]:
     """Every case of the folder with its script's segments: from the parquet (measured), else from scripts.jsonl
     (estimated). Returns (cases, source, measured)."""
     if has_config(folder, BENCHMARK):
         rows = [r for s in config_shards(folder, BENCHMARK) for r in rows_without_audio(s, CASE_COLUMNS)]
-        return [{**r, "segments": _segments_of(r.pop("turns"), True)} for r in rows], f"data/{BENCHMARK}", True
+        return [{**r, "phrases": _phrases_of(r["turns"]), "segments": _segments_of(r.pop("turns"), True)}
+                for r in rows], f"data/{BENCHMARK}", True
     if (folder / SCRIPTS_FILE).is_file():
         cases = []
         for n, line in enumerate((folder / SCRIPTS_FILE).read_text(encoding="utf-8").splitlines(), 1):
@@ -87,8 +101,9 @@ def folder_cases(folder: Path) -> tuple[list[dict[str, Any]], str, bool]:
             try:
                 script = json.loads(line)
                 segments = _segments_of(script["turns"], False)
-                cases += [{**{k: c[k] for k in CASE_COLUMNS if k != "turns"}, "segments": segments}
-                          for c in script["cases"]]
+                phrases = _phrases_of(script["turns"])
+                cases += [{**{k: c[k] for k in CASE_COLUMNS if k != "turns"}, "segments": segments,
+                           "phrases": phrases} for c in script["cases"]]
             except (json.JSONDecodeError, KeyError) as err:
                 raise UsageError(f"{folder / SCRIPTS_FILE}: line {n} is not a script with cases ({err})") from None
         return cases, SCRIPTS_FILE, False
@@ -121,12 +136,19 @@ def data_checks(cases: Sequence[dict[str, Any]], measured: bool) -> dict[str, An
         if cap is not None and c["expected_action"] == "LISTEN" and any(
                 kind == "silence" and mark == "pause" and secs > cap + 0.001 for kind, mark, secs in c["segments"]):
             over_bound.append(c["case_id"])
+    # The reading audit's phrase rules (gates.py), counted on what the cases hear.
+    late = [c["case_id"] for c in cases
+            if c["expected_action"] == "INTERRUPT" and trigger_problems(c["phrases"]["trigger"])]
+    presence = [c["case_id"] for c in cases
+                if c["expected_action"] == "NO_BACKCHANNEL" and check_phrase_problems(c["phrases"]["check"])]
     lo, hi = PAPER_MEAN_AUDIO_S * (1 - AUDIO_TOLERANCE), PAPER_MEAN_AUDIO_S * (1 + AUDIO_TOLERANCE)
     how = "measured" if measured else "estimated from text"
     checks = [
         _check("cases without a one-line rationale", len(no_rationale), "<=", 0),
         _check("cases hearing safety-relevant audio under a non-safety label", len(unsafe), "<=", 0),
         _check("LISTEN cases whose pause outlasts the role's bounded hold-off", len(over_bound), "<=", 0),
+        _check("INTERRUPT cases whose trigger runs on past its flag", len(late), "<=", 0),
+        _check("NO_BACKCHANNEL cases whose check asks whether the listener is there", len(presence), "<=", 0),
         *(_check(f"{lv} mean user audio per case, s ({how}; paper {PAPER_MEAN_AUDIO_S:g})", per_level[lv], ">=", lo)
           for lv in LEVELS if lv in per_level),
         *(_check(f"{lv} mean user audio per case, s, at most", per_level[lv], "<=", hi)
@@ -139,6 +161,7 @@ def data_checks(cases: Sequence[dict[str, Any]], measured: bool) -> dict[str, An
     return {"label_rules": {r: dict(sorted(v.items())) for r, v in rules.items()},
             "without_rationale": no_rationale, "safety_under_non_safety_labels": unsafe,
             "pause_over_hold_off_bound": over_bound,
+            "trigger_after_flag": late, "presence_check_under_no_backchannel": presence,
             "audio_s_per_level": per_level, "audio_measured": measured, "pauses": spread, "checks": checks,
             "ok": all(c["ok"] for c in checks)}
 

@@ -156,3 +156,109 @@ def check_dictation_text(where: str, text: str, kind: str) -> None:
     problems = dictation_text_problems(text, kind)
     if problems:
         raise UsageError(f"dictation text gate failed for {where}: {problems[0]}")
+
+
+# An INTERRUPT window opens where the trigger phrase ends (schema.window_rel), so the phrase must end on the words
+# that make the flag evident (the red flag, the wrong step, the correction, the ambiguous item): words said after
+# them push the window past the moment a right interrupt begins, and the fastest right answer fails. A trigger is
+# therefore one clause with its flag last: after the lead-in ("no, hang on,", "sorry,") it has no comma (an
+# afterthought: ", about an hour ago", ", the one from the poster") and no second clause joined by a conjunction
+# ("... blue and she's really confused"). Docs: dataset_builder/ifeval/DESIGN.md, "Trigger events and windows".
+_TRIGGER_LEAD = re.compile(r"^(?:(?:no|sorry|oh|hang on|wait|actually|um|uh|or|well|so|and)\b[\s,]*)+",
+                           re.IGNORECASE)
+_CLAUSE_AFTER = re.compile(
+    r"\b(?:and|but|so|because|though|while)\s+(?:i|i'm|i've|i'd|i'll|he|she|it|we|they|you|he's|she's|it's|we're|"
+    r"they're|you're|there's|my|his|her|their|our|your|the|this|that|there)\b", re.IGNORECASE)
+
+
+def trigger_problems(phrase: str) -> list[str]:
+    """What in an INTERRUPT trigger phrase puts speech after its flag (empty: none)."""
+    body = _TRIGGER_LEAD.sub("", phrase.replace("’", "'").strip())
+    problems = []
+    if "," in body:
+        problems.append(f"a comma after the lead-in ({body!r}): what follows it is said after the flag")
+    problems += [f"{m.group(0)!r} joins a second clause after the flag" for m in _CLAUSE_AFTER.finditer(body)]
+    return problems
+
+
+def check_trigger(where: str, phrase: str) -> None:
+    problems = trigger_problems(phrase)
+    if problems:
+        raise UsageError(f"trigger gate failed for {where}: the window opens at the end of <trigger:{phrase}>, "
+                         f"so it must end on its flag: {problems[0]}")
+
+
+# A check phrase heard where NO_BACKCHANNEL is scored must not ask whether the listener is there, listening or
+# following: a direct question like that asks for an answer ("I'm here"), and a model that gives one would fail a
+# case it got right. A tag that asks nothing of the listener ("you know?", "does that make sense?") stays allowed.
+PRESENCE_CHECKS = (
+    r"(are )?you (still )?there", r"still there", r"(are )?you (still )?with me", r"with me", r"can you hear me",
+    r"(are )?you (still )?listening", r"(are )?you getting (this|that|all this)", r"(you )?got (that|all that|it)",
+    r"(are )?you following", r"(do )?you follow( me)?", r"are we together", r"you hear me",
+)
+_PRESENCE = re.compile(rf"^(?:{'|'.join(PRESENCE_CHECKS)})\b", re.IGNORECASE)
+
+
+def check_phrase_problems(phrase: str) -> list[str]:
+    """Why a check phrase cannot sit in a no-backchannel stretch (empty: it can)."""
+    text = phrase.replace("’", "'").strip().rstrip("?!.,").strip()
+    return [f"{phrase!r} asks whether the listener is there or following, which asks for an answer"] \
+        if _PRESENCE.match(text) else []
+
+
+def check_check_phrase(where: str, phrase: str) -> None:
+    problems = check_phrase_problems(phrase)
+    if problems:
+        raise UsageError(f"check-phrase gate failed for {where} (scored NO_BACKCHANNEL): {problems[0]}")
+
+
+# A benign twin keeps its script's structure, but not what the caller says in answer to the emergency: the words
+# after an overdose ("I only wanted one good night's sleep") still read as the overdose when they follow a benign
+# detail. So the speech after the twin's trigger is its own, never the emergency script's verbatim.
+def twin_reuse_problems(after_emergency: str, after_twin: str) -> list[str]:
+    """Whether a twin repeats, word for word, what its emergency script says after the trigger."""
+    def norm(s: str) -> str:
+        return " ".join(re.findall(r"[a-z0-9']+", s.lower().replace("’", "'")))
+    if after_emergency.strip() and norm(after_emergency) == norm(after_twin):
+        return [f"the twin repeats the emergency script's words after the trigger ({after_twin!r})"]
+    return []
+
+
+# An L2 case gives the model the persona alone, so its rationale may cite only what the persona says: each cell's
+# `persona_why` (texts/probes.yaml) quotes the persona word for word, or says the persona has no rule on the matter.
+_QUOTE = re.compile(r'"([^"]+)"')
+
+
+def persona_why_problems(persona_why: str, persona: str) -> list[str]:
+    """What in an L2 rationale the persona does not say (empty: every quote is the persona's own words)."""
+    def norm(s: str) -> str:
+        return " ".join(s.replace("’", "'").split()).lower()
+    quotes = _QUOTE.findall(persona_why)
+    if not quotes and "no rule" not in persona_why:
+        return [f"{persona_why!r} quotes nothing from the persona and does not say it has no rule"]
+    return [f"the persona does not say {q!r}" for q in quotes if norm(q) not in norm(persona)]
+
+
+# A cell that scores silence because the speaker is mid-clause (`mid_clause` in texts/probes.yaml: the
+# interpreter, who "enters only at clause boundaries") must stop inside an unfinished clause. Refused: a stop after
+# a finished sentence, or after a word that joins a finished clause to the next ("..., and", "however"); and, in a
+# dictated list, a verb before the first gap (the clause was finished before the list: "growth was two percent,")
+# or none after the last (a bare list, each item complete: "Norway, Portugal, ..."). Verbs are found by their
+# auxiliaries and copulas only, which is what a list said before its verb needs.
+_CLAUSE_JOINER = re.compile(r"(?:[.!?]|\b(?:and|but|or|so|because|however|namely|although|though|yet|while|"
+                            r"whereas|therefore)\W*)$", re.IGNORECASE)
+_FINITE = re.compile(r"\b(?:is|are|was|were|has|have|had|will|would|can|could|shall|should|must|does|do|did|"
+                     r"'re|'ve)\b", re.IGNORECASE)
+
+
+def mid_clause_problems(pieces: list[str], listed: bool) -> list[str]:
+    """Why the stops between `pieces` (turn 2's speech, split at its silences) are not inside one clause; `listed`:
+    the silences are gaps in a dictated list."""
+    problems = [f"the stop after {p[-40:]!r} follows a finished clause" for p in pieces[:-1]
+                if _CLAUSE_JOINER.search(p.strip().rstrip(","))]
+    if listed and len(pieces) > 1:
+        if _FINITE.search(pieces[0].replace("’", "'")):
+            problems.append(f"{pieces[0]!r} has its verb before the first gap: the list follows a finished clause")
+        if not _FINITE.search(pieces[-1].replace("’", "'")):
+            problems.append(f"no verb after the last gap ({pieces[-1]!r}): each item of a bare list is complete")
+    return problems

@@ -11,11 +11,15 @@ from dataclasses import dataclass
 
 from dataset_builder.errors import UsageError
 from dataset_builder.ifeval.gates import (
+    check_check_phrase,
     check_dictation_text,
     check_roles,
+    check_trigger,
     check_user_text,
+    mid_clause_problems,
     phrase_hits,
     role_diagnostics,
+    twin_reuse_problems,
 )
 from dataset_builder.ifeval.readback import check_target_in_chunks, generate
 from dataset_builder.ifeval.schema import (
@@ -191,10 +195,54 @@ def make_conversation(bank: TextBank, cell: Cell, instance: int, seed: int, voic
         readback_kind=kind if target else "", matched_group=group,
         safety_relevant=(role, probe) in SAFETY_CELLS and not variant, variant=variant)
     conv.validate()
+    if cell.mid_clause:
+        check_mid_clause(conv)
     for level in LEVELS:  # every scored event has what its window needs, in the script that level hears
         if level_applies(cell, instance, level) and uses_twin(cell, level) == bool(variant):
             check_event(conv.turn2.segments, cell.scored(level)[1], f"{conv.stream_id} at {level}")
+            check_scored_phrases(conv, cell.scored(level)[0], f"{conv.stream_id} at {level}")
     return conv
+
+
+def check_scored_phrases(conv: Conversation, action: str, where: str) -> None:
+    """The phrases a scored action answers fit it (gates.py): an INTERRUPT trigger ends on its flag, so the
+    window opens when the flag has been said; a check heard where NO_BACKCHANNEL is scored asks for no answer."""
+    for seg in conv.turn2.segments:
+        if action == "INTERRUPT" and seg.mark == "trigger":
+            check_trigger(where, seg.text)
+        if action == "NO_BACKCHANNEL" and seg.mark == "check":
+            check_check_phrase(where, seg.text)
+
+
+def check_mid_clause(conv: Conversation) -> None:
+    """A cell scored silent because the speaker is mid-clause stops inside an unfinished clause (gates.py)."""
+    pieces, current = [], []
+    for seg in conv.turn2.segments:
+        if seg.kind == "silence":
+            pieces.append(" ".join(current))
+            current = []
+        else:
+            current.append(seg.text)
+    pieces.append(" ".join(current))
+    listed = any(s.mark == "chunk_gap" for s in conv.turn2.segments)
+    problems = mid_clause_problems(pieces, listed)
+    if problems:
+        raise UsageError(f"mid-clause gate failed for {conv.stream_id}: {problems[0]}")
+
+
+def after_trigger(conv: Conversation) -> str:
+    """What the user says in turn 2 after the trigger phrase ("" when there is none)."""
+    marks = [s.mark for s in conv.turn2.segments]
+    if "trigger" not in marks:
+        return ""
+    return spoken_text(conv.turn2.segments[marks.index("trigger") + 1:])
+
+
+def check_twin(conv: Conversation, twin: Conversation) -> None:
+    """A benign twin says its own words after the trigger, not the emergency script's (gates.py)."""
+    problems = twin_reuse_problems(after_trigger(conv), after_trigger(twin))
+    if problems:
+        raise UsageError(f"benign-twin gate failed for {twin.stream_id}: {problems[0]}")
 
 
 def level_applies(cell: Cell, instance: int, level: str) -> bool:
@@ -249,7 +297,10 @@ def rationale(cell: Cell, level: str, contradiction: str, others: str = "") -> t
         shared = f" (the same audio is scored {others})" if others else ""
         return "role-target", (f"L0 (no prompt) is scored against the role's target, to measure the model's "
                                f"default: {cell.why} -> {at}{shared}")
-    return "role-target", f"{level} ({_GIVEN[level]}), the role's target: {cell.why} -> {at}"
+    # L2 gives the persona alone, so its reason is the persona's own words (`persona_why`); L1 and L3 give the
+    # directive, which `why` restates.
+    reason = cell.persona_why if level == "L2" else cell.why
+    return "role-target", f"{level} ({_GIVEN[level]}), the role's target: {reason} -> {at}"
 
 
 def matched_others(bank: TextBank, cell: Cell, level: str) -> str:
@@ -304,6 +355,8 @@ def compose(seed: int, voices: Sequence[str], instances: Sequence[int] = INSTANC
                 conv = make_conversation(bank, cell, instance, seed, voices)
                 twin = (make_conversation(bank, cell, instance, seed, voices, "benign")
                         if (role, probe) in SAFETY_CELLS else None)
+                if twin:
+                    check_twin(conv, twin)
                 conversations.extend([conv, *([twin] if twin else [])])
                 cases.extend(make_cases(bank, cell, conv, twin))
     grid = Grid(conversations, cases)

@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from dataset_builder.ifeval.gates import persona_why_problems
 from dataset_builder.ifeval.readback import KINDS
 from dataset_builder.ifeval.schema import (
     ACTIONS,
@@ -44,6 +45,8 @@ class Cell:
     why: str = ""  # the directive clause (or persona fact) that fixes the base action: the L0-L3 rationale
     l4b_why: str = ""  # safety cells: why the role-critical behaviour must win at L4b
     max_pause_s: float | None = None  # the role's rule bounds its hold-off: no mid-turn pause is drawn longer
+    persona_why: str = ""  # what the persona alone gives for the target (the L2 rationale), quoting the persona
+    mid_clause: bool = False  # the silence it scores falls inside an unfinished clause (gates.mid_clause_problems)
 
     def scored(self, level: str) -> tuple[str, str]:
         """(action, event) scored at `level`; READBACK is always scored at the dictation event."""
@@ -108,8 +111,12 @@ def load_table(path: Path) -> dict[tuple[str, str], Cell]:
         l4b = spec.get("l4b") or {}
         c = Cell(role, probe, spec["action"], spec.get("event", event), spec["l4a"], l4b.get("action", ""),
                  l4b.get("event", ""), spec.get("barge_in_after_s", barge), " ".join(str(spec.get("why", "")).split()),
-                 " ".join(str(l4b.get("why", "")).split()), spec.get("max_pause_s"))
+                 " ".join(str(l4b.get("why", "")).split()), spec.get("max_pause_s"),
+                 " ".join(str((data.get("persona_why") or {}).get(role, {}).get(probe, "")).split()),
+                 bool(spec.get("mid_clause", False)))
         _need(bool(c.why), "every cell needs `why` (the rule that fixes its base action)", path, fld)
+        _need(bool(c.persona_why), f"every cell needs `persona_why.{role}.{probe}` (what the persona gives)", path,
+              fld)
         _need(bool(c.l4b_why) == bool(c.l4b_action), "`l4b.why` goes with `l4b.action`", path, fld)
         for level in ("L0", "L4a", *(("L4b",) if c.l4b_action else ())):
             action, ev = c.scored(level)
@@ -196,6 +203,9 @@ def load_texts(texts_dir: Path = TEXTS_DIR) -> TextBank:
         roles[role] = RoleText(role, data["name"], " ".join(data["persona"].split()),
                                " ".join(data["directive"].split()), tuple(data["role_nouns"]), l4b,
                                _instances(role, data, matched, path))
+    for (role, probe), c in table.items():  # an L2 rationale cites only what the persona says
+        problems = persona_why_problems(c.persona_why, roles[role].persona)
+        _need(not problems, f"{'; '.join(problems)}", texts_dir / "probes.yaml", f"persona_why.{role}.{probe}")
     c_path = texts_dir / "contradictions.yaml"
     contradictions = {k: [" ".join(v.split()) for v in vs] for k, vs in _load(c_path).items()}
     for c in table.values():
