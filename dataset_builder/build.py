@@ -73,6 +73,31 @@ def unit_tts(backend: TTSBackend, cache_dir: Path | None) -> TTSBackend:
     return CachedTTS(backend, cache_dir) if cache_dir else backend
 
 
+# What a build costs, for the progress line's first estimate (benchmarks/README.md (e), `bench_build.py
+# --speech-gate` on 2 cores): CPU seconds per clip synthesised (piper), and per clip also checked by the speech
+# gate (whisper, and the re-spoken attempts of the turns it misses); seconds per case placed and written once every
+# clip is at hand; the workers' start-up (spawn, imports, model load).
+SYNTH_CPU_S = 0.38
+GATED_SYNTH_CPU_S = 1.27
+CASE_S = 0.05
+START_S = 5.0
+
+
+def uncached_clips(backend: TTSBackend, cache_dir: Path | None, clips: Iterable[tuple[str, str]]) -> int:
+    """How many of the (text, voice) clips the cache does not hold yet: what the build will synthesise."""
+    clips = list(clips)
+    if cache_dir is None:
+        return len(clips)
+    cache = CachedTTS(backend, cache_dir)
+    return sum(not cache.path_for(text, voice).is_file() for text, voice in clips)
+
+
+def build_estimate_s(missing_clips: int, cases: int, workers: int, gated: bool) -> float:
+    """A build's expected wall seconds on an idle machine, before it starts (see the constants above)."""
+    per_clip = GATED_SYNTH_CPU_S if gated else SYNTH_CPU_S
+    return START_S + missing_clips * per_clip / max(workers, 1) + cases * CASE_S
+
+
 SCRIPTS_FILE = "scripts.jsonl"
 
 

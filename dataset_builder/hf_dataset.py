@@ -123,6 +123,21 @@ def _chunks(rows: Iterable[dict], size: int) -> Iterator[list[dict]]:
         yield chunk
 
 
+@contextmanager
+def _no_bars() -> Iterator[None]:
+    """`datasets` draws a "Creating parquet from Arrow format" bar per shard; the build has its own progress line
+    (a library's bars in a build's output read as noise), so its bars are off here and as they were after."""
+    from datasets.utils.tqdm import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+
+    was_off = are_progress_bars_disabled()
+    disable_progress_bars()
+    try:
+        yield
+    finally:
+        if not was_off:
+            enable_progress_bars()
+
+
 def write_config(repo_dir: Path, config: str, rows: Iterable[dict], features: Features,
                  shard_size: int = 500) -> list[Path]:
     """Write `rows` as `data/<config>/test-*.parquet` shards; returns the shard paths in order.
@@ -147,7 +162,8 @@ def write_config(repo_dir: Path, config: str, rows: Iterable[dict], features: Fe
                 _check_row(row, features, seen + j)
             seen += len(chunk)
             part = tmp / f"part-{len(parts):05d}.parquet"
-            Dataset.from_list(chunk, features=features).to_parquet(str(part))
+            with _no_bars():
+                Dataset.from_list(chunk, features=features).to_parquet(str(part))
             parts.append(part)
         if not parts:
             raise ValueError(f"no rows to write for config {config!r}")

@@ -20,26 +20,46 @@ class Progress:
     """
 
     def __init__(self, label: str, total: int, *, enabled: bool = True, stream: TextIO | None = None,
-                 every_s: float = 0.2) -> None:
+                 every_s: float = 0.2, estimate_s: float | None = None) -> None:
         self.label, self.total, self.enabled = label, total, enabled
         self.stream = stream or sys.stderr
         self.every_s = every_s if self.stream.isatty() else max(every_s, 5.0)
         self.done = 0
         self.t0 = time.perf_counter()
         self._last = float("-inf")
+        # The job's expected length before anything is done (a build: from its cache misses). The first items
+        # carry the start-up (worker spawn, model loads), so the measured pace alone overstates what is left.
+        self.estimate_s = estimate_s
+
+    def left_s(self) -> float | None:
+        """Seconds left: the measured pace, weighed against the estimate (if any) by the share done."""
+        elapsed = time.perf_counter() - self.t0
+        measured = elapsed / self.done * (self.total - self.done) if self.done else None
+        prior = max(self.estimate_s - elapsed, 0.0) if self.estimate_s is not None else None
+        if measured is None or prior is None:
+            return measured if prior is None else prior
+        share = self.done / self.total if self.total else 1.0
+        return share * measured + (1 - share) * prior
 
     def line(self) -> str:
         elapsed = time.perf_counter() - self.t0
         pct = f"{100 * self.done / self.total:3.0f}%" if self.total else "   "
-        left = _clock(elapsed / self.done * (self.total - self.done)) if self.done else "?"
-        return f"{self.label}  {self.done}/{self.total}  {pct}  elapsed {_clock(elapsed)}  left {left}"
+        left = self.left_s()
+        return (f"{self.label}  {self.done}/{self.total}  {pct}  elapsed {_clock(elapsed)}  "
+                f"left {'?' if left is None else _clock(left)}")
+
+    def start(self, note: str = "", estimate_s: float | None = None) -> None:
+        """Print the line now, before the first item (a job whose first item takes a while shows it started)."""
+        if estimate_s is not None:
+            self.estimate_s = estimate_s
+        self.advance(0, note)
 
     def advance(self, k: int = 1, note: str = "") -> None:
         self.done += k
         if not self.enabled:
             return
         now = time.perf_counter()
-        if now - self._last < self.every_s and self.done < self.total:
+        if now - self._last < self.every_s and self.done < self.total and k:
             return
         self._last = now
         text = self.line() + (f"  {note}" if note else "")

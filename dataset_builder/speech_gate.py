@@ -16,6 +16,7 @@ fewest items (then not garbled) is kept, the earliest among equals, and a turn s
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -101,6 +102,19 @@ class CallingOut(Protocol):
         """The same voices calling out vocative names (`Lexicon.called_out`), under a different `name`; None if
         none."""
         ...
+
+
+def gate_record(gate: SpeechGate | None) -> dict[str, Any]:
+    """What a dataset card says about the speech gate: whether it ran, with which checker, and its rule (the
+    constants above), so two folders built with and without it can be told apart (docs/benchmarks/mpe.md)."""
+    if gate is None:
+        return {"ran": False}
+    return {"ran": True, "checker": gate.name,
+            "rule": ("re-speak a turn whose addressed name, 'Aria' or a number the checker does not hear, or with "
+                     f"more than {GARBLED_WER:g} of its words misheard ({MIN_GARBLED_WORDS} words or more); "
+                     f"attempts at length scale {', '.join(f'{f:g}' for f in SLOWDOWNS)}, then the name called "
+                     f"out at {', '.join(f'{f:g}' for f in CALL_SLOWDOWNS)}; the attempt missing the fewest "
+                     "items is kept")}
 
 
 def retry_backends(tts: TTSBackend, text: str) -> list[TTSBackend]:
@@ -193,14 +207,16 @@ class GateReport:
                 "failures": [{"turn": c.where, "voice": c.voice, "text": c.text, "missing": list(c.check.missing),
                               "transcript": c.check.transcript} for c in self.failures]}
 
-    def lines(self, max_failures: int = 20) -> list[str]:
+    def lines(self, most: int = 5) -> list[str]:
+        """Two lines for the build's summary: the counts, with the items turns still miss most often (a name the
+        checker spells otherwise, like "Mateo", recurs in every turn that says it), and the per-voice word error
+        rate. Each failing turn, with its transcript, is in `to_dict()` (the build's build-info.json)."""
+        missed = Counter(item for c in self.failures for item in c.check.missing)
+        often = ", ".join(f"{item} {n}" for item, n in missed.most_common(most))
+        more = f", {len(missed) - most} other items" if len(missed) > most else ""
         out = [f"speech gate ({self.gate}): {self.turns} turns checked, {self.retried} re-spoken, "
-               f"{self.fixed} of them then passed, {len(self.failures)} still missing an item"]
+               f"{self.fixed} of them then passed, {len(self.failures)} still missing an item"
+               + (f" (most often {often}{more})" if missed else "")]
         out.append("  per-voice word error rate: " + ", ".join(
             f"{v} {100 * r:.1f} %" for v, r in self.per_voice_wer().items()))
-        for c in self.failures[:max_failures]:
-            out.append(f"  still missing {', '.join(c.check.missing)} in {c.where} ({c.voice}): {c.text!r} -> "
-                       f"{c.check.transcript!r}")
-        if len(self.failures) > max_failures:
-            out.append(f"  ... and {len(self.failures) - max_failures} more (see the build info's speech_gate)")
         return out

@@ -256,3 +256,15 @@ def test_import_does_not_load_datasets() -> None:
 
     code = "import sys, dataset_builder.hf_dataset as h; assert 'datasets' not in sys.modules; h.MPE_FEATURES"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(hf_dataset.__file__).parents[1])
+
+
+def test_write_config_draws_no_library_bars(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """`datasets` draws a "Creating parquet from Arrow format" bar per shard unless told not to: the build's output
+    has its own progress line and no library bars; the bars' setting is as it was afterwards."""
+    from datasets.utils.tqdm import are_progress_bars_disabled
+
+    before = are_progress_bars_disabled()
+    cases = [make_case(0, "explicit"), make_case(0, "implicit"), make_case(1, "explicit")]
+    write_config(tmp_path / "repo", "mpe", rows_for(cases), MPE_FEATURES, shard_size=2)
+    assert "Creating parquet" not in capfd.readouterr().err
+    assert are_progress_bars_disabled() == before

@@ -18,7 +18,9 @@ from dataset_builder.speech_gate import (
     GateReport,
     SpeechCheck,
     SpeechGate,
+    TurnCheck,
     garbled,
+    gate_record,
     render_turn_checked,
 )
 from dataset_builder.tts.cache import CachedTTS
@@ -104,7 +106,17 @@ def test_a_turn_that_never_passes_is_reported_with_its_first_audio(piper: PiperT
     report = GateReport("duration")
     report.add([check])
     assert report.to_dict()["failed"] == 1 and report.retried == 1 and report.fixed == 0
-    assert any("still missing Aria in c t0" in line for line in report.lines())
+    assert report.lines()[0].endswith("1 still missing an item (most often Aria 1)")
+    assert report.to_dict()["failures"][0]["turn"] == "c t0"  # each failing turn is in the build info
+
+
+def test_report_summarises_failures_in_one_line() -> None:
+    """A name the checker spells otherwise fails every turn that says it: one line counts them, no line per turn."""
+    report = GateReport("g")
+    report.add([TurnCheck(f"c{i} t0", "v1", "Mateo, Aria?", 5, SpeechCheck(("Mateo",), 2, 1, "Matteo, Aria?"))
+                for i in range(30)] + [TurnCheck("c t1", "v1", "Aria, 3.", 5, SpeechCheck(("Aria", "3"), 2, 2, ""))])
+    lines = report.lines()
+    assert len(lines) == 2 and "31 still missing an item (most often Mateo 30, Aria 1, 3 1)" in lines[0]
 
 
 class _CountingGate:
@@ -231,3 +243,11 @@ def test_cli_gate_is_on_by_default_and_lazy(tmp_path: Path) -> None:
     gate = speech_gate(tmp_path)
     assert isinstance(gate, AsrSpeechGate) and gate._asr is None  # no model until the first turn is checked
     assert gate.cache_dir is not None and gate.cache_dir.is_relative_to(tmp_path)
+
+
+def test_gate_record_says_whether_the_gate_ran_and_its_rule(tmp_path: Path) -> None:
+    """What the card's build parameters carry: off, or the checker and the constants of its rule."""
+    assert gate_record(None) == {"ran": False}
+    record = gate_record(AsrSpeechGate(cache_dir=tmp_path))
+    assert record["ran"] and record["checker"] == "asr:whisper-tiny-en"
+    assert all(f"{f:g}" in record["rule"] for f in (*SLOWDOWNS, *CALL_SLOWDOWNS))

@@ -24,12 +24,19 @@ import numpy as np
 
 from dataset_builder.atomic import round_ms
 from dataset_builder.audio import SESSION_SR, silence, wav_bytes
-from dataset_builder.build import BuildOptions, tts_backend, unit_tts, write_scripts
+from dataset_builder.build import (
+    BuildOptions,
+    build_estimate_s,
+    tts_backend,
+    uncached_clips,
+    unit_tts,
+    write_scripts,
+)
 from dataset_builder.pool import WorkerPool, resolve_workers
 from dataset_builder.progress import Progress
 from dataset_builder.schema import Case, Clip, Script, Turn
 from dataset_builder.segments import render_turn
-from dataset_builder.speech_gate import GateReport, SpeechGate, TurnCheck, render_turn_checked
+from dataset_builder.speech_gate import GateReport, SpeechGate, TurnCheck, gate_record, render_turn_checked
 from dataset_builder.tts import TTSBackend
 
 log = logging.getLogger("duplex_eval.build")
@@ -144,6 +151,13 @@ def warm_parquet_writer() -> None:
     Audio().encode_example(b"")
 
 
+def script_clips(script: Script) -> set[tuple[str, str]]:
+    """The (text, voice) clips speaking `script` synthesises at first attempt (`render_turn`)."""
+    voices = {s.name: s.voice for s in script.speakers}
+    return {(seg.text, voices[turn.speaker]) for turn in script.turns for seg in turn.speech_segments()
+            if seg.kind == "speech"}
+
+
 def pairs_of(scripts: list[Script]) -> list[list[Script]]:
     """Consecutive scripts of one pair, in script order: the units of work."""
     return [list(group) for _, group in itertools.groupby(scripts, key=lambda s: s.pair_id)]
@@ -211,14 +225,22 @@ def build(out_dir: Path, options: BuildOptions | None = None) -> dict[str, Any]:
                 yield case_to_row(case, wav_bytes(audio))
 
     out_dir = Path(out_dir)
+    # Two scripts (explicit, implicit) per pair: the line shows from the first second, before the scripts exist.
+    progress = Progress(f"build mpe ({workers} worker{'s' * (workers > 1)})", 2 * n_pairs, enabled=options.progress)
+    progress.start(f"starting {workers} worker{'s' * (workers > 1)}, composing scripts")
     with WorkerPool(workers, start_speaking, (backend, options.cache_dir, options.speech_gate)) as pool:
         # The preamble goes first, so the workers start (spawn, imports, model load) while the scripts are
         # composed; then the first pairs, so they are busy while this process loads the parquet writer.
         preamble_job = pool.submit(speak_preamble, preamble_text)
         scripts, writer = compose_scripts(n_pairs, options, backend.voices())
         pairs = pairs_of(scripts)
-        progress = Progress(f"build mpe ({workers} worker{'s' * (workers > 1)})", len(scripts),
-                            enabled=options.progress)
+        progress.total = len(scripts)
+        clips = {clip for script in scripts for clip in script_clips(script)}
+        clips.add((preamble_text, backend.assistant_voice))  # type: ignore[attr-defined]
+        missing = uncached_clips(backend, options.cache_dir, clips)
+        progress.start(f"{missing} of {len(clips)} clips to synthesise"
+                       + (", each checked by the speech gate" if options.speech_gate is not None else ""),
+                       estimate_s=build_estimate_s(missing, len(scripts), workers, options.speech_gate is not None))
         spoken = pool.ordered_map(speak_pair, pairs)
         warm_parquet_writer()
         write_config(out_dir, "mpe", rows(pairs, progress, preamble_job, spoken), MPE_FEATURES,
@@ -231,7 +253,8 @@ def build(out_dir: Path, options: BuildOptions | None = None) -> dict[str, Any]:
     context = mpe_card_context(out_dir, "mpe", build_seed=options.seed, generator_version=GENERATOR_VERSION,
                                build_params={"preset": options.preset, "n_pairs": n_pairs,
                                              "tts": backend.name, "gap_range_s": list(GAP_RANGE_S),
-                                             "writer": card_record(writer)})
+                                             "writer": card_record(writer),
+                                             "speech_gate": gate_record(options.speech_gate)})
     write_card(out_dir, {"mpe": {"features": MPE_FEATURES}}, context=context)
     info["build_s"] = round(time.perf_counter() - t0, 1)
     info["workers"] = workers
