@@ -9,7 +9,7 @@ import numpy as np
 
 from dataset_builder.audio import SESSION_SR, resample
 from dataset_builder.tts import get_tts
-from dataset_builder.tts.cache import CachedTTS
+from dataset_builder.tts.cache import CachedTTS, default_cache_dir
 
 # Speech-free stretches longer than this inside one utterance are shortened to it, so the VAD (spans merged within
 # 0.3 s) hears one utterance: a sentence pause must not read as the oracle yielding while it talks on.
@@ -68,11 +68,13 @@ class SpeechQueue:
 
 
 class AssistantVoice:
-    """The built-in agents' mouth: the project's TTS in its reserved assistant voice, at the agent's rate."""
+    """The built-in agents' mouth: the project's TTS in its reserved assistant voice, at the agent's rate. Its clips
+    are kept in the build's clip cache (`cache_dir`, by default the one `duplex-eval build` fills), so a second
+    run, or the demo after the quickstart, speaks from the cache instead of synthesising again."""
 
     def __init__(self, tts: str, cache_dir: str | Path | None, sample_rate: int, **tts_kwargs: Any) -> None:
         backend = get_tts(tts, **tts_kwargs)
-        self.tts = CachedTTS(backend, Path(cache_dir)) if cache_dir else backend
+        self.tts = CachedTTS(backend, Path(cache_dir) if cache_dir else default_cache_dir())
         self.voice: str = backend.assistant_voice  # type: ignore[attr-defined]
         self.sample_rate = sample_rate
 

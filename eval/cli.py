@@ -17,6 +17,7 @@ from dataset_builder.m3.schema import LANGUAGES as M3_LANGUAGES
 from dataset_builder.schema import SchemaError
 from dataset_builder.speech_gate import HeardGate, SpeechGate
 from eval import interrupt
+from eval.building import quiet_libraries
 from eval.report_site.media import DEFAULT_KBPS as DEFAULT_AUDIO_KBPS
 from eval.run import Interrupted, RunConfig, add_run_arguments, configs_from_args, finish, kept_of, parse_kv, run
 from metrics.asr import SCORING_ASR
@@ -71,8 +72,7 @@ def build_selection(a: argparse.Namespace) -> tuple[Benchmark, tuple[str, ...] |
 
 
 def cmd_build(a: argparse.Namespace) -> int:
-    from dataset_builder.build import BuildOptions
-    from dataset_builder.tts.cache import default_cache_dir
+    from eval.building import build_options, build_quietly
 
     bench, configs = build_selection(a)
     if a.preset not in bench.presets:
@@ -83,16 +83,9 @@ def cmd_build(a: argparse.Namespace) -> int:
     if a.diagnostics_limit is not None and a.diagnostics_limit < 1:
         raise UsageError(f"--diagnostics-limit must be >= 1, got {a.diagnostics_limit}")
     if not a.diagnostics_only:
-        cache_dir = None if a.no_cache else Path(a.cache_dir or default_cache_dir())
-        options = BuildOptions(preset=a.preset, seed=a.seed, tts=a.tts,
-                               tts_args=parse_kv(a.tts_arg, "--tts-arg"), n=a.n, cache_dir=cache_dir,
-                               speech_gate=None if a.no_speech_gate or a.scripts_only else speech_gate(cache_dir),
-                               heard_gate=None if a.scripts_only else heard_gate(),
-                               progress=a.progress, scripts_only=a.scripts_only, workers=a.workers,
-                               writer=a.writer, writer_args=parse_kv(a.writer_arg, "--writer-arg"),
-                               stats=Path(a.stats) if a.stats else None, configs=configs)
-        info = bench.function("build")(out, options)
-        print(json.dumps(info, indent=2))
+        options = build_options(a, configs)
+        _, summary = build_quietly(bench, out, options)
+        print("\n".join(summary))
         if a.scripts_only:
             print(f"scripts written to {out / 'scripts.jsonl'} (no audio)")
         else:
@@ -693,7 +686,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    logging.getLogger("faster_whisper").setLevel(logging.WARNING)  # one line per transcribed clip otherwise
+    quiet_libraries()
     argv = sys.argv[1:] if argv is None else list(argv)
     a = parser().parse_args(argv)
     a.argv = argv  # `run --num-processes` launches the same command in each process

@@ -58,7 +58,6 @@ def demo(out: Path, preset: str = "mini", adapters: list[str] | None = None,
     adapters = adapters or ["silent", "oracle", "cascade"]
     workers = workers or min(2, os.cpu_count() or 1)
     t0 = time.perf_counter()
-    cache = out / "cache"
     names = benchmarks or registered_names()
     datasets = {b: out / "datasets" / f"duplex-{b}-{preset}" for b in names}
     blocks: list[ConfigRuns] = []
@@ -99,10 +98,10 @@ def demo(out: Path, preset: str = "mini", adapters: list[str] | None = None,
                 _, kind, what = pick
                 with _sigint_ignored():  # a worker started now inherits it ignored, even while it starts up
                     if kind == "build":
-                        fut = pool.submit(_build, what, datasets[what], preset, cache)
+                        fut = pool.submit(_build, what, datasets[what], preset)
                     else:
                         blk, a, d = what
-                        fut = pool.submit(_run_and_score, blk.dataset, blk.config, a, d, cache, out / "report")
+                        fut = pool.submit(_run_and_score, blk.dataset, blk.config, a, d, out / "report")
                 pending[fut] = (kind, what)
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for fut in done:
@@ -192,25 +191,34 @@ def _is_long(job: tuple[str, Any]) -> bool:
     return kind == "run" and _seconds(f"{what[0].bench} {what[1]}") >= LONG_JOB_S
 
 
-def _build(bench_name: str, dataset: Path, preset: str, cache: Path) -> None:
-    from dataset_builder.build import BuildOptions
-    from eval.cli import heard_gate
+def build_args(bench_name: str, dataset: Path, preset: str) -> list[str]:
+    """The command line whose build the demo runs: the quickstart's own `duplex-eval build` (speech gate and clip
+    cache included), so the demo's set and the quickstart's are the same bytes (docs/quickstart.md)."""
+    return ["build", bench_name, "--preset", preset, "--out", str(dataset), "--no-progress"]
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+
+def _build(bench_name: str, dataset: Path, preset: str) -> None:
+    from eval.building import build_options, build_quietly
+    from eval.cli import build_selection, parser
+
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     if not (dataset / "README.md").exists():
-        get_benchmark(bench_name).function("build")(dataset, BuildOptions(preset=preset, cache_dir=cache / "tts",
-                                                                          heard_gate=heard_gate()))
+        bench, configs = build_selection(a := parser().parse_args(build_args(bench_name, dataset, preset)))
+        build_quietly(bench, dataset, build_options(a, configs))
 
 
-def _run_and_score(dataset: Path, config: str, agent: str, run_dir: Path, cache: Path, report: Path
+def _run_and_score(dataset: Path, config: str, agent: str, run_dir: Path, report: Path
                    ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """Run and score one agent on one config, then encode its recordings for the report (the report's slowest
     part, done here so that it fills the pool while other runs go on); the scores and the media entries."""
+    from dataset_builder.tts.cache import default_cache_dir
+    from eval.building import quiet_libraries
     from eval.report_site.site import encode_run_media
     from metrics.scoring import score_run_dir
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
-    args = {"cache_dir": str(cache / "tts")} if agent in SPEAKING_AGENTS else {}
+    quiet_libraries()
+    args = {"cache_dir": str(default_cache_dir())} if agent in SPEAKING_AGENTS else {}
     counts = run(RunConfig(dataset=str(dataset), config=config, adapter=agent, out=str(run_dir), adapter_args=args))
     log.info("%s %s: %s", config, agent, counts)
     scores = score_run_dir(run_dir)

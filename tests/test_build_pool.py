@@ -149,6 +149,6 @@ def test_cli_workers_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert "--workers must be >= 1, got 0" in capsys.readouterr().err
     assert main(["build", "mpe", "--n", "1", "--workers", "1", "--no-progress", "--out", str(out),
                  "--cache-dir", str(CACHE)]) == 0
-    printed = capsys.readouterr().out
-    info = json.loads(printed[:printed.index("\n}") + 2])
+    assert "with 1 worker(s)" in capsys.readouterr().out
+    info = json.loads((out / "build-info.json").read_text())
     assert info["workers"] == 1 and info["n_cases"] == 2

@@ -31,6 +31,7 @@ from dataset_builder.ifeval.schema import (
     role_probes,
 )
 from dataset_builder.ifeval.texts import TextBank
+from dataset_builder.speech_gate import gate_record
 
 TEMPLATE = Path(__file__).resolve().parent.parent.parent / "cards" / "ifeval.md"
 METADATA = {
@@ -119,7 +120,9 @@ def card_context(repo_dir: Path, grid: Grid, bank: TextBank, options: BuildOptio
         "generator_version": generator_version,
         "build_params": json.dumps({"preset": options.preset, "instances_per_cell": len(grid.conversations) // 48,
                                     "tts": backend, "nominal_gap_s": NOMINAL_GAP_S,
-                                    "nominal_tail_s": NOMINAL_TAIL_S}, indent=2, sort_keys=True),
+                                    "nominal_tail_s": NOMINAL_TAIL_S,
+                                    "speech_gate": gate_record(None)},  # the ASR speech gate is MPE's alone
+                                   indent=2, sort_keys=True),
         "action_table": md_table(["role", *("C1", "C2", "C3", "C4", "_A", "_B")], cell_rows),
         "probe_table": md_table(["probe", "what happens in turn 2"], probe_rows),
         "counts_table": md_table(["action", *LEVELS, "scored", "base (App. B.1)"], action_rows),

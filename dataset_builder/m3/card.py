@@ -18,6 +18,7 @@ from dataset_builder.m3.rows import event_type_counts
 from dataset_builder.m3.schema import CONDITIONS, CONFIGS, CONTEXT_S, EVENT_CONDITIONS, EVENT_TYPES, WINDOW_S
 from dataset_builder.rules.m3_events import EventParams
 from dataset_builder.rules.m3_timing_stats import DISTRIBUTIONS, TimingStats
+from dataset_builder.speech_gate import gate_record
 
 if TYPE_CHECKING:
     from dataset_builder.m3.build import ConfigPlan
@@ -116,7 +117,11 @@ def card_context(repo_dir: Path, plans: Sequence[ConfigPlan], stats: Mapping[str
         "build_params": json.dumps({"preset": options.preset, "n": options.n, "seed": options.seed,
                                     "tts": options.tts, "tts_args": options.tts_args,
                                     "stats": str(options.stats) if options.stats else None,
-                                    "configs": [p.config for p in plans]}, indent=2, sort_keys=True),
+                                    "configs": [p.config for p in plans],
+                                    # the ASR speech gate is MPE's; M3's clips pass the heard gate instead
+                                    "speech_gate": gate_record(None),
+                                    "heard_gate": options.heard_gate.name if options.heard_gate else None},
+                                   indent=2, sort_keys=True),
     }
 
 
