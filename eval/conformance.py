@@ -46,6 +46,9 @@ MAX_FRAME_S = 0.5  # coarser frames blur every timing the benchmarks score by mo
 # before isolation, causality, prompt or forcing can FAIL (`Suite.jitter`): two, so that a loaded machine repeating
 # one late frame by chance is not read as a leak.
 REALTIME_RERUNS = 2
+# Points of the spoken turn where causality changes the input (every 1/PROBES of it); a paced agent is probed at the
+# middle only, since each probe is a run as long as its audio.
+PROBES = 6
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,9 @@ class Stimuli:
     b: np.ndarray  # another speaker saying something else
     a_changed: np.ndarray  # a up to frame `t_frame`, b from there on
     t_frame: int
+    # More frames to change the input at (causality, agents on the virtual clock): a model may react within its
+    # own frame only at some points of a turn, so one probe can miss it.
+    more_probes: tuple[int, ...]
     forced: np.ndarray  # the assistant's voice, as teacher-forced model audio
     speech_a: np.ndarray  # the spoken turns alone (the episode check plays them)
     speech_b: np.ndarray
@@ -94,7 +100,9 @@ def make_stimuli(sr: int, n: int, tts: Any) -> Stimuli:
     a_changed = np.concatenate([a[:t_frame * n], b[t_frame * n:]])
     forced = resample(tts.synthesize(FORCED_TEXT, tts.assistant_voice), SESSION_SR, sr)
     k = min(len(forced) // n, total // n // 2)
-    return Stimuli(a, b, a_changed, t_frame, forced[:k * n], speech[0], speech[1])
+    spoken = (len(lead) // n, (len(lead) + len(speech[0])) // n)
+    more = tuple(sorted({spoken[0] + (spoken[1] - spoken[0]) * i // PROBES for i in range(1, PROBES)} - {t_frame}))
+    return Stimuli(a, b, a_changed, t_frame, more, forced[:k * n], speech[0], speech[1])
 
 
 def frame_problem(frame: Any, n: int) -> str | None:
@@ -336,16 +344,21 @@ class Suite:
         if not self.reproducible:
             return SKIP, "not judged: the agent is not reproducible (reset-determinism)"
         self.runs["a_changed"] = self.play(s.a_changed)
-        t = s.t_frame
         # Strict: the frame played in slot t is heard while user frame t is still being spoken, so it may not
         # depend on it either (docs/adding-a-model.md, "One timing rule").
-        upto = t + 1
-        diff = first_difference(self.runs["a2"].frames[:upto], self.runs["a_changed"].frames[:upto], self.atol)
+        t, diff = s.t_frame, self.changed_up_to(s.t_frame, self.runs["a_changed"])
+        probes = () if self.agent.realtime else s.more_probes
+        for p in probes:
+            if diff is not None:
+                break
+            t, diff = p, self.changed_up_to(p, self.play(np.concatenate([s.a[:p * self.agent.frame_size],
+                                                                         s.b[p * self.agent.frame_size:]])))
         t_s = t * self.agent.frame_size / self.agent.sample_rate
         if diff is None:
-            return PASS, (f"user audio changed from t={t_s:.2f}s on left every output frame up to and including "
-                          f"the one played at t unchanged" + self.trivial("a2"))
-        if why := self.jitter(upto, self.runs["a_changed"], lambda: self.play(s.a_changed)):
+            where = f"t={t_s:.2f}s" if not probes else f"any of {len(probes) + 1} points of the turn"
+            return PASS, (f"user audio changed from {where} on left every output frame up to and including "
+                          f"the one played at that point unchanged" + self.trivial("a2"))
+        if why := self.jitter(t + 1, self.runs["a_changed"], lambda: self.play(s.a_changed)):
             return SKIP, f"{why}: causality cannot be judged by comparison"
         if diff[0] == t:
             return FAIL, (f"the output frame played at t={t_s:.2f}s changed when only the user audio from t on "
@@ -354,6 +367,11 @@ class Suite:
                           "\"One timing rule\")")
         return FAIL, (f"output before t={t_s:.2f}s changed when only the user audio after t changed "
                       f"({self.at(diff)}): the agent uses audio it has not yet been given")
+
+    def changed_up_to(self, t: int, changed: Run) -> tuple[int, float] | None:
+        """The first output frame up to and including `t` where `changed` (input A, then B from frame t on) differs
+        from input A's run."""
+        return first_difference(self.runs["a2"].frames[:t + 1], changed.frames[:t + 1], self.atol)
 
     def system_prompt(self) -> tuple[str, str]:
         s = self.stim

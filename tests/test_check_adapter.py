@@ -282,6 +282,20 @@ class SameFrame(Echo):
     DELAY = 0
 
 
+class SameFrameLate(Echo):
+    """Echoes 5 frames late, except from frame 80 (1.6 s, late in the check's spoken turn) on, where it answers within
+    the frame it is hearing: a single probe at the middle of the turn would pass it."""
+
+    def reset(self, system_prompt: str | None, seed: int) -> None:
+        super().reset(system_prompt, seed)
+        self.k = 0
+
+    def step(self, user_frame: np.ndarray, forced_model_frame: np.ndarray | None = None) -> Frame:
+        out = super().step(user_frame)
+        self.k += 1
+        return Frame(np.asarray(user_frame, np.float32).copy()) if self.k > 80 else out
+
+
 class NaNOutput(Echo):
     """log(0) on digital silence: NaN samples."""
 
@@ -442,6 +456,7 @@ BROKEN: list[tuple[Callable[[], Any], str, str]] = [
     (ReadsAhead, "causality", r"output before t=.* the agent uses audio it has not yet been given"),
     (SameFrame, "causality", r"the output frame played at t=\d\.\d\ds changed .* answers within the frame it is "
                              r"hearing; a reply to user frame t belongs in frame t \+ 1"),
+    (SameFrameLate, "causality", r"the output frame played at t=1\.\d\ds changed .* answers within the frame"),
     (NaNOutput, "frames", r"non-finite samples \(NaN/inf\)"),
     (ForcingRaises, "teacher-forcing", r"step 0 \(t=0\.00s, forced\) raised NotImplementedError: teacher forcing"),
     (ClaimsGold, "declared", r"declares gold_cues, .* only the harness's reference agents"),
