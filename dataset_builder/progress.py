@@ -20,26 +20,31 @@ class Progress:
     """
 
     def __init__(self, label: str, total: int, *, enabled: bool = True, stream: TextIO | None = None,
-                 every_s: float = 0.2, estimate_s: float | None = None) -> None:
+                 every_s: float = 0.2, estimate_s: float | None = None, startup_s: float = 0.0) -> None:
         self.label, self.total, self.enabled = label, total, enabled
         self.stream = stream or sys.stderr
         self.every_s = every_s if self.stream.isatty() else max(every_s, 5.0)
         self.done = 0
         self.t0 = time.perf_counter()
         self._last = float("-inf")
-        # The job's expected length before anything is done (a build: from its cache misses). The first items
-        # carry the start-up (worker spawn, model loads), so the measured pace alone overstates what is left.
-        self.estimate_s = estimate_s
+        # The job's expected length before anything is done (a build: from its cache misses), `startup_s` of it
+        # before the first item (worker spawn, model loads). The first items carry that start-up, so their pace
+        # alone overstates what is left (a build's first pair said "left 1:04:32").
+        self.estimate_s, self.startup_s = estimate_s, startup_s
 
     def left_s(self) -> float | None:
-        """Seconds left: the measured pace, weighed against the estimate (if any) by the share done."""
+        """Seconds left. With an estimate: the estimate's time for the items left, stretched by how much slower
+        than estimated the job has run so far (a busy host slows start-up and items alike); before the first
+        item, the estimate less the time gone (unknown once that is past). Without one: the measured pace."""
         elapsed = time.perf_counter() - self.t0
-        measured = elapsed / self.done * (self.total - self.done) if self.done else None
-        prior = max(self.estimate_s - elapsed, 0.0) if self.estimate_s is not None else None
-        if measured is None or prior is None:
-            return measured if prior is None else prior
-        share = self.done / self.total if self.total else 1.0
-        return share * measured + (1 - share) * prior
+        if self.estimate_s is None or not self.total:
+            return elapsed / self.done * (self.total - self.done) if self.done else None
+        per_item = max(self.estimate_s - self.startup_s, 0.0) / self.total
+        if not self.done:
+            return self.estimate_s - elapsed if elapsed < self.estimate_s else None
+        expected = self.startup_s + per_item * self.done
+        stretch = elapsed / expected if expected > 0 else 1.0
+        return stretch * per_item * (self.total - self.done)
 
     def line(self) -> str:
         elapsed = time.perf_counter() - self.t0
@@ -48,10 +53,10 @@ class Progress:
         return (f"{self.label}  {self.done}/{self.total}  {pct}  elapsed {_clock(elapsed)}  "
                 f"left {'?' if left is None else _clock(left)}")
 
-    def start(self, note: str = "", estimate_s: float | None = None) -> None:
+    def start(self, note: str = "", estimate_s: float | None = None, startup_s: float = 0.0) -> None:
         """Print the line now, before the first item (a job whose first item takes a while shows it started)."""
         if estimate_s is not None:
-            self.estimate_s = estimate_s
+            self.estimate_s, self.startup_s = estimate_s, startup_s
         self.advance(0, note)
 
     def advance(self, k: int = 1, note: str = "") -> None:

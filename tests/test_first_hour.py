@@ -124,16 +124,23 @@ def test_no_library_lines_per_transcribed_clip() -> None:
 
 
 def test_progress_shows_an_estimate_before_the_first_item() -> None:
-    """The first line comes at once, with the estimate as time left; the pace measured on the first items (which
-    carry the start-up) counts for the share done, so one slow first pair does not promise hours."""
+    """The first line comes at once, with the estimate as time left; once items are done, the estimate for the
+    rest stretched by how much slower than estimated the job ran, start-up discounted: one slow first pair (which
+    carries the start-up) does not promise hours, and a busy host does not promise minutes."""
     stream = io.StringIO()
     bar = Progress("build mpe", 40, stream=stream, every_s=0.0)
-    bar.start("starting", estimate_s=120)
+    bar.start("starting", estimate_s=120, startup_s=20)
     assert stream.getvalue().startswith("build mpe  0/40    0%  elapsed 0:00  left 2:00  starting")
-    bar.t0 -= 60  # one case after a minute: 39 more at that pace would be 39 minutes
+    bar.t0 -= 45  # the first case after 45 s, against 22.5 s estimated: twice as slow as estimated so far
     bar.advance()
     left = bar.left_s()
-    assert left is not None and 60 < left < 0.1 * 39 * 60
+    assert left is not None and abs(left - 2 * 100 * 39 / 40) < 1  # not 39 x 45 s, the first case's own pace
+    bar.t0 -= 1000  # ... and then far slower (a busy host): the time left grows with it
+    later = bar.left_s()
+    assert later is not None and later > 20 * left
+    late = Progress("x", 4, stream=io.StringIO(), estimate_s=10)
+    late.t0 -= 11
+    assert late.left_s() is None  # past the estimate before the first item: unknown, not 0:00
 
 
 def test_estimate_counts_only_the_clips_not_in_the_cache(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ import numpy as np
 from dataset_builder.atomic import round_ms
 from dataset_builder.audio import SESSION_SR, silence, wav_bytes
 from dataset_builder.build import (
+    START_S,
     BuildOptions,
     build_estimate_s,
     tts_backend,
@@ -240,7 +241,8 @@ def build(out_dir: Path, options: BuildOptions | None = None) -> dict[str, Any]:
         missing = uncached_clips(backend, options.cache_dir, clips)
         progress.start(f"{missing} of {len(clips)} clips to synthesise"
                        + (", each checked by the speech gate" if options.speech_gate is not None else ""),
-                       estimate_s=build_estimate_s(missing, len(scripts), workers, options.speech_gate is not None))
+                       estimate_s=build_estimate_s(missing, len(scripts), workers, options.speech_gate is not None),
+                       startup_s=START_S)
         spoken = pool.ordered_map(speak_pair, pairs)
         warm_parquet_writer()
         write_config(out_dir, "mpe", rows(pairs, progress, preamble_job, spoken), MPE_FEATURES,
