@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from adapters.model_code import model_code
-from adapters.turn_based import Reply, TurnBasedAgent
+from adapters.turn_based import Reply, TurnBasedAgent, with_trailing
 from adapters.upstream import Pin, git_head, hf_snapshot_revision, provenance
 from dataset_builder.audio import resample
 from dataset_builder.errors import UsageError
@@ -74,8 +74,9 @@ SPEECH_VOCAB = 6561  # CosyVoice3's speech tokens are 0..6560; the other ids the
 TOKEN_HOP_LEN, PRE_LOOKAHEAD_LEN = 25 * 30, 3  # token2wav as the example calls it: 30 s of 25 Hz tokens per chunk
 HISTORY_TURNS = 8  # the repository's web demo keeps the latest 8 rounds (utils/constant.py MAX_HISTORY_TURNS)
 # DSB-IFEval's harness gave a turn-based model each turn with a 1.0 s trailing segment (DSB-IFEval D.1); the wrapper
-# hands over the turn with all the quiet that ended it, so the quiet after the last sound above -60 dBFS is cut to this.
-TRAILING_S, QUIET_LEVEL = 1.0, 1e-3
+# hands over the turn with all the quiet that ended it, so the quiet after the last sound above -60 dBFS is cut to this
+# (`with_trailing`).
+TRAILING_S = 1.0
 # DSB-IFEval's longest pause inside a user turn is R4_A's 12 s, drawn up to 1.3x (15.6 s;
 # dataset_builder/ifeval/DESIGN.md "Written durations"): the quiet after which "whole-turn" hands a turn over.
 END_OF_TURN_S = 16.0
@@ -225,8 +226,7 @@ class FunAudioChat:
 
         turn = resample(np.asarray(audio, np.float32).reshape(-1), sr, INPUT_SR)
         if self.trailing_s is not None:
-            loud = np.flatnonzero(np.abs(turn) > QUIET_LEVEL)
-            turn = turn[:(int(loud[-1]) + 1 if loud.size else 0) + round(self.trailing_s * INPUT_SR)]
+            turn = with_trailing(turn, INPUT_SR, self.trailing_s)
         past = self.history[-(self.history_turns - 1):] if self.history_turns > 1 else []
         conversation: list[dict[str, str]] = [{"role": "system", "content": self.system}]
         for _, said in past:

@@ -30,6 +30,36 @@ that 1 s chunking latency belongs to the model and is declared (`chunk_s`), not 
 returns after chunk k starts exactly at session sample (k + 1) * 24000 (adapters/chunking.py): never in a frame
 whose user audio it depends on (the one timing rule of docs/adding-a-model.md).
 
+Modes (`mode`). DSB-IFEval's harness ran MiniCPM-o 4.5 "in turn-based streaming mode" (its appendix D.5: user audio
+at 16 kHz, the conditioning prompt appended once to the system prompt, the response placed after generation,
+sampling at temperature 0.5 with at most 4096 new tokens, each case stateless; D.1: it responds after the full input,
+given with a 1.0 s trailing segment). "turn-based" is that: the `turn-based` wrapper (adapters/turn_based.py) hands
+over the user's input once 1.0 s of quiet has followed it, with that 1.0 s trailing segment, and never cuts the reply
+(`barge_in_stop_s=-1`: "it never suppresses, truncates, or constrains model output", D.2); the reply comes from
+`MiniCPMOTurns`, OpenBMB's half-duplex speech conversation on the same weights:
+
+    model = duplex.model          # the MiniCPMO inside MiniCPMODuplex (modeling_minicpmo.py:2361-2406)
+    per case:  model.reset_session(reset_token2wav_cache=True); model.init_token2wav_cache(prompt_speech_16k=voice)
+               model.streaming_prefill(session_id=..., msgs=[{"role": "system", "content": [
+                   VOICE_PREFIX, voice, VOICE_SUFFIX, <the case's prompt>]}], omni_mode=False, is_last_chunk=True)
+    per turn:  for every 1 s of the turn at 16 kHz (the last padded to 1 s):
+                   model.streaming_prefill(session_id=..., msgs=[{"role": "user", "content": [chunk]}],
+                                           omni_mode=False, is_last_chunk=<last>)
+               for wav, text in model.streaming_generate(session_id=..., generate_audio=True, use_tts_template=True,
+                                                         enable_thinking=False, do_sample=True, temperature=0.5,
+                                                         max_new_tokens=4096, length_penalty=1.1): ...  # 24 kHz
+
+as OpenBMB/MiniCPM-o README.md:1814-1933 ("Half-Duplex Realtime Speech Conversation Mode") drives it, with the
+demo's English half-duplex preset as the system message (assets/presets/half_duplex_audio/english_call.yaml) and
+`length_penalty` 1.1 as OpenBMB asks for this mode (README.md:1914; the demo's HalfDuplexView.generate default,
+core/processors/unified.py:590). Driving `duplex.model` is what the demo server does: its half-duplex view and its
+duplex capability share one `MiniCPMO` (modeling_minicpmo_unified.py:4293-4298, core/processors/unified.py:1335-1402),
+so one load serves both modes. The session lives for the case (its turns are one conversation) and is started afresh
+at every reset (G.3: "a stateless chat/generate per case with fresh messages").
+"auto" (default) runs turn-based on DSB-IFEval and duplex elsewhere (`for_benchmark`, called by `duplex-eval run`;
+Duplex-MPE evaluated the duplex model); a mode named as an adapter-arg wins. rec.json records the mode and its
+settings (`runtime`).
+
 Tested against an API fake (tests/fake_minicpm_o.py), not the real weights: see docs/models.md.
 """
 
@@ -43,6 +73,8 @@ import soundfile as sf
 
 from adapters.chunking import ChunkedAgent, ChunkGatherer, Playback
 from adapters.model_code import model_code
+from adapters.protocol import Frame
+from adapters.turn_based import Reply, TurnBasedAgent, with_trailing
 from adapters.upstream import Pin, git_head, hf_snapshot_revision, provenance
 from dataset_builder.audio import SESSION_SR, resample
 from dataset_builder.errors import UsageError
@@ -63,6 +95,21 @@ DEFAULT_PROMPT = "Streaming Duplex Conversation! You are a helpful assistant."
 # 881-882): `prepare` feeds the prefix, then the voice's audio embedding, then the suffix.
 PREFIX, SUFFIX = "<|im_start|>system\n{}\n<|audio_start|>", "<|audio_end|><|im_end|>"
 DECODE_MODES = ("sampling", "greedy")
+MODES = ("duplex", "turn-based")
+# The mode each benchmark's paper ran it in, for mode="auto": DSB-IFEval's harness ran it turn-based (its appendix
+# D.5); Duplex-MPE evaluated the duplex model; elsewhere duplex.
+BENCHMARK_MODES = {"ifeval": "turn-based"}
+# Turn-based: the system message around the voice, the demo's English half-duplex preset
+# (assets/presets/half_duplex_audio/english_call.yaml:5-11); the case's prompt is appended after it, once.
+VOICE_PREFIX = "Clone the voice in the provided audio prompt."
+VOICE_SUFFIX = ("Please assist users while maintaining this voice style. Please answer the user's questions seriously "
+                "and in a high quality. Please chat with the user in a highly human-like and oral style.")
+# DSB-IFEval's harness (D.5): sampling at temperature 0.5, at most 4096 new tokens; length_penalty 1.1 as OpenBMB
+# asks for in its half-duplex speech conversation (MiniCPM-o README.md:1914, core/processors/unified.py:590).
+TURN_GENERATE: dict[str, Any] = {"do_sample": True, "temperature": 0.5, "max_new_tokens": 4096,
+                                 "length_penalty": 1.1}
+# DSB-IFEval's harness gave a turn-based model its input after 1.0 s of quiet, with that trailing segment (D.1).
+TRAILING_S = 1.0
 
 
 class MiniCPMOError(RuntimeError):
@@ -114,11 +161,86 @@ def read_voice(path: Path) -> np.ndarray:
     return resample(audio.mean(axis=1), sr, IN_RATE)
 
 
+class MiniCPMOTurns:
+    """The inner model of `turn-based` for MiniCPM-o's turn-based mode: one user turn at 16 kHz in, its spoken reply
+    (24 kHz) and text out, through the half-duplex streaming API of `MiniCPMO` (the module docstring). `bind` gives
+    it the loaded model and the voice; `generate_kwargs` are added to `streaming_generate`'s (TURN_GENERATE)."""
+
+    sample_rate = IN_RATE
+    capabilities = frozenset({"system_prompt", "text_output"})
+    version = "4.5-turn-based"
+
+    def __init__(self, trailing_s: float = TRAILING_S, generate_kwargs: dict[str, Any] | None = None) -> None:
+        if trailing_s < 0:
+            raise UsageError(f"minicpm-o: trailing_s must be >= 0, got {trailing_s}")
+        self.trailing_s = trailing_s
+        self.generate_kwargs = {**TURN_GENERATE, **(generate_kwargs or {})}
+        self.model: Any = None
+        self.voice = np.zeros(0, np.float32)
+        self.sessions = 0
+        self.replies = 0
+
+    def bind(self, model: Any, voice: np.ndarray) -> None:
+        self.model, self.voice = model, voice
+
+    def describe(self) -> dict[str, Any]:
+        return {"system_message": [VOICE_PREFIX, "{ref_audio}", VOICE_SUFFIX, "{prompt, when the case has one}"],
+                "omni_mode": False, "chunk_samples": IN_RATE, "trailing_s": self.trailing_s,
+                "generate_kwargs": {"generate_audio": True, "use_tts_template": True, "enable_thinking": False,
+                                    **self.generate_kwargs},
+                "session": "one per case (its turns in one conversation), started afresh at each reset"}
+
+    @property
+    def session_id(self) -> str:
+        return f"case-{self.sessions}"
+
+    def _model(self) -> Any:
+        if self.model is None:
+            raise MiniCPMOError("the turn-based model is not bound to a loaded MiniCPM-o")
+        return self.model
+
+    def reset(self, system_prompt: str | None, seed: int) -> None:
+        import torch
+
+        torch.manual_seed(seed)  # the model samples its tokens and speech with torch
+        model = self._model()
+        self.sessions += 1
+        model.reset_session(reset_token2wav_cache=True)
+        model.init_token2wav_cache(prompt_speech_16k=self.voice)
+        content: list[Any] = [VOICE_PREFIX, self.voice, VOICE_SUFFIX] + ([system_prompt] if system_prompt else [])
+        model.streaming_prefill(session_id=self.session_id, msgs=[{"role": "system", "content": content}],
+                                omni_mode=False, is_last_chunk=True)
+
+    def reply(self, audio: np.ndarray, sr: int) -> Reply | None:
+        model = self._model()
+        turn = with_trailing(resample(np.asarray(audio, np.float32).reshape(-1), sr, IN_RATE), IN_RATE,
+                             self.trailing_s)
+        starts = range(0, max(turn.size, 1), IN_RATE)
+        for i in starts:  # one prefill a second, the last padded to a whole second (README.md:1887-1901)
+            chunk = turn[i:i + IN_RATE]
+            chunk = np.pad(chunk, (0, IN_RATE - chunk.size))
+            model.streaming_prefill(session_id=self.session_id, msgs=[{"role": "user", "content": [chunk]}],
+                                    omni_mode=False, is_last_chunk=i == starts[-1])
+        self.replies += 1
+        waves: list[np.ndarray] = []
+        text: list[str] = []
+        for wav, piece in model.streaming_generate(session_id=self.session_id, generate_audio=True,
+                                                   use_tts_template=True, enable_thinking=False,
+                                                   **self.generate_kwargs):
+            said = _waveform(wav, f"reply {self.replies}")
+            if said is not None:
+                waves.append(said)
+            text.append(piece or "")
+        words = "".join(text).strip() or None
+        return Reply(np.concatenate(waves), OUT_RATE, words) if waves else None
+
+
 class MiniCPMOAgent(ChunkedAgent):
-    """MiniCPM-o 4.5 duplex. `model` is a model already in duplex mode (a `MiniCPMODuplex`); without it the real one
-    is loaded from `model_path` (a hub id at `revision`, or a local folder) with the model code of `code_dir` (a
-    checkout of the demo repository; else on PYTHONPATH). `ref_audio` is the voice to speak in (a wav file; default:
-    the model's own assets/HT_ref_audio.wav)."""
+    """MiniCPM-o 4.5, duplex or turn-based (`mode`, the module docstring). `model` is a model already in duplex mode
+    (a `MiniCPMODuplex`, whose `.model` serves the turn-based mode); without it the real one is loaded from
+    `model_path` (a hub id at `revision`, or a local folder) with the model code of `code_dir` (a checkout of the
+    demo repository; else on PYTHONPATH). `ref_audio` is the voice to speak in (a wav file; default: the model's own
+    assets/HT_ref_audio.wav). `end_of_turn_s`, `trailing_s` and `turn_generate_kwargs` set the turn-based mode."""
 
     name = "minicpm-o"
     error = MiniCPMOError
@@ -132,9 +254,16 @@ class MiniCPMOAgent(ChunkedAgent):
                  ref_audio: str | None = None, device: str = "cuda", attn_implementation: str = "sdpa",
                  frame_size: int = 480, decode_mode: str = "sampling", max_new_speak_tokens_per_chunk: int = 20,
                  force_listen_count: int = 0, default_prompt: str = DEFAULT_PROMPT,
-                 generate_kwargs: dict[str, Any] | None = None, model: Any = None) -> None:
+                 generate_kwargs: dict[str, Any] | None = None, mode: str = "auto",
+                 end_of_turn_s: float = TRAILING_S, trailing_s: float = TRAILING_S,
+                 turn_generate_kwargs: dict[str, Any] | None = None, model: Any = None) -> None:
         if decode_mode not in DECODE_MODES:
             raise UsageError(f"minicpm-o: decode_mode must be one of {DECODE_MODES}, got {decode_mode!r}")
+        if mode != "auto" and mode not in MODES:
+            raise UsageError(f"minicpm-o: mode must be 'auto' or one of {MODES}, got {mode!r}")
+        self.mode_arg = mode
+        self.turn_args: dict[str, Any] = {"trailing_s": trailing_s, "generate_kwargs": turn_generate_kwargs or {}}
+        self.end_of_turn_s = end_of_turn_s
         self.frame_size = frame_size
         self.gatherer = ChunkGatherer(self.chunk_s, self.sample_rate, frame_size, IN_RATE)
         self.playback = Playback()
@@ -162,13 +291,41 @@ class MiniCPMOAgent(ChunkedAgent):
             self.duplex, found = load_duplex(code, weights, device, attn_implementation, force_listen_count)
             self.upstream = [found, {"repo": model_path, "kind": "hf", "pinned": revision,
                                     "used": hf_snapshot_revision(weights), "matches": None}]
+        self.turns: TurnBasedAgent | None = None
+        self._use_mode("duplex" if mode == "auto" else mode)
+
+    def _use_mode(self, mode: str) -> None:
+        self.mode, self.version = mode, f"4.5-{mode}"
+        self.turns = None
+        if mode == "turn-based":
+            # The wrapper builds the inner model from its arguments (so rec.json can record them), then it is given
+            # the MiniCPMO that the duplex class loaded, and the voice.
+            self.turns = TurnBasedAgent(inner=f"{__name__}:MiniCPMOTurns", inner_args=self.turn_args,
+                                        frame_size=self.frame_size, end_of_turn_s=self.end_of_turn_s,
+                                        barge_in_stop_s=-1.0, response_delay_s=0.0)
+            self.turns.model.bind(self._model().model, self.ref_audio)  # type: ignore[attr-defined]
+
+    def for_benchmark(self, benchmark: str) -> None:
+        """The run names the benchmark before the first case: with `mode="auto"`, the mode its paper ran."""
+        if self.mode_arg == "auto":
+            self._use_mode(BENCHMARK_MODES.get(benchmark, "duplex"))
 
     def runtime(self) -> dict[str, Any]:
-        """How the session is prepared and stepped, and the code and weights it came from, for each rec.json."""
-        return {"system_turn": PREFIX.format("{prompt}") + "{ref_audio}" + SUFFIX,
-                "default_prompt": self.default_prompt, "ref_audio": self.ref_path,
-                "generate_kwargs": self.generate_kwargs, "force_listen_count": self.force_listen_count,
-                "chunk_s": self.chunk_s, "upstream": self.upstream}
+        """The mode, how the session is prepared and stepped in it, and the code and weights it came from, for each
+        rec.json."""
+        common = {"mode": self.mode, "mode_arg": self.mode_arg, "ref_audio": self.ref_path, "upstream": self.upstream}
+        if self.turns is not None:
+            return {**common, "turn_based": self.turns.runtime()}
+        return {**common, "system_turn": PREFIX.format("{prompt}") + "{ref_audio}" + SUFFIX,
+                "default_prompt": self.default_prompt, "generate_kwargs": self.generate_kwargs,
+                "force_listen_count": self.force_listen_count, "chunk_s": self.chunk_s}
+
+    def step(self, user_frame: np.ndarray, forced_model_frame: np.ndarray | None = None) -> Frame:
+        if self.turns is None:
+            return super().step(user_frame, forced_model_frame)
+        if forced_model_frame is not None:
+            raise self.error(f"{self.name} has no teacher forcing; the runner should have skipped this case")
+        return self.turns.step(user_frame)
 
     def _model(self) -> Any:
         if self.duplex is None:
@@ -176,6 +333,10 @@ class MiniCPMOAgent(ChunkedAgent):
         return self.duplex
 
     def reset(self, system_prompt: str | None, seed: int) -> None:
+        if self.turns is not None:
+            self._model()
+            self.turns.reset(system_prompt, seed)
+            return
         import torch
 
         torch.manual_seed(seed)  # the model samples its tokens and speech with torch
@@ -201,14 +362,16 @@ class MiniCPMOAgent(ChunkedAgent):
             raise MiniCPMOError(f"streaming_generate returned {type(result).__name__} without is_listen at chunk {k}")
         if result["is_listen"]:
             return  # its audio is a placeholder second of silence; the demo's player plays nothing for it
-        self.playback.say(_waveform(result.get("audio_waveform"), k), result.get("text") or None)
+        self.playback.say(_waveform(result.get("audio_waveform"), f"chunk {k}"), result.get("text") or None)
 
     def close(self) -> None:
+        if self.turns is not None:
+            self.turns.close()
         self.duplex = None
         self.playback.stop()
 
 
-def _waveform(audio: Any, k: int) -> np.ndarray | None:
+def _waveform(audio: Any, where: str) -> np.ndarray | None:
     """The model's 24 kHz audio as float32 (it may be a numpy array or a tensor), checked."""
     if audio is None:
         return None
@@ -219,5 +382,5 @@ def _waveform(audio: Any, k: int) -> np.ndarray | None:
         audio = audio.reshape(-1)  # [1, n]: the same samples
     if audio.ndim != 1 or not np.all(np.isfinite(audio)):
         raise MiniCPMOError(f"streaming_generate gave audio of shape {audio.shape} (finite: "
-                            f"{bool(np.all(np.isfinite(audio)))}) at chunk {k}; expected 1-D finite 24 kHz samples")
+                            f"{bool(np.all(np.isfinite(audio)))}) at {where}; expected 1-D finite 24 kHz samples")
     return audio

@@ -32,6 +32,7 @@ from dataset_builder.errors import UsageError
 from metrics.vad import StreamingVAD, VADParams
 
 PREROLL_S = 0.5  # kept before a confirmed onset: the VAD confirms speech only after it has started
+QUIET_LEVEL = 1e-3  # -60 dBFS: quieter samples at a turn's end are its trailing segment (`with_trailing`)
 
 
 class Reply(NamedTuple):
@@ -49,6 +50,14 @@ class SpeechModel(Protocol):
     # `describe() -> dict` (recorded in rec.json), `version`, `close()`.
 
     def reply(self, audio: np.ndarray, sr: int) -> np.ndarray | Reply | None: ...
+
+
+def with_trailing(turn: np.ndarray, sr: int, trailing_s: float) -> np.ndarray:
+    """A handed-over turn with its quiet after the last sound above QUIET_LEVEL cut to `trailing_s`: the wrapper
+    hands a turn over with all the quiet that ended it, and DSB-IFEval's harness gave its turn-based models each
+    input with a 1.0 s trailing segment (its appendix D.1)."""
+    loud = np.flatnonzero(np.abs(turn) > QUIET_LEVEL)
+    return turn[:(int(loud[-1]) + 1 if loud.size else 0) + round(trailing_s * sr)]
 
 
 def load_inner(target: str, args: dict[str, Any]) -> SpeechModel:

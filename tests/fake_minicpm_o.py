@@ -21,6 +21,9 @@ Streaming"): the same method names, keyword arguments and return shapes —
   -> {"is_listen", "text", "audio_waveform", "end_of_turn", "current_time", "cost_*", "n_tokens",
   "n_tts_tokens"}`: a listen result carries one second of 24 kHz zeros, a speak result 24 kHz float32 audio.
 
+- `FakeMiniCPMODuplex.model`: the `MiniCPMO` a `MiniCPMODuplex` holds (`self.model`, modeling_minicpmo.py:2361-2406:
+  bf16, `init_tts(streaming=True)`, the chunk constants set), whose half-duplex API `FakeMiniCPMO` mirrors (see there).
+
 Its behaviour is deterministic and easy to place: it listens until it has heard the user (a chunk above an RMS
 floor) and then a silent chunk; at that chunk it starts saying its `voice`, one second per chunk, with a CLICK
 on the reply's first sample. Its text pieces carry a number drawn with torch's generator, so an unseeded run
@@ -29,6 +32,7 @@ differs. `spoke_at` records the chunk of each reply's start (since the last `pre
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
@@ -62,6 +66,7 @@ class FakeMiniCPMODuplex:
         self.generate_calls: list[dict[str, Any]] = []
         self.received: list[np.ndarray] = []  # every consumed chunk (16 kHz), since the last prepare
         self.spoke_at: list[int] = []
+        self.model = FakeMiniCPMO(self.voice)  # the MiniCPMO it wraps, with the same voice
         self._reset_streaming_state()
 
     def _reset_streaming_state(self) -> None:
@@ -151,6 +156,94 @@ class FakeMiniCPMODuplex:
         return {"is_listen": True, "text": "", "audio_waveform": np.zeros(OUT_RATE, np.float32), "end_of_turn": False,
                 "current_time": k, "cost_llm": 0.0, "cost_tts_prep": 0.0, "cost_tts": 0.0, "cost_token2wav": 0.0,
                 "cost_all": 0.0, "n_tokens": 0, "n_tts_tokens": 0}
+
+
+class FakeMiniCPMO:
+    """The half-duplex ("turn-based") API of `MiniCPMO` in MiniCPMO45/modeling_minicpmo.py at c7e16605, as OpenBMB's
+    "Half-Duplex Realtime Speech Conversation Mode" drives it (OpenBMB/MiniCPM-o@3ec4cb0e README.md:1814-1933) and
+    the demo's HalfDuplexView (core/processors/unified.py:463-813):
+    - `reset_session(reset_token2wav_cache=True)` (174-197): a fresh session; the voice's cache is dropped unless
+      told not to;
+    - `init_token2wav_cache(prompt_speech_16k)` (1388-1430): the voice (16 kHz) the reply is spoken in;
+    - `streaming_prefill(session_id, msgs, omni_mode=True, max_slice_nums=None, use_tts_template=True,
+      enable_thinking=False, is_last_chunk=False, **kwargs) -> str` (1835-1991): refuses a None session_id (1848),
+      more or fewer than one message (1857) and a role outside system/user/assistant (1861) with AssertionError; a
+      new session_id starts a session (1849, 1884-1886); the message's items are joined with "\n" unless omni_mode
+      (1878); the first user audio chunk is front-padded to 1035 ms inside (1923-1929; `prefills` keeps the audio
+      as given). A `content` that is a str rather than a list is iterated character by character there (1866), which
+      the real one takes silently: this fake refuses it (TypeError), so a test fails where the real model would hear
+      a garbled prompt;
+    - `streaming_generate(session_id, bos_input=None, generate_audio=True, audio_token_chunk_size=25,
+      tts_sampling_params=TTSSamplingParams(), max_new_tokens=256, enable_thinking=False, use_tts_template=True,
+      do_sample=True, enable_speculative_snapshot=False, **kwargs)` (1994-2300), a generator: sampling keywords
+      (`temperature`, `top_p`, `top_k`, `repetition_penalty`, `length_penalty`) come through **kwargs (2106-2115);
+      with audio it yields (`torch.from_numpy(...)` waveform of shape [1, n] at 24 kHz, the new text) pairs
+      (2250-2289), and without `init_token2wav_cache` it fails at its first step reading `token2wav_cache` (2224,
+      TypeError).
+
+    It answers every generate with its `voice`, one second per yielded chunk, the first sample a CLICK; each text
+    piece carries a number drawn from torch's generator. `prefills` and `generates` record every call's arguments
+    since the last `reset_session`."""
+
+    def __init__(self, voice: np.ndarray) -> None:
+        self.voice = np.asarray(voice, np.float32)
+        self.token2wav_cache: dict[str, Any] | None = None
+        self.voice_prompts: list[np.ndarray] = []
+        self.reset_session(reset_token2wav_cache=True)
+
+    def reset_session(self, reset_token2wav_cache: bool = True) -> None:
+        self.session_id: str | None = None
+        self.audio_chunk_idx = 0
+        self.prefills: list[dict[str, Any]] = []
+        self.generates: list[dict[str, Any]] = []
+        if reset_token2wav_cache:
+            self.token2wav_cache = None
+
+    def init_token2wav_cache(self, prompt_speech_16k: np.ndarray) -> None:
+        self.token2wav_cache = {"prompt_speech_16k": np.asarray(prompt_speech_16k, np.float32)}
+        self.voice_prompts.append(self.token2wav_cache["prompt_speech_16k"])
+
+    def streaming_prefill(self, session_id: str | None, msgs: list[dict[str, Any]], omni_mode: bool = True,
+                          max_slice_nums: int | None = None, use_tts_template: bool = True,
+                          enable_thinking: bool = False, is_last_chunk: bool = False, **kwargs: Any) -> str:
+        assert session_id is not None, "session_id cannot be None"
+        if session_id != self.session_id:  # the real one's is_first: a new session, the voice's cache kept
+            cache = self.token2wav_cache
+            self.reset_session(reset_token2wav_cache=False)
+            self.token2wav_cache, self.session_id = cache, session_id
+        assert len(msgs) == 1
+        msg = msgs[0]
+        assert msg["role"] in ["system", "user", "assistant"]
+        if not isinstance(msg["content"], list):
+            raise TypeError(f"streaming_prefill: content must be a list of items (text, 16 kHz audio), got "
+                            f"{type(msg['content']).__name__}: the real one would read it character by character")
+        texts = [c if isinstance(c, str) else "<audio>./</audio>" for c in msg["content"]]
+        audios = [np.asarray(c, np.float32).copy() for c in msg["content"] if isinstance(c, np.ndarray)]
+        if msg["role"] != "system" and audios:
+            # The real one front-pads the first to 1035 ms inside (the model's matter); `audios` keeps what was given.
+            self.audio_chunk_idx += 1
+        prompt = ("" if omni_mode else "\n").join(texts)
+        self.prefills.append({"role": msg["role"], "prompt": prompt, "audios": audios, "omni_mode": omni_mode,
+                              "is_last_chunk": is_last_chunk, **kwargs})
+        return prompt
+
+    def streaming_generate(self, session_id: str | None, bos_input: str | None = None, generate_audio: bool = True,
+                           audio_token_chunk_size: int = 25, tts_sampling_params: Any = None,
+                           max_new_tokens: int = 256, enable_thinking: bool = False, use_tts_template: bool = True,
+                           do_sample: bool = True, enable_speculative_snapshot: bool = False,
+                           **kwargs: Any) -> Iterator[tuple[Any, str]]:
+        self.generates.append({"session_id": session_id, "generate_audio": generate_audio,
+                               "max_new_tokens": max_new_tokens, "enable_thinking": enable_thinking,
+                               "use_tts_template": use_tts_template, "do_sample": do_sample, **kwargs})
+        if generate_audio and self.token2wav_cache is None:
+            raise TypeError("'NoneType' object is not subscriptable")
+        self.audio_chunk_idx = 0  # the real one re-inits its streaming processor for the next turn (2035)
+        voice = self.voice.copy()
+        voice[0] = CLICK
+        for i in range(0, len(voice), OUT_RATE):
+            token = int(torch.randint(0, 1000, (1,)).item())
+            piece = f" turn{len(self.generates)}.{i // OUT_RATE}#{token}"
+            yield torch.from_numpy(voice[i:i + OUT_RATE].reshape(1, -1)), piece
 
 
 def modeling_module(duplex: FakeMiniCPMODuplex, file: str) -> ModuleType:

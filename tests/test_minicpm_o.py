@@ -7,7 +7,9 @@ reply must sit in the recording is known exactly: chunk k ends at session sample
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -18,11 +20,22 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from adapters.minicpm_o import DEFAULT_PROMPT, DEFAULT_REF, UPSTREAM, MiniCPMOAgent, system_turn
+from adapters.minicpm_o import (
+    DEFAULT_PROMPT,
+    DEFAULT_REF,
+    TURN_GENERATE,
+    UPSTREAM,
+    VOICE_PREFIX,
+    VOICE_SUFFIX,
+    MiniCPMOAgent,
+    system_turn,
+)
 from adapters.protocol import DuplexAgent
 from adapters.registry import load_adapter
 from dataset_builder.audio import SESSION_SR, resample, to_pcm16
+from dataset_builder.benchmarks import benchmark_for_config
 from dataset_builder.errors import UsageError
+from eval.run import RunConfig, _load
 from tests.adapter_episodes import CONFIGS, Ran, first_cases, run_cases, shortest_cases
 from tests.fake_minicpm_o import CLICK, FakeMiniCPMODuplex, modeling_module
 
@@ -271,3 +284,164 @@ def test_without_the_model_code_the_error_is_one_line_before_any_download(tmp_pa
     with pytest.raises(UsageError) as err:
         MiniCPMOAgent(code_dir=str(tmp_path), device="cpu")
     assert "minicpm-o needs the MiniCPM-o 4.5 model code" in str(err.value) and "\n" not in str(err.value)
+
+
+# -- turn-based mode: DSB-IFEval's harness (its appendix D.5) -------------------------------------------------------
+
+def turn_agent(voice_wav: Path, reply: np.ndarray | None = None, **args: Any) -> tuple[Any, FakeMiniCPMODuplex]:
+    """The adapter as `duplex-eval run` loads it for a config (`_load`: constructed, then told its benchmark)."""
+    model = FakeMiniCPMODuplex(voice=reply)
+    config = args.pop("config", "ifeval")
+    agent = _load(RunConfig(dataset="unused", adapter="minicpm-o", out="unused", config=config,
+                            adapter_args={"model": model, "ref_audio": str(voice_wav), **args}))
+    return agent, model
+
+
+def test_dsb_ifeval_runs_turn_based_as_its_paper_did(voice_wav: Path, reply: np.ndarray,
+                                                     mini_sets: Mapping[str, Path], tmp_path: Path) -> None:
+    """On DSB-IFEval the adapter is MiniCPM-o's half-duplex speech conversation behind the turn-based wrapper, with
+    the harness's settings: the system message with the voice and the case's prompt once, each input handed over
+    after 1.0 s of quiet with that 1.0 s trailing segment, 1 s prefills at 16 kHz, sampling at temperature 0.5 with
+    at most 4096 new tokens, a fresh session per case, every reply played whole after the input it answers."""
+    folder, config = mini_sets["ifeval"], "ifeval"
+    agent, duplex = turn_agent(voice_wav, reply)
+    half = duplex.model
+    bench = benchmark_for_config(config)
+    ids = [next(c.case_id for c in bench.function("cases")(folder, config)
+                if c.case.level == "L1" and c.timed.conversation.turn2.mode != "barge_in")]
+    (r,) = run_cases(agent, folder, config, tmp_path, ids, seed=2,
+                     after=lambda _ep: (list(half.prefills), list(half.generates), half.session_id))
+    ep = r.episode
+    assert ep.status == "ok", ep.failure
+    prefills, generates, session = r.extra
+    assert session == "case-1" and len(half.voice_prompts) == 1
+    np.testing.assert_array_equal(half.voice_prompts[0], agent.ref_audio)  # init_token2wav_cache got the voice
+    prompt = r.plan.system_prompt
+    assert prompt
+    system, *user = prefills
+    assert system["role"] == "system" and system["prompt"] == "\n".join(
+        [VOICE_PREFIX, "<audio>./</audio>", VOICE_SUFFIX, prompt])
+    np.testing.assert_array_equal(system["audios"][0], agent.ref_audio)
+    assert not system["omni_mode"] and system["is_last_chunk"]
+    assert duplex.prepare_calls == []  # the duplex session is never opened in this mode
+    # Each turn: whole seconds at 16 kHz, the last marked and padded to a second; the input with 1.0 s of quiet.
+    turns: list[list[dict[str, Any]]] = [[]]
+    for p in user:
+        assert p["role"] == "user" and p["prompt"] == "<audio>./</audio>" and p["audios"][0].shape == (16_000,)
+        turns[-1].append(p)
+        if p["is_last_chunk"]:
+            turns.append([])
+    assert turns.pop() == [] and len(turns) == len(generates) >= 1
+    for heard in (np.concatenate([p["audios"][0] for p in t]) for t in turns):
+        loud = np.flatnonzero(np.abs(heard) > 1e-3)
+        assert loud.size and heard.size - 16_000 <= loud[-1] + 16_000 <= heard.size  # 1.0 s of quiet, then padding
+    for g in generates:
+        assert g == {"session_id": "case-1", "generate_audio": True, "max_new_tokens": 4096, "enable_thinking": False,
+                     "use_tts_template": True, "do_sample": True, "temperature": 0.5, "length_penalty": 1.1}
+    # Every reply plays whole, click first, from the frame after the one that ended the input (1.0 s of quiet after
+    # the user's last sound), its text stamped where it starts; nothing else is said.
+    user_ch = r.pcm[:, 0].astype(np.float32) / 32768
+    voice = half.voice.copy()
+    voice[0] = CLICK
+    starts = [round(t * SESSION_SR) for t, _ in ep.model_text]
+    assert len(starts) == len(generates)
+    for s in starts:
+        last_sound = np.flatnonzero(np.abs(user_ch[:s]) > 1e-3)[-1] / SESSION_SR
+        assert 1.0 <= s / SESSION_SR - last_sound < 1.0 + 0.4  # the VAD's hangover and a 20 ms frame at most
+    np.testing.assert_array_equal(r.pcm[:, 1], expected_model_channel(len(r.pcm), starts, voice))
+    pieces = -(-len(voice) // SECOND)
+    for k, (_, text) in enumerate(ep.model_text):
+        assert re.fullmatch(" ".join(rf"turn{k + 1}\.{i}#\d+" for i in range(pieces)), text), text
+    # rec.json records the mode and every setting.
+    rec = json.loads((tmp_path / f"{ids[0]}.rec.json").read_text())
+    runtime = rec["adapter"]["runtime"]
+    assert (runtime["mode"], runtime["mode_arg"], rec["adapter"]["version"]) == ("turn-based", "auto",
+                                                                                 "4.5-turn-based")
+    tb = runtime["turn_based"]
+    assert {k: tb[k] for k in ("inner", "inner_sample_rate", "end_of_turn_s", "barge_in_stop_s",
+                               "response_delay_s")} == {"inner": "adapters.minicpm_o:MiniCPMOTurns",
+                                                        "inner_sample_rate": 16_000, "end_of_turn_s": 1.0,
+                                                        "barge_in_stop_s": -1.0, "response_delay_s": 0.0}
+    assert tb["inner_describe"]["generate_kwargs"] == {"generate_audio": True, "use_tts_template": True,
+                                                       "enable_thinking": False, **TURN_GENERATE}
+    assert tb["inner_describe"]["trailing_s"] == 1.0 and runtime["upstream"] == []
+
+
+def test_auto_picks_the_papers_mode_and_a_named_mode_wins(voice_wav: Path) -> None:
+    """`mode="auto"`: turn-based on DSB-IFEval (`ifeval` and `ifeval_matched`), duplex on Duplex-MPE and M3 and
+    when no benchmark is named; `mode=` given as an adapter-arg is used whatever the benchmark."""
+    for config, mode in (("ifeval", "turn-based"), ("ifeval_matched", "turn-based"), ("mpe", "duplex"),
+                         ("m3_chat_en", "duplex")):
+        agent, _ = turn_agent(voice_wav, config=config)
+        assert (agent.mode, agent.runtime()["mode"], agent.runtime()["mode_arg"]) == (mode, mode, "auto")
+        assert ("turn_based" in agent.runtime()) == (mode == "turn-based")
+    assert MiniCPMOAgent(model=FakeMiniCPMODuplex(), ref_audio=str(voice_wav)).mode == "duplex"
+    agent, _ = turn_agent(voice_wav, mode="duplex")
+    assert agent.mode == "duplex" and agent.runtime()["system_turn"]
+    agent, _ = turn_agent(voice_wav, mode="turn-based", config="mpe")
+    assert agent.mode == "turn-based" and agent.runtime()["mode_arg"] == "turn-based"
+    agent, _ = turn_agent(voice_wav, end_of_turn_s=0.8, trailing_s=0.5,
+                          turn_generate_kwargs={"temperature": 0.7, "top_p": 0.9})
+    tb = agent.runtime()["turn_based"]
+    assert tb["end_of_turn_s"] == 0.8 and tb["inner_describe"]["trailing_s"] == 0.5
+    assert tb["inner_describe"]["generate_kwargs"]["temperature"] == 0.7
+    assert tb["inner_describe"]["generate_kwargs"]["top_p"] == 0.9
+    with pytest.raises(UsageError, match="mode must be"):
+        MiniCPMOAgent(model=FakeMiniCPMODuplex(), ref_audio=str(voice_wav), mode="half")
+
+
+def test_turn_based_seeds_and_starts_each_case_afresh(voice_wav: Path, speak) -> None:
+    """Each reset is a new session (a new session_id, the voice's cache set again, the system message first); the
+    seed reaches the sampler; a reply is never cut by the user talking over it; closing refuses further cases."""
+    said = speak("Could you tell me how long the pharmacy stays open tonight?")
+    user = np.concatenate([said, np.zeros(3 * SESSION_SR, np.float32)])
+    user = np.pad(user, (0, -user.size % 480))
+    texts = []
+    agent, duplex = turn_agent(voice_wav)
+    half = duplex.model
+    for seed in (0, 0, 1):
+        agent.reset("Be brief.", seed)
+        assert half.prefills[0]["role"] == "system" and half.prefills[0]["prompt"].endswith("\nBe brief.")
+        out = [agent.step(user[i:i + 480]) for i in range(0, user.size, 480)]
+        texts.append("".join(f.text or "" for f in out))
+        assert len(half.generates) == 1 and half.generates[0]["session_id"] == f"case-{len(texts)}"
+    assert len(half.voice_prompts) == 3
+    assert texts[0] == texts[1] != texts[2]
+    # Without a prompt the system message is the voice preset alone.
+    agent.reset(None, 0)
+    assert half.prefills[0]["prompt"] == "\n".join([VOICE_PREFIX, "<audio>./</audio>", VOICE_SUFFIX])
+    agent.close()
+    with pytest.raises(Exception, match="closed"):
+        agent.reset(None, 0)
+
+
+def test_the_half_duplex_fake_refuses_what_the_real_one_refuses(voice_wav: Path) -> None:
+    """MiniCPMO's streaming_prefill asserts a session_id, one message and a known role (modeling_minicpmo.py:1848,
+    1857, 1861); streaming_generate cannot speak before init_token2wav_cache (2224); a str content would be read
+    character by character (1866). The adapter makes none of these calls (the episode tests above run it)."""
+    model = FakeMiniCPMODuplex().model
+    system = {"role": "system", "content": ["Be brief."]}
+    with pytest.raises(AssertionError, match="session_id"):
+        model.streaming_prefill(session_id=None, msgs=[system])
+    with pytest.raises(AssertionError):
+        model.streaming_prefill(session_id="s", msgs=[system, system])
+    with pytest.raises(AssertionError):
+        model.streaming_prefill(session_id="s", msgs=[{"role": "tool", "content": ["x"]}])
+    with pytest.raises(TypeError, match="character by character"):
+        model.streaming_prefill(session_id="s", msgs=[{"role": "system", "content": "Be brief."}])
+    model.reset_session(reset_token2wav_cache=True)
+    model.streaming_prefill(session_id="s", msgs=[system])
+    with pytest.raises(TypeError, match="not subscriptable"):
+        next(model.streaming_generate(session_id="s"))
+    # The adapter sets the voice before the system message, and every content is a list.
+    agent, duplex = turn_agent(voice_wav)
+    agent.reset("Be brief.", 0)
+    assert duplex.model.token2wav_cache is not None and duplex.model.session_id == "case-1"
+
+
+def test_check_adapter_passes_in_turn_based_mode(voice_wav: Path, reply: np.ndarray, tmp_path: Path) -> None:
+    from eval.conformance import FAIL, check_agent
+
+    agent = MiniCPMOAgent(model=FakeMiniCPMODuplex(voice=reply), ref_audio=str(voice_wav), mode="turn-based")
+    results = check_agent(agent, out_dir=tmp_path)
+    assert not [r for r in results if r.status == FAIL], [(r.name, r.reason) for r in results if r.status == FAIL]
