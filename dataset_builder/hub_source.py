@@ -106,8 +106,11 @@ def download(ref: HubDataset, spec: str, *, local_only: bool = False) -> str:
         why = ("this process reads the HF cache only (the process that launched it downloads the set)" if local_only
                else "offline (HF_HUB_OFFLINE is set)" if offline
                else f"the Hub {constants.ENDPOINT} cannot be reached")
+        # huggingface_hub's command line is `hf` (its entry point; it ships no huggingface-cli any more).
+        fetch = f"hf download {ref.repo_id} --repo-type dataset" + (f" --revision {ref.revision}" if ref.revision
+                                                                   else "")
         raise UsageError(f"{where}: {why} and no copy is cached under {constants.HF_HUB_CACHE}; run it once "
-                         "online (or `huggingface-cli download --repo-type dataset` it) first") from None
+                         f"online (or fetch it with `{fetch}`) first") from None
     except HfHubHTTPError as err:
         status = getattr(getattr(err, "response", None), "status_code", "?")
         first = (str(err).strip().splitlines() or [""])[0]

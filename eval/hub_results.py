@@ -11,18 +11,21 @@ The folder uploaded (and what `--dry-run` writes instead)::
     report/...                     with --report DIR: the HTML report folder `duplex-eval report` wrote
 
 The card's YAML has, under `duplex_eval`, one entry per run: the model (adapter and its arguments), benchmark,
-config, dataset (path or Hub repo and commit, fingerprint), every headline value with n and its confidence
+config, dataset (its folder's name or Hub repo and commit, fingerprint), every headline value with n and its confidence
 interval, the ASR, judge, thresholds and VAD used, the harness version the episodes recorded, and what the run
 covers ("k of n cases", `partial`, how its cases were chosen), which the card's table and every results.jsonl row
 repeat. Stale scores (the folder changed after scoring) are refused, as `report` refuses them; a partial run (fewer
 episodes than its dataset has cases: `run --limit`, `--sample`, `--case`, or a run not finished) is refused unless
-`--allow-partial`, and then marked PARTIAL wherever its numbers appear.
+`--allow-partial`, and then marked PARTIAL wherever its numbers appear. Nothing uploaded holds a path of this
+machine: a run folder is published as runs/<run>, a dataset as its folder's name (its fingerprint says which data
+it was) or the Hub repo and commit it was read from, any other absolute path as its last part.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -110,11 +113,73 @@ def _episode_params(run_dir: Path) -> tuple[list[str], list[Any]]:
     return versions, protocols
 
 
+def _dataset_path(scores: Mapping[str, Any], info: Mapping[str, Any]) -> str | None:
+    return scores.get("dataset") or (info.get("identity") or {}).get("dataset")
+
+
 def _dataset(scores: Mapping[str, Any], info: Mapping[str, Any]) -> dict[str, Any]:
-    path = scores.get("dataset") or (info.get("identity") or {}).get("dataset")
+    path = _dataset_path(scores, info)
     origin = hub_origin(path) if path else None
-    where = {"hub": origin["repo_id"], "revision": origin["revision"]} if origin else {"path": path}
+    where = ({"hub": origin["repo_id"], "revision": origin["revision"]} if origin
+             else {"name": Path(path).name if path else None})  # the folder's name: its path is this machine's
     return where | {"fingerprint": scores.get("dataset_fingerprint"), "n_cases": scores.get("n_dataset_cases")}
+
+
+def public_dataset(path: str) -> str:
+    """What is published in place of a dataset folder's path: the Hub repo and commit it was read from (a snapshot
+    folder of the HF cache), else the folder's name."""
+    origin = hub_origin(path)
+    return f"{origin['repo_id']}@{origin['revision']}" if origin else Path(path).name
+
+
+class LocalPaths:
+    """The paths of this machine that published files would hold, each with what is published instead: a run
+    folder as runs/<run> (the folder the repo keeps it in), a dataset folder as `public_dataset` says, and any
+    other absolute path in a JSON value as its last part (an adapter's local weights, say)."""
+
+    def __init__(self) -> None:
+        self.known: dict[str, str] = {}
+
+    def add(self, path: str | Path, public: str) -> None:
+        for form in {str(path), os.path.abspath(path), str(Path(path).resolve())}:
+            if form not in (".", "/", ""):
+                self.known[form] = public
+
+    def value(self, text: str) -> str:
+        """One JSON string: a known path (or a path inside one) published in its place; another absolute path
+        as its last part."""
+        for local, public in sorted(self.known.items(), key=lambda kv: -len(kv[0])):
+            if text == local or text.startswith(local.rstrip("/") + "/"):
+                return public + text[len(local.rstrip("/")):]
+        return Path(text).name if os.path.isabs(text) else text
+
+    def json(self, node: Any) -> Any:
+        if isinstance(node, str):
+            return self.value(node)
+        if isinstance(node, Mapping):
+            return {k: self.json(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [self.json(v) for v in node]
+        return node
+
+    def text(self, text: str) -> str:
+        """Any other text (the HTML report): each known path that names folders (absolute, or relative with a
+        '/'), where it stands as a whole path, published in its place."""
+        for local, public in sorted(self.known.items(), key=lambda kv: -len(kv[0])):
+            if os.path.isabs(local) or "/" in local:
+                text = re.sub(rf"(?<![\w./-]){re.escape(local)}(?![\w.-])", lambda _, to=public: to, text)
+        return text
+
+    def file(self, dest: str, data: bytes) -> bytes:
+        """A copied file's bytes as published: JSON through `json`, other text through `text`, media as it is."""
+        suffix = Path(dest).suffix
+        if suffix == ".json":
+            node = json.loads(data)
+            public = self.json(node)
+            return data if public == node else (json.dumps(public, indent=2, ensure_ascii=False) + "\n").encode()
+        if suffix in (".html", ".md", ".txt", ".js", ".css", ".csv", ".jsonl", ".svg"):
+            return self.text(data.decode("utf-8")).encode("utf-8")
+        return data
 
 
 def run_entry(name: str, run_dir: Path, scores: Mapping[str, Any], info: Mapping[str, Any]
@@ -193,14 +258,16 @@ def card(repo_id: str, entries: list[dict[str, Any]], pushed_with: str) -> str:
     return "---\n" + yaml.safe_dump(front, sort_keys=False, allow_unicode=True) + "---\n\n" + "\n".join(body) + "\n"
 
 
-def _report_files(report_dir: Path) -> Iterator[ResultFile]:
+def _report_files(report_dir: Path, local: LocalPaths) -> Iterator[ResultFile]:
     if not (report_dir / "index.html").is_file():
         raise UsageError(f"--report {report_dir}: not a report folder (no index.html); write one with "
                          "`duplex-eval report RUN... --out DIR`")
+    local.add(report_dir, "report")
     for p in sorted(report_dir.rglob("*")):
         rel = p.relative_to(report_dir)
         if p.is_file() and not any(part.startswith(".") for part in rel.parts):
-            yield ResultFile(f"report/{rel.as_posix()}", p.read_bytes(), str(p))
+            dest = f"report/{rel.as_posix()}"
+            yield ResultFile(dest, local.file(dest, p.read_bytes()), str(p))
 
 
 def refuse_if_partial(run_dir: Path, scores: Mapping[str, Any], allow_partial: bool) -> None:
@@ -227,6 +294,7 @@ def results_files(run_dirs: list[Path], repo_id: str, report_dir: Path | None = 
     entries: list[dict[str, Any]] = []
     rows: list[str] = []
     seen: dict[str, Path] = {}
+    local = LocalPaths()
     for run_dir in run_dirs:
         if not run_dir.is_dir():
             raise UsageError(f"push-results: run folder {run_dir} does not exist")
@@ -242,17 +310,20 @@ def results_files(run_dirs: list[Path], repo_id: str, report_dir: Path | None = 
         refuse_if_stale(run_dir, run_dir / SCORES, scores, "its scores would not describe the run pushed")
         refuse_if_partial(run_dir, scores, allow_partial)
         info = load_json(run_dir / "run.json", "run marker") if (run_dir / "run.json").is_file() else {}
-        entry, parameters = run_entry(name, run_dir, scores, info)
-        entries.append(entry)
         base = f"runs/{name}"
+        local.add(run_dir, base)
+        if _dataset_path(scores, info):
+            local.add(_dataset_path(scores, info), public_dataset(_dataset_path(scores, info)))
+        entry, parameters = (local.json(part) for part in run_entry(name, run_dir, scores, info))
+        entries.append(entry)
         for p in sorted(run_dir.glob("scores*.json")):
-            files.append(ResultFile(f"{base}/{p.name}", p.read_bytes(), str(p)))
+            files.append(ResultFile(f"{base}/{p.name}", local.file(p.name, p.read_bytes()), str(p)))
         if (run_dir / "health.json").is_file():
-            files.append(ResultFile(f"{base}/health.json", (run_dir / "health.json").read_bytes(),
-                                    str(run_dir / "health.json")))
+            files.append(ResultFile(f"{base}/health.json", local.file("health.json", (run_dir / "health.json")
+                                                                       .read_bytes()), str(run_dir / "health.json")))
         files.append(ResultFile(f"{base}/parameters.json", (json.dumps(parameters, indent=2) + "\n").encode(),
                                 "generated"))
-        files.append(ResultFile(f"{base}/report.md", report_text(name, scores).encode(), "generated"))
+        files.append(ResultFile(f"{base}/report.md", local.text(report_text(name, scores)).encode(), "generated"))
         keep = ("run", "model", "benchmark", "config", "harness_version")
         cov = entry["coverage"]
         for r in entry["results"]:
@@ -264,7 +335,7 @@ def results_files(run_dirs: list[Path], repo_id: str, report_dir: Path | None = 
                 "partial": cov["partial"]}
             rows.append(json.dumps(row, sort_keys=False))
     if report_dir is not None:
-        files += list(_report_files(report_dir))
+        files += list(_report_files(report_dir, local))
     files.append(ResultFile(RESULTS_FILE, ("\n".join(rows) + "\n").encode(), "generated"))
     files.append(ResultFile("README.md", card(repo_id, entries, HARNESS_VERSION).encode(), "generated"))
     return sorted(files, key=lambda f: f.dest)

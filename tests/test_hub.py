@@ -53,7 +53,8 @@ def test_hub_origin_of_a_snapshot_folder() -> None:
     snapshot = f"/c/hub/datasets--my-org--duplex-mpe/snapshots/{SHA}"
     assert _dataset({"dataset": snapshot, "dataset_fingerprint": "f", "n_dataset_cases": 80}, {}) == {
         "hub": "my-org/duplex-mpe", "revision": SHA, "fingerprint": "f", "n_cases": 80}
-    assert _dataset({}, {"identity": {"dataset": "/data/mpe"}}) == {"path": "/data/mpe", "fingerprint": None,
+    # A local set by its folder's name alone: its path is this machine's (the fingerprint says which data it was).
+    assert _dataset({}, {"identity": {"dataset": "/data/mpe"}}) == {"name": "mpe", "fingerprint": None,
                                                                      "n_cases": None}
 
 
@@ -135,7 +136,7 @@ def test_run_reads_a_hub_dataset_and_then_offline(tiny_set: Path, hub: HubStandI
     assert one_error_line(capsys) == (
         "error: Hub dataset repo me/other (no local folder me/other exists; write ./me/other for a local path): "
         f"offline (HF_HUB_OFFLINE is set) and no copy is cached under {tmp_path / 'hf' / 'hub'}; run it once "
-        "online (or `huggingface-cli download --repo-type dataset` it) first")
+        "online (or fetch it with `hf download me/other --repo-type dataset`) first")
 
 
 def test_unreachable_missing_and_unknown_revision_are_one_line(hub: HubStandIn, tmp_path: Path,
@@ -155,7 +156,7 @@ def test_unreachable_missing_and_unknown_revision_are_one_line(hub: HubStandIn, 
     assert main(["run", "--dataset", "me/ds", "--adapter", "silent", "--out", str(tmp_path / "r")]) == 2
     assert one_error_line(capsys).endswith(
         f"the Hub {hub.endpoint} cannot be reached and no copy is cached under {tmp_path / 'hf' / 'hub'}; run it "
-        "once online (or `huggingface-cli download --repo-type dataset` it) first")
+        "once online (or fetch it with `hf download me/ds --repo-type dataset`) first")
     assert not (tmp_path / "r").exists()
 
 
@@ -277,7 +278,10 @@ def test_push_results_dry_run_writes_exactly_the_folder(scored_run: Path, tmp_pa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dry"]  # no temp folder left beside it
 
     scores = json.loads((scored_run / "scores.json").read_text())
-    assert (folder / "runs" / "mpe-silent" / "scores.json").read_bytes() == (scored_run / "scores.json").read_bytes()
+    # The scores as score wrote them, with this machine's paths replaced (test_nothing_published_holds_a_local_path).
+    published = json.loads((folder / "runs" / "mpe-silent" / "scores.json").read_text())
+    assert published == scores | {"dataset": Path(scores["dataset"]).name,
+                                  "scores_file": "runs/mpe-silent/scores.json"}
     front, body = read_card(folder)
     assert front["configs"] == [{"config_name": "results", "data_files": [{"split": "train", "path": "results.jsonl"}]}]
     (run,) = front["duplex_eval"]["runs"]
@@ -286,7 +290,7 @@ def test_push_results_dry_run_writes_exactly_the_folder(scored_run: Path, tmp_pa
     from eval.orchestrator import HARNESS_VERSION
 
     assert run["harness_version"] == HARNESS_VERSION == front["duplex_eval"]["pushed_with"]
-    assert run["dataset"]["path"] == scores["dataset"] and run["dataset"]["n_cases"] == 2
+    assert run["dataset"]["name"] == Path(scores["dataset"]).name == "mpe-1" and run["dataset"]["n_cases"] == 2
     for key in ("asr", "judge", "thresholds", "vad"):
         assert run[key] == scores[key], key
     assert run["thresholds"] == {"t_onset_window_s": 5.0, "yield_tolerance_s": 1.0}
@@ -320,8 +324,10 @@ def test_push_results_refuses_unscored_runs_in_one_line(scored_run: Path, tmp_pa
     assert one_error_line(capsys) == (f"error: push-results: {bare} has no scores.json: score it first "
                                       f"(duplex-eval score {bare})")
     assert not folder.exists()
-    assert main(["push-results", str(scored_run), "--dry-run"]) == 2
-    assert one_error_line(capsys) == "error: push-results: give the Hub dataset repo: --repo-id ORG/NAME"
+    with pytest.raises(SystemExit) as exit_:  # argparse's own refusal: --repo-id is required
+        main(["push-results", str(scored_run), "--dry-run"])
+    assert exit_.value.code == 2
+    assert one_error_line(capsys) == "error: push-results: the following arguments are required: --repo-id"
 
 
 def test_a_partial_run_says_so_everywhere_and_is_pushed_only_when_allowed(
@@ -393,12 +399,52 @@ def test_push_results_takes_the_html_report_along(scored_run: Path, tmp_path: Pa
     assert main(["push-results", str(scored_run), "--repo-id", "me/r", "--report", str(report), "--dry-run",
                  "--out", str(folder)]) == 0
     pushed = folder_files(folder)
-    assert {k[len("report/"):]: v for k, v in pushed.items() if k.startswith("report/")} == {
-        k: v for k, v in folder_files(report).items() if not any(p.startswith(".") for p in k.split("/"))}
+    written = {k: v for k, v in folder_files(report).items() if not any(p.startswith(".") for p in k.split("/"))}
+    assert {k[len("report/"):] for k in pushed if k.startswith("report/")} == set(written)
+    # Byte for byte, but for this machine's paths (test_nothing_published_holds_a_local_path).
+    assert all(pushed[f"report/{k}"] == v for k, v in written.items() if str(scored_run.parent).encode() not in v)
     assert sorted(k for k in pushed if not k.startswith("report/")) == EXPECTED_FILES
+
     capsys.readouterr()
     assert main(["push-results", str(scored_run), "--repo-id", "me/r", "--report", str(scored_run), "--dry-run",
                  "--out", str(tmp_path / "dry2")]) == 2
     assert one_error_line(capsys) == (f"error: --report {scored_run}: not a report folder (no index.html); write "
                                       "one with `duplex-eval report RUN... --out DIR`")
     assert not (tmp_path / "dry2").exists()
+
+
+def test_nothing_published_holds_a_local_path(scored_run: Path, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """The card, results.jsonl, parameters.json, the scores, health and the HTML report name the run as
+    runs/<run> and the dataset by its folder's name: no path of this machine goes to the Hub, which the run's own
+    files (scores.json, run.json, the report's pages) do hold."""
+    report = tmp_path / "report"
+    assert main(["report", str(scored_run), "--out", str(report), "--max-plots", "1"]) == 0
+    folder = tmp_path / "dry"
+    assert main(["push-results", str(scored_run), "--repo-id", "me/r", "--report", str(report), "--dry-run",
+                 "--out", str(folder)]) == 0
+    dataset = json.loads((scored_run / "scores.json").read_text())["dataset"]
+    local = [str(scored_run.parent), str(Path(dataset).parent), str(tmp_path)]
+    assert local[0].encode() in (scored_run / "scores.json").read_bytes()  # the run's own file holds them
+    assert any(dataset.encode() in v for v in folder_files(report).values())  # and so does the report
+    leaks = [(name, where) for name, data in folder_files(folder).items() for where in local
+             if where.encode() in data]
+    assert not leaks, leaks
+    front, _ = read_card(folder)
+    assert front["duplex_eval"]["runs"][0]["dataset"]["name"] == Path(dataset).name
+
+
+def test_published_paths_stand_in_for_local_ones() -> None:
+    from eval.hub_results import LocalPaths
+
+    local = LocalPaths()
+    local.add("/home/me/runs/silent", "runs/silent")
+    local.add(f"/root/.cache/huggingface/hub/datasets--org--mpe/snapshots/{SHA}", f"org/mpe@{SHA}")
+    assert local.json({"scores_file": "/home/me/runs/silent/scores.json", "n": 3, "args": {"model": "/w/ckpt"},
+                       "list": [f"/root/.cache/huggingface/hub/datasets--org--mpe/snapshots/{SHA}"],
+                       "url": "http://host/x", "name": "/home/me/runs/silent2"}) == {
+        "scores_file": "runs/silent/scores.json", "n": 3, "args": {"model": "ckpt"}, "list": [f"org/mpe@{SHA}"],
+        "url": "http://host/x", "name": "silent2"}
+    # In the HTML report: the whole path only (not a longer folder name that starts with it).
+    assert local.text("<td>/home/me/runs/silent</td> /home/me/runs/silent/x.wav /home/me/runs/silent2") == (
+        "<td>runs/silent</td> runs/silent/x.wav /home/me/runs/silent2")
