@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -19,7 +18,17 @@ from dataset_builder.speech_gate import HeardGate, SpeechGate
 from eval import interrupt
 from eval.building import quiet_libraries
 from eval.report_site.media import DEFAULT_KBPS as DEFAULT_AUDIO_KBPS
-from eval.run import Interrupted, RunConfig, add_run_arguments, configs_from_args, finish, kept_of, parse_kv, run
+from eval.run import (
+    Interrupted,
+    RunConfig,
+    add_run_arguments,
+    configs_from_args,
+    finish,
+    kept_of,
+    parse_kv,
+    run,
+    run_and_finish,
+)
 from metrics.asr import SCORING_ASR
 
 DEFAULT_OUT = Path("out")
@@ -131,30 +140,25 @@ def cmd_run(a: argparse.Namespace) -> int:
     for cfg in cfgs:
         if len(cfgs) > 1:
             print(f"== {cfg.config}: {cfg.out}", flush=True)
-        code = max(code, finish(run(cfg)))
+        code = max(code, run_and_finish(cfg))  # under a plain `accelerate launch`: one summary, the main process's
     return code
 
 
 def _worker_run(cfgs: list[RunConfig]) -> int:
     """A launched process: its counts go to the launching process, which prints one summary. Exit 0 whatever
     happened (accelerate's launcher would print a traceback for any other status); the status travels too."""
-    from eval.launch import register_worker, worker_rank, write_worker_result
+    from eval.launch import register_worker, write_worker_result
 
     # The launching process passes Ctrl-C on as SIGINT: heard here even where the shell started us ignoring it.
     interrupt.install(even_if_ignored=True)
-    rank, n = worker_rank() or (0, 1)
     result: dict = {"results": [], "interrupted": None, "error": None}
     try:
         if not register_worker():
             raise Interrupted(0)
         for cfg in cfgs:
             result["results"].append({"config": cfg.config, "out": cfg.out, "counts": run(cfg)})
-    except Interrupted as err:
+    except Interrupted as err:  # the launching process says it once, for every process
         result["interrupted"] = err.kept
-        # One write of the whole line: the launched processes share stderr, and print's separate write of the
-        # newline let two workers' lines run together.
-        sys.stderr.flush()
-        os.write(sys.stderr.fileno(), f"process {rank + 1}/{n}: {err}\n".encode())
     except (SchemaError, UsageError, FileNotFoundError, RuntimeError) as err:
         result["error"] = str(err)
     write_worker_result(result)
@@ -168,13 +172,14 @@ def _launched_run(a: argparse.Namespace, cfgs: list[RunConfig]) -> int:
     n = a.num_processes
     code, interrupted, results = launch(a.argv, n)
     if interrupted:
-        for rank, res in enumerate(results):  # the interrupted ones have said so themselves
-            if res is None:
-                print(f"process {rank + 1}/{n}: interrupted before it could count its episodes; rerun the same "
-                      "command to resume", file=sys.stderr)
-            elif res["interrupted"] is None and not res["error"]:
-                kept = sum(kept_of(r["counts"]) for r in res["results"])
-                print(f"process {rank + 1}/{n}: had finished its share; {kept} episodes kept", file=sys.stderr)
+        # One line for the whole run: each process counted its own share on disk once it had stopped (the shares
+        # do not overlap), or had finished it.
+        kept = sum((res["interrupted"] or 0) + sum(kept_of(r["counts"]) for r in res["results"])
+                   for res in results if res and not res["error"])
+        lost = [str(rank + 1) for rank, res in enumerate(results) if res is None]
+        uncounted = (f" (process{'es' if len(lost) > 1 else ''} {', '.join(lost)} of {n} stopped before counting "
+                     "its episodes: they are on disk, not in this count)") if lost else ""
+        print(f"{Interrupted(kept, n)}{uncounted}", file=sys.stderr)
         return 130
     errors = list(dict.fromkeys(res["error"] for res in results if res and res["error"]))
     if errors:
@@ -215,10 +220,10 @@ def print_result(run_dir: Path, result: dict) -> None:
     """Run health and failures first (a broken set-up must not hide behind a table), then the tables."""
     from metrics.feasibility import feasibility_lines
     from metrics.scoring import result_tables
-    from metrics.tables import provenance
+    from metrics.tables import coverage_of, provenance
 
     print(f"== {run_dir}  benchmark={result['benchmark']}  adapter={result['adapter']}  "
-          f"episodes={result['n_episodes']}  failed={result['n_failed']}")
+          f"episodes={result['n_episodes']}  failed={result['n_failed']}  covers {coverage_of(result)['text']}")
     for flag in result.get("health", {}).get("flags", []):
         print(f"HEALTH {flag}")
     for line in feasibility_lines(result.get("feasibility")):  # docs/scale.md: could it have held a live call?
@@ -368,7 +373,8 @@ def cmd_push_results(a: argparse.Namespace) -> int:
 
     if not a.repo_id:
         raise UsageError("push-results: give the Hub dataset repo: --repo-id ORG/NAME")
-    files = results_files([Path(r) for r in a.run_dirs], a.repo_id, Path(a.report) if a.report else None)
+    files = results_files([Path(r) for r in a.run_dirs], a.repo_id, Path(a.report) if a.report else None,
+                          allow_partial=a.allow_partial)
     if a.dry_run:
         folder = Path(a.out or DEFAULT_OUT / "push-results" / a.repo_id.replace("/", "--"))
         print(describe(files, write_folder(files, folder), a.repo_id))
@@ -578,6 +584,9 @@ def _add_push_results(p: argparse.ArgumentParser) -> None:
                    help="also upload this HTML report folder (written by `duplex-eval report`) as report/")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="--dry-run's folder (default out/push-results/ORG--NAME)")
+    p.add_argument("--allow-partial", action="store_true",
+                   help="publish a partial run (fewer episodes than its dataset has cases: --limit, --sample, "
+                        "--case, or unfinished), marked PARTIAL in the card and results.jsonl; refused otherwise")
     _hub_upload_flags(p, "write the folder that would be uploaded (to --out) and list its files; upload nothing "
                          "(no token needed)")
     p.set_defaults(func=cmd_push_results)
@@ -697,7 +706,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except Interrupted as err:  # Ctrl-C in a run: what is on disk is kept
-        print(str(err), file=sys.stderr)
+        if not err.quiet:  # another process of the same run says it
+            print(str(err), file=sys.stderr)
         return 130
     except KeyboardInterrupt:
         print(f"interrupted ({a.command})", file=sys.stderr)
