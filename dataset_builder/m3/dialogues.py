@@ -777,16 +777,6 @@ def _bc_room(lang: Language, text: str, min_size: int | None = None) -> int | No
     return start if lang.size(text[:start]) >= min_size else None
 
 
-def _can_host(lang: Language, text: str, *, bc: bool = False) -> bool:
-    """Whether a listener may cut into a turn (or, `bc`, backchannel in it): it is long, and it does not end on
-    a question, since people answer a question rather than talk over it. A backchannel may still come in a long
-    turn that says something before it asks."""
-    size = lang.size(text)
-    if not text.rstrip().endswith(("?", "？")):
-        return size >= lang.host_min
-    return bc and size >= 2 * lang.host_min
-
-
 def _comma_cut(lang: Language, text: str) -> tuple[str, str] | None:
     """The text split after the comma nearest its middle where both sides are TURN-long halves, or None."""
     best = None
@@ -873,10 +863,3 @@ def generate(language: str, domain: str, index: int, seed: int = 0, *, bank: Tex
     if index < 0:
         raise ValueError(f"index must be >= 0, got {index}")
     return generate_dialogues(language, domain, index + 1, seed, bank=bank, shape=shape)[index]
-
-
-def preset_size(preset: str) -> int:
-    if preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r}; known: {sorted(PRESETS)}")
-    return PRESETS[preset]
-

@@ -23,7 +23,7 @@ LANG_FILES = ("backchannels.yaml", "barge_in.yaml", "transitions.yaml", "task/re
 RELATION_PARTS = ("ask_first", "ask_follow", "answer")
 RELATION_EXTRAS = ("openers", "reactions", "also")
 # Optional backchannel lists for one domain (a user acknowledging an answer says "mm-hm", not "no way").
-BC_EXTRAS = ("user_task", "system_task", "user_chat", "system_chat")
+BC_EXTRAS = ("user_task", "system_task")
 # Placeholders each kind of text may hold (besides chat slots).
 ALLOWED = {"ask_first": {"entity", "noun", "pronoun"}, "ask_follow": {"noun", "pronoun"},
            "answer": {"value", "entity", "noun", "pronoun"},
