@@ -54,8 +54,10 @@ demo's English half-duplex preset as the system message (assets/presets/half_dup
 `length_penalty` 1.1 as OpenBMB asks for this mode (README.md:1914; the demo's HalfDuplexView.generate default,
 core/processors/unified.py:590). Driving `duplex.model` is what the demo server does: its half-duplex view and its
 duplex capability share one `MiniCPMO` (modeling_minicpmo_unified.py:4293-4298, core/processors/unified.py:1335-1402),
-so one load serves both modes. The session lives for the case (its turns are one conversation) and is started afresh
-at every reset (G.3: "a stateless chat/generate per case with fresh messages").
+so one load serves both modes, with the streaming vocoder `MiniCPMODuplex` set up (`init_tts(streaming=True)`, as
+MiniCPMO45/README.md:108 does; the MiniCPM-o README snippet's `init_tts()` would select CosyVoice2, which this
+`streaming_generate` refuses, modeling_minicpmo.py:2223,2293). The session lives for the case (its turns are one
+conversation) and is started afresh at every reset (G.3: "a stateless chat/generate per case with fresh messages").
 "auto" (default) runs turn-based on DSB-IFEval and duplex elsewhere (`for_benchmark`, called by `duplex-eval run`;
 Duplex-MPE evaluated the duplex model); a mode named as an adapter-arg wins. rec.json records the mode and its
 settings (`runtime`).
