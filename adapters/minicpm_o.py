@@ -1,5 +1,5 @@
 """`minicpm-o`: MiniCPM-o 4.5 in its full-duplex mode (docs/adding-a-model.md), adapted to the frame protocol by
-buffering.
+buffering; or turn-based, as DSB-IFEval's harness ran it ("Modes" below; the default on DSB-IFEval).
 
 The model's own duplex loop, as OpenBMB's code at OpenBMB/minicpm-o-4_5-pytorch-simple-demo@c7e16605 drives it
 (`UPSTREAM`; its MiniCPMO45/ package holds the model code, MiniCPMO45/README.md "Duplex Streaming" and
