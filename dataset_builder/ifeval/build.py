@@ -261,6 +261,7 @@ def _build_audio(out_dir: Path, options: BuildOptions, pool: WorkerPool, t0: flo
     bank = load_texts()
     progress = Progress(f"build ifeval ({pool.workers} worker{'s' * (pool.workers > 1)})", len(units),
                         enabled=options.progress)
+    progress.start(f"{len(clips)} speech clips")  # at once: the first stream waits for the workers' start-up
     features = ifeval_features()
     configs = {BENCHMARK: {"features": features}}
     n_matched = sum(c.matched_audio for c in grid.cases)
