@@ -22,6 +22,7 @@ from eval.run import (
     Interrupted,
     RunConfig,
     add_run_arguments,
+    comma_list,
     configs_from_args,
     finish,
     kept_of,
@@ -57,13 +58,13 @@ def speech_gate(cache_dir: Path | None) -> SpeechGate:
 
 
 def build_selection(a: argparse.Namespace) -> tuple[Benchmark, tuple[str, ...] | None]:
-    """What `build` makes: `build BENCHMARK`, `build --config NAME[,NAME]` (as `run` takes it: benchmarks or their
-    configs) and `--configs` name one benchmark and, optionally, which of its configs."""
-    def split(spec: str | None) -> list[str]:
-        return [n.strip() for n in (spec or "").split(",") if n.strip()]
-
-    names = split(a.benchmark) + split(a.config)
-    if not names and not a.configs:
+    """What `build` makes: `build BENCHMARK` and `build --config NAME[,NAME...]` (as `run` takes it: benchmarks or
+    their configs) name one benchmark and, optionally, which of its configs."""
+    if a.configs is not None:  # the one spelling is --config, as `run` has it
+        raise UsageError(f"build: give the configs as --config {a.configs} (there is no --configs): duplex-eval "
+                         f"build --config {a.configs}")
+    names = comma_list([a.benchmark, *(a.config or [])])
+    if not names:
         raise UsageError(f"build: name the benchmark: duplex-eval build BENCHMARK ({', '.join(buildable_names())})")
     benches: dict[str, Benchmark] = {}
     configs: list[str] = []
@@ -72,9 +73,6 @@ def build_selection(a: argparse.Namespace) -> tuple[Benchmark, tuple[str, ...] |
         if name not in buildable_names():
             configs.append(name)
         benches.setdefault(bench.name, bench)
-    for name in split(a.configs):  # --configs: the benchmark's configs by their names only
-        configs.append(name)
-        benches.setdefault(benchmark_for_config(name).name, benchmark_for_config(name))
     if len(benches) > 1:
         raise UsageError(f"build: one benchmark at a time; {', '.join(names)} name {', '.join(benches)}")
     return next(iter(benches.values())), tuple(dict.fromkeys(configs)) or None
@@ -341,12 +339,7 @@ def cmd_text_reference(a: argparse.Namespace) -> int:
 def cmd_push(a: argparse.Namespace) -> int:
     from dataset_builder.hf_dataset import describe_upload, push_to_hub
 
-    if a.repo:  # one way to say it, as push-results and push-metric take theirs
-        raise UsageError(f"push: give the repo as --repo-id {a.repo} (the only argument after the folder is "
-                         f"the folder itself): duplex-eval push {a.folder} --repo-id {a.repo}")
     repo_id = a.repo_id
-    if not repo_id:
-        raise UsageError("push: give the Hub dataset repo: --repo-id ORG/NAME")
     if a.dry_run:
         print(describe_upload(Path(a.folder), repo_id, private=a.private))
         return 0
@@ -371,8 +364,6 @@ def cmd_push_metric(a: argparse.Namespace) -> int:
 def cmd_push_results(a: argparse.Namespace) -> int:
     from eval.hub_results import describe, push, results_files, write_folder
 
-    if not a.repo_id:
-        raise UsageError("push-results: give the Hub dataset repo: --repo-id ORG/NAME")
     files = results_files([Path(r) for r in a.run_dirs], a.repo_id, Path(a.report) if a.report else None,
                           allow_partial=a.allow_partial)
     if a.dry_run:
@@ -394,8 +385,8 @@ def cmd_events(a: argparse.Namespace) -> int:
 def cmd_demo(a: argparse.Namespace) -> int:
     from eval.demo import demo
 
-    return demo(Path(a.out), preset=a.preset, adapters=a.adapters.split(","),
-                benchmarks=a.benchmarks.split(",") if a.benchmarks else None, workers=a.workers or None)
+    return demo(Path(a.out), preset=a.preset, adapters=comma_list(a.adapters),
+                benchmarks=comma_list(a.benchmarks) or None, workers=a.workers or None)
 
 
 def cmd_check_adapter(a: argparse.Namespace) -> int:
@@ -436,12 +427,15 @@ def _add_build(p: argparse.ArgumentParser) -> None:
     """`build BENCHMARK`: the dataset's size, voices, writer and cache, and the audit after it."""
     p.add_argument("benchmark", nargs="?", default=None, metavar="BENCHMARK",
                    help=f"the benchmark to build ({', '.join(buildable_names())}); or --config")
-    p.add_argument("--config", default=None, metavar="NAME[,NAME...]",
-                   help="as `run --config`: the benchmark, or some of its configs (m3_chat_en,m3_task_en)")
+    p.add_argument("--config", action="append", default=None, metavar="NAME[,NAME...]",
+                   help="as `run --config`: the benchmark, or which of its configs to build, comma-separated or "
+                        "the flag again (m3: --config m3_chat_en,m3_task_en)")
     p.add_argument("--preset", default="mini", help="size preset (mpe: mini, full)")
     p.add_argument("--n", "--n-pairs", dest="n", type=int, default=None,
                    help="override the preset's size (mpe: scenario pairs)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of every draw the build makes (scenes, voices, timings; default %(default)s): the same "
+                        "seed and options build the same bytes")
     p.add_argument("--tts", default="piper", help="TTS backend: piper (default), espeak, http")
     p.add_argument("--tts-arg", action="append", default=[], metavar="K=V",
                    help="TTS backend arg, e.g. base_url=http://127.0.0.1:8880 model=kokoro (for --tts http)")
@@ -463,13 +457,13 @@ def _add_build(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stats", default=None, metavar="FILE",
                    help="m3: sample PAUSE/SHIFT/BC/barge-in timings from this TimingStats JSON (`duplex-eval events "
                         "... --stats-out`; what it did not measure comes from the shipped defaults)")
-    p.add_argument("--configs", default=None, metavar="A,B",
-                   help="build only these of the benchmark's configs (m3: m3_chat_en,m3_task_en,m3_chat_ja,"
-                        "m3_task_ja)")
+    p.add_argument("--configs", default=None, help=argparse.SUPPRESS)  # refused with the --config hint
     p.add_argument("--out", default=None, help="dataset folder (default out/datasets/duplex-<benchmark>)")
     p.add_argument("--cache-dir", default=None,
                    help="TTS clip cache (default $DUPLEX_EVAL_CACHE/tts or ~/.cache/duplex-eval/tts)")
-    p.add_argument("--no-cache", action="store_true")
+    p.add_argument("--no-cache", action="store_true",
+                   help="synthesise every clip afresh: neither read nor write the TTS clip cache (nor the speech "
+                        "gate's transcripts kept beside it)")
     p.add_argument("--scripts-only", action="store_true",
                    help="write OUT/scripts.jsonl (one validated script per line) and no audio: seconds, no TTS")
     p.add_argument("--diagnostics", action="store_true",
@@ -493,21 +487,23 @@ def _add_run(p: argparse.ArgumentParser) -> None:
     add_run_arguments(p)
     p.add_argument("--num-processes", type=int, default=1, metavar="N",
                    help="share the cases among N processes, launched through accelerate (gloo on CPU, one GPU each "
-                        "when there are N); one combined summary; Ctrl-C stops every process, keeping what is done")
+                        "when there are N); one combined summary; Ctrl-C stops every process, keeping what is done "
+                        "(default %(default)s)")
     p.set_defaults(func=cmd_run)
 
 
 def _add_score(p: argparse.ArgumentParser) -> None:
     """`score RUN_DIR...`."""
-    p.add_argument("run_dirs", nargs="+")
+    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run folders written by `duplex-eval run`")
     add_score_arguments(p)
     p.set_defaults(func=cmd_score)
 
 
 def _add_report(p: argparse.ArgumentParser) -> None:
     """`report RUN_DIR...`: the HTML report."""
-    p.add_argument("run_dirs", nargs="+")
-    p.add_argument("--out", default=str(DEFAULT_OUT / "report"))
+    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="scored run folders (each with its scores.json)")
+    p.add_argument("--out", default=str(DEFAULT_OUT / "report"), metavar="DIR",
+                   help="the report's folder: index.html, summary.md and a page per episode (default %(default)s)")
     p.add_argument("--max-plots", type=int, default=None, metavar="N",
                    help="timeline figure and audio for the first N episodes of each run only (default: every "
                         "episode; every episode gets its page either way)")
@@ -520,13 +516,16 @@ def _add_report(p: argparse.ArgumentParser) -> None:
 
 def _add_export(p: argparse.ArgumentParser) -> None:
     """`export {m3,fdb} RUN_DIR`: a run in a peer benchmark's own layout."""
-    p.add_argument("benchmark", choices=("m3", "fdb"))
-    p.add_argument("run_dir")
+    p.add_argument("benchmark", choices=("m3", "fdb"),
+                   help="whose layout: m3 (the M3-DuplexBench authors' evaluation) or fdb (Full-Duplex-Bench v1)")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="the run folder to export (m3: scored)")
     p.add_argument("--out", required=True, help="m3: folder for {condition}/metadata.jsonl, audio/ and asr/; fdb: "
                                                 "for {condition}/{task}/{case_id}/input.wav, output.wav, task file")
     p.add_argument("--asr", default=SCORING_ASR, help="m3: ASR of the model's utterances (their ASR JSON's "
-                                                            "text); fdb leaves the ASR to their own script")
-    p.add_argument("--asr-arg", action="append", default=[], metavar="K=V")
+                                                            "text; default %(default)s); fdb leaves the ASR to their "
+                                                            "own script")
+    p.add_argument("--asr-arg", action="append", default=[], metavar="K=V",
+                   help="ASR constructor arg, as for score (e.g. language=ja)")
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                    help="m3: the rule set whose scored episodes are exported, as for score (rules=authors to "
                         "compare with their evaluation; the paper's rules by default)")
@@ -535,12 +534,13 @@ def _add_export(p: argparse.ArgumentParser) -> None:
 
 def _add_import(p: argparse.ArgumentParser) -> None:
     """`import {m3,fdb} DATA_DIR`: a peer benchmark's released data as a dataset config."""
-    p.add_argument("benchmark", choices=("m3", "fdb"))
-    p.add_argument("data_dir", metavar="DATA_DIR")
+    p.add_argument("benchmark", choices=("m3", "fdb"),
+                   help="whose data: m3 (the M3-DuplexBench authors' release) or fdb (Full-Duplex-Bench v1 samples)")
+    p.add_argument("data_dir", metavar="DATA_DIR", help="the released data's folder")
     p.add_argument("--out", required=True, help="dataset folder to write data/m3_<domain>_<lang>/ and the card into")
     p.add_argument("--user-channel", type=int, default=0, choices=(0, 1),
                    help="m3: the channel of the party the harness plays (the other is the model's)")
-    p.add_argument("--split", default="test", help="m3: reads DATA_DIR/<split>.jsonl")
+    p.add_argument("--split", default="test", help="m3: reads DATA_DIR/<split>.jsonl (default %(default)s)")
     p.add_argument("--language", default=None, choices=M3_LANGUAGES,
                    help="default: m3 from a path .../data/<lang>/<domain>/...; fdb en")
     p.add_argument("--domain", default=None, choices=M3_DOMAINS, help="default: m3 from the path, as --language; "
@@ -550,27 +550,44 @@ def _add_import(p: argparse.ArgumentParser) -> None:
 
 def _add_text_reference(p: argparse.ArgumentParser) -> None:
     """`text-reference`: the transcript-conditioned reference."""
-    p.add_argument("--dataset", required=True)
-    p.add_argument("--config", default="mpe")
-    p.add_argument("--decider", default="policy", help="policy (heuristic) or openai")
+    p.add_argument("--dataset", required=True,
+                   help="Duplex-MPE dataset folder (as written by `duplex-eval build mpe`), or a Hub dataset repo "
+                        "ORG/NAME[@REV], as for run")
+    p.add_argument("--config", default="mpe", help="the dataset config whose scripts are read (default %(default)s)")
+    p.add_argument("--decider", default="policy", help="policy (heuristic, the default) or openai")
     p.add_argument("--decider-arg", action="append", default=[], metavar="K=V",
                    help="e.g. base_url=http://127.0.0.1:8000 model=qwen")
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", required=True, metavar="DIR",
+                   help="folder for text_reference.json (and the openai decider's judge-cache/)")
     p.set_defaults(func=cmd_text_reference)
 
 
 def _hub_upload_flags(p: argparse.ArgumentParser, dry_run_help: str) -> None:
     """--dry-run, --token-env and --private, as every command that uploads to the Hub takes them."""
     p.add_argument("--dry-run", action="store_true", help=dry_run_help)
-    p.add_argument("--token-env", default="HF_TOKEN", help="the environment variable holding the Hub token")
+    p.add_argument("--token-env", default="HF_TOKEN",
+                   help="the environment variable holding the Hub token (default %(default)s)")
     p.add_argument("--private", action="store_true", help="create the repo private")
+
+
+class _RepoAsFlag(argparse.Action):
+    """`push FOLDER ORG/NAME`: refused as argparse refuses, naming the one way to give the repo (--repo-id, as
+    push-results and push-metric take theirs), before argparse would only say that --repo-id is missing."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        if values is None:  # the optional positional left out: argparse hands it its default
+            return
+        folder = getattr(namespace, "folder", "FOLDER")
+        parser.error(f"give the repo as --repo-id {values} (the only argument after the folder is the folder "
+                     f"itself): duplex-eval push {folder} --repo-id {values}")
 
 
 def _add_push(p: argparse.ArgumentParser) -> None:
     """`push FOLDER`: a dataset folder to the Hub."""
-    p.add_argument("folder")
-    p.add_argument("repo", nargs="?", default=None, help=argparse.SUPPRESS)  # refused with the --repo-id hint
-    p.add_argument("--repo-id", default=None, help="the Hub dataset repo, e.g. my-org/duplex-mpe")
+    p.add_argument("folder", metavar="FOLDER", help="a dataset folder written by `duplex-eval build`")
+    p.add_argument("repo", nargs="?", default=None, action=_RepoAsFlag, help=argparse.SUPPRESS)
+    p.add_argument("--repo-id", required=True, metavar="ORG/NAME", help="the Hub dataset repo, e.g. my-org/duplex-mpe")
     _hub_upload_flags(p, "list every file, its size and its path in the repo, and the configs load_dataset will "
                          "see; upload nothing (no token needed)")
     p.set_defaults(func=cmd_push)
@@ -579,7 +596,8 @@ def _add_push(p: argparse.ArgumentParser) -> None:
 def _add_push_results(p: argparse.ArgumentParser) -> None:
     """`push-results RUN... --repo-id ORG/NAME`: scored runs as a Hub results dataset (docs/release.md)."""
     p.add_argument("run_dirs", nargs="+", metavar="RUN", help="scored run folders (each with its scores.json)")
-    p.add_argument("--repo-id", default=None, help="the Hub dataset repo, e.g. my-org/duplex-eval-results")
+    p.add_argument("--repo-id", required=True, metavar="ORG/NAME",
+                   help="the Hub dataset repo, e.g. my-org/duplex-eval-results")
     p.add_argument("--report", default=None, metavar="DIR",
                    help="also upload this HTML report folder (written by `duplex-eval report`) as report/")
     p.add_argument("--out", default=None, metavar="DIR",
@@ -620,11 +638,14 @@ def _add_events(p: argparse.ArgumentParser) -> None:
 
 def _add_demo(p: argparse.ArgumentParser) -> None:
     """`demo`: the README's main job."""
-    p.add_argument("--out", default=str(DEFAULT_OUT))
-    p.add_argument("--preset", default="mini", help="size preset of each benchmark's set")
+    p.add_argument("--out", default=str(DEFAULT_OUT), metavar="DIR",
+                   help="folder for everything the demo writes: datasets/, runs/ and report/ (default %(default)s)")
+    p.add_argument("--preset", default="mini",
+                   help="size preset of each benchmark's set (default %(default)s; full: the paper-sized sets)")
     p.add_argument("--benchmarks", default="",
                    help=f"comma-separated benchmarks (default: all, Duplex-MPE first: {', '.join(benchmark_names())})")
-    p.add_argument("--adapters", default="silent,oracle,cascade")
+    p.add_argument("--adapters", default="silent,oracle,cascade", metavar="NAME[,NAME...]",
+                   help="comma-separated adapters run on every benchmark (default %(default)s)")
     p.add_argument("--workers", type=int, default=0, metavar="N",
                    help="jobs (builds, runs) at once, each in its own process (default: one per core, at most 2)")
     p.set_defaults(func=cmd_demo)
@@ -651,11 +672,24 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"error: {self.prog.split()[-1]}: {message}\n")
 
 
-def parser() -> argparse.ArgumentParser:
-    from eval.orchestrator import HARNESS_VERSION
+class _Version(argparse.Action):
+    """--version: the version, and the git commit when run from a checkout (asked only when given: it runs git)."""
 
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="print the version (and the git commit, when run from a checkout) and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> NoReturn:
+        from eval.orchestrator import version_text
+
+        print(version_text())  # on stdout, as argparse's own version action prints
+        parser.exit(0)
+
+
+def parser() -> argparse.ArgumentParser:
     p = Parser(prog="duplex-eval", description=__doc__)
-    p.add_argument("--version", action="version", version=f"duplex-eval {HARNESS_VERSION}")
+    p.add_argument("--version", action=_Version)
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
     b = sub.add_parser("build", help="build a benchmark dataset folder")
     _add_build(b)

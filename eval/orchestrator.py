@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.metadata
 import logging
 import queue
+import subprocess
 import threading
 import time
 import tomllib
@@ -23,6 +24,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from adapters.protocol import DuplexAgent, TimelineCue
+from adapters.upstream import git_head
 from dataset_builder.atomic import round_ms
 from dataset_builder.audio import SESSION_SR, resample, write_wav
 from dataset_builder.episode import Episode, TimelineEvent
@@ -34,21 +36,54 @@ from metrics.vad import StreamingVAD
 log = logging.getLogger(__name__)
 
 
+CHECKOUT = Path(__file__).resolve().parent.parent  # the repository root when run from a checkout
+
+
 def _harness_version() -> str:
-    """duplex-eval's version, defined once in pyproject.toml: the installed distribution's, or, in a checkout run
-    without installing it (`accelerate launch eval/run.py`), pyproject.toml's own; "unknown" without either."""
+    """duplex-eval's version, defined once in pyproject.toml: in a checkout (pyproject.toml beside the packages:
+    an editable install, or `accelerate launch eval/run.py` with none) pyproject.toml's own, since an editable
+    install's metadata keeps the version it was installed at; else the installed distribution's; "unknown" without
+    either."""
+    try:
+        with (CHECKOUT / "pyproject.toml").open("rb") as f:
+            project = tomllib.load(f)["project"]
+        if project.get("name") == "duplex-eval":
+            return str(project["version"])
+    except (OSError, KeyError, tomllib.TOMLDecodeError):
+        pass
     try:
         return importlib.metadata.version("duplex-eval")
     except importlib.metadata.PackageNotFoundError:
-        pass
-    try:
-        with (Path(__file__).resolve().parent.parent / "pyproject.toml").open("rb") as f:
-            return str(tomllib.load(f)["project"]["version"])
-    except (OSError, KeyError, tomllib.TOMLDecodeError):
         return "unknown"
 
 
 HARNESS_VERSION = _harness_version()
+
+
+def harness_commit() -> tuple[str, bool] | None:
+    """(the commit, whether tracked files differ from it) of the git checkout this code runs from; None when it
+    runs from an installed copy (the .git folder itself is asked for: an install under a checkout's .venv is not
+    that checkout's code)."""
+    if not (CHECKOUT / ".git").exists():
+        return None
+    head = git_head(CHECKOUT)
+    if head is None:
+        return None
+    try:
+        status = subprocess.run(["git", "-C", str(CHECKOUT), "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return head, False
+    return head, bool(status.returncode == 0 and status.stdout.strip())
+
+
+def version_text() -> str:
+    """`duplex-eval --version`: the version, and the commit when run from a checkout."""
+    commit = harness_commit()
+    if commit is None:
+        return f"duplex-eval {HARNESS_VERSION}"
+    head, modified = commit
+    return f"duplex-eval {HARNESS_VERSION} (commit {head[:12]}{', with local changes' if modified else ''})"
 STALL_PREFIX = "step stalled"
 
 

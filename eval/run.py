@@ -24,7 +24,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -84,6 +84,14 @@ def _load(cfg: RunConfig) -> Any:
     if callable(hook := getattr(agent, "for_benchmark", None)):
         hook(benchmark_for_config(cfg.config).name)
     return agent
+
+
+def comma_list(values: str | Sequence[str | None] | None) -> list[str]:
+    """The names a list-taking flag was given: comma-separated, the flag given again, or both (`--case a,b --case
+    c`); blanks dropped, each name once, in the order given."""
+    items = [values] if isinstance(values, str) else list(values or [])
+    names = (name.strip() for item in items if item for name in item.split(","))
+    return list(dict.fromkeys(name for name in names if name))
 
 
 def parse_kv(items: list[str], what: str) -> dict[str, Any]:
@@ -451,10 +459,10 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="dataset folder (as written by `duplex-eval build`), or a Hub dataset repo ORG/NAME[@REV] "
                         "(when no local folder has that name; hf://datasets/ORG/NAME always means the Hub), read "
                         "from the HF cache")
-    p.add_argument("--config", default=None, metavar="NAME[,NAME...]",
+    p.add_argument("--config", action="append", default=None, metavar="NAME[,NAME...]",
                    help="what to run: a benchmark (mpe, ifeval, m3: its evaluated configs) or a dataset config "
-                        "(m3_chat_en), or a comma list of them, each its own run in OUT/<config>; default: the "
-                        "benchmark the dataset folder holds, when it holds one")
+                        "(m3_chat_en), or several (comma-separated or the flag again), each its own run in "
+                        "OUT/<config>; default: the benchmark the dataset folder holds, when it holds one")
     p.add_argument("--adapter", required=True, help="registered adapter name, module:Class or file.py:Class")
     p.add_argument("--adapter-arg", action="append", default=[], metavar="K=V", help="adapter constructor arg")
     p.add_argument("--out", required=True, help="run folder: recordings, rec.json files, scores")
@@ -468,10 +476,11 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                         "(Duplex-MPE: scenario pairs, explicit and implicit, spread over cue kinds; DSB-IFEval: "
                         "conversations, every level of each, spread over roles and turn-2 modes; M3: dialogues, "
                         "every event and condition of each); the run says what it covers")
-    p.add_argument("--case", action="append", dest="cases", default=None, help="run only this case id")
+    p.add_argument("--case", action="append", dest="cases", default=None, metavar="ID[,ID...]",
+                   help="run only these case ids (comma-separated or the flag again)")
     p.add_argument("--seed", type=int, default=0, help="the seed every episode's reset gets, and --sample's")
     p.add_argument("--step-timeout", type=float, default=RunOptions.step_timeout_s,
-                   help="seconds one agent step may take (0: none)")
+                   help="seconds one agent step may take (default %(default)g; 0: none)")
     p.add_argument("--retry-failed", action="store_true", help="re-run episodes recorded as failed")
     p.add_argument("--force", action="store_true",
                    help="start the folder over: remove its episodes, scores and run.json first")
@@ -532,17 +541,18 @@ def configs_from_args(a: argparse.Namespace) -> list[RunConfig]:
     from dataset_builder.hub_source import dataset_folder
     from eval.launch import worker_rank
 
-    if a.benchmark and a.config and a.benchmark != a.config:
-        raise UsageError(f"run: two benchmarks given ({a.benchmark} and --config {a.config}); give one")
+    named = comma_list(a.config)
+    if a.benchmark and named and comma_list(a.benchmark) != named:
+        raise UsageError(f"run: two benchmarks given ({a.benchmark} and --config {','.join(named)}); give one")
     # ORG/NAME[@REV] naming no local folder is a Hub dataset repo: its snapshot in the HF cache (docs/release.md).
     # A process `--num-processes` started finds it where the launching process put it, without the network.
     dataset = dataset_folder(a.dataset, local_only=worker_rank() is not None)
-    configs = resolve_configs(dataset, a.config or a.benchmark)
+    configs = resolve_configs(dataset, ",".join(named or comma_list(a.benchmark)) or None)
     if a.limit is not None and a.sample is not None:
         raise UsageError("give --limit N (the first N cases) or --sample N (a stratified sample), not both")
     base = RunConfig(dataset=dataset, adapter=a.adapter, out=a.out, config=configs[0],
                      adapter_args=parse_kv(a.adapter_arg, "--adapter-arg"), params=list(a.param),
-                     limit=a.limit, sample=a.sample, cases=a.cases, seed=a.seed,
+                     limit=a.limit, sample=a.sample, cases=comma_list(a.cases) or None, seed=a.seed,
                      step_timeout_s=a.step_timeout if a.step_timeout > 0 else None,
                      retry_failed=a.retry_failed, force=a.force, progress=a.progress)
     if len(configs) == 1:

@@ -105,8 +105,11 @@ def test_build_takes_the_benchmark_either_way() -> None:
         return bench.name, configs
 
     assert sel("ifeval") == sel("--config", "ifeval") == ("ifeval", None)  # the benchmark: all its configs
-    assert sel("m3", "--configs", "m3_chat_en") == sel("--config", "m3_chat_en") == ("m3", ("m3_chat_en",))
+    assert sel("m3", "--config", "m3_chat_en") == sel("--config", "m3_chat_en") == ("m3", ("m3_chat_en",))
     assert sel("--config", "m3_task_ja,m3_chat_en") == ("m3", ("m3_task_ja", "m3_chat_en"))
+    assert sel("--config", "m3_task_ja", "--config", "m3_chat_en") == ("m3", ("m3_task_ja", "m3_chat_en"))
+    with pytest.raises(UsageError, match=r"build: give the configs as --config m3_chat_en \(there is no --configs\)"):
+        sel("m3", "--configs", "m3_chat_en")  # one spelling, as run has it
     with pytest.raises(UsageError, match="build: one benchmark at a time; mpe, ifeval name mpe, ifeval"):
         sel("mpe", "--config", "ifeval")
     with pytest.raises(UsageError, match=r"build: name the benchmark: duplex-eval build BENCHMARK \(ifeval, m3, mpe\)"):

@@ -53,7 +53,7 @@ def test_own_corpus_timing_to_a_built_config(tmp_path: Path, capsys: pytest.Capt
     assert stats.shift_gap_s.mean == pytest.approx(0.45, abs=0.01)
 
     out = tmp_path / "m3"
-    assert main(["build", "m3", "--n", "1", "--configs", "m3_task_en", "--stats", str(stats_file), "--no-progress",
+    assert main(["build", "m3", "--n", "1", "--config", "m3_task_en", "--stats", str(stats_file), "--no-progress",
                  "--out", str(out), "--diagnostics"]) == 0
     printed = capsys.readouterr().out
     result = json.loads((out / "diagnostics.json").read_text())

@@ -191,7 +191,7 @@ def test_prompt_names_each_utterance_and_a_retry_names_the_rule(task: dict) -> N
 def test_build_m3_with_the_openai_writer_through_the_cli(stub: Stub, tmp_path: Path) -> None:
     stub.answer = lambda p, n: reworded(p, "en")
     out = tmp_path / "m3"
-    assert main(["build", "m3", "--n", "2", "--configs", "m3_task_en", "--scripts-only", "--no-progress",
+    assert main(["build", "m3", "--n", "2", "--config", "m3_task_en", "--scripts-only", "--no-progress",
                  "--writer", "openai", "--writer-arg", f"base_url={stub.url}", "--writer-arg", "model=stub-model",
                  "--writer-arg", f"cache_dir={tmp_path / 'cache'}", "--out", str(out)]) == 0
     rows = [json.loads(line) for line in (out / "scripts.jsonl").read_text().splitlines()]

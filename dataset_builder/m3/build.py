@@ -105,7 +105,7 @@ def selected_configs(options: BuildOptions) -> list[str]:
         return list(CONFIGS)
     unknown = sorted(set(options.configs) - set(CONFIGS))
     if unknown or not options.configs:
-        raise UsageError(f"--configs {','.join(options.configs)}: M3 configs are {', '.join(CONFIGS)}")
+        raise UsageError(f"--config {','.join(options.configs)}: M3 configs are {', '.join(CONFIGS)}")
     return [c for c in CONFIGS if c in options.configs]
 
 
