@@ -32,7 +32,10 @@ channel lags the user channel by the server's compute and network time plus the 
 A server that falls behind real time empties the buffer: the step plays zeros and counts an underrun. The session's
 live feasibility, measured from the client (metrics/feasibility.py `SessionPace`: underruns of frames played, when
 the audio arrived, the most ever queued), goes into each episode's rec.json (`session_feasibility`, docs/scale.md),
-is kept in `session_stats` and logged at close. Text pieces are released with the audio that arrived with them.
+is kept in `session_stats` and logged at close. Text pieces are released with the audio of their frame: Kyutai's
+server sends a frame's audio, then its text (server.py 83-92, `decode_and_send`); NVIDIA's appends the frame's audio
+to its Opus writer, sends the text at once (server.py 234-241) and the audio from a send loop polled every 1 ms
+(244-251), so its piece arrives before the audio it belongs with and is held for that audio (`text_before_audio`).
 
 Anything that breaks a session (a dropped connection, an error message, a missing handshake) makes the next step
 raise `RealtimeSessionError`, so the episode is recorded as failed with that reason.
@@ -99,14 +102,17 @@ def chat_url(url: str, server: str, text_prompt: str | None, voice_prompt: str, 
 class _Session(WebsocketSession):
     name, server, kind = "moshi-server", "moshi server", "message"
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, text_before_audio: bool = False) -> None:
         # Live feasibility as the client saw it (docs/scale.md): when the audio arrived, and the steps since the
         # buffer first filled that found none queued (the server behind real time).
         super().__init__(loop, SessionPace(SAMPLE_RATE, FRAME))
+        # PersonaPlex's server sends a frame's text before its audio (the module docstring): the piece belongs with
+        # the next frame of audio to arrive, not with the last one received.
+        self.text_lead = FRAME if text_before_audio else 0
         self.pcm = np.zeros(0, np.float32)
         self.received = 0  # samples of model audio received
         self.played = 0
-        self.texts: list[tuple[int, str]] = []  # (samples received when it arrived, piece)
+        self.texts: list[tuple[int, str]] = []  # (samples received once its frame has arrived, piece)
         self.started = False  # the jitter buffer filled once
         self.reader: Any = None
         self.writer: Any = None
@@ -147,7 +153,7 @@ class _Session(WebsocketSession):
                 self.pace.arrived("", pcm.size, self.pcm.size)
         elif kind == KIND_TEXT:
             with self.lock:
-                self.texts.append((self.received, _utf8(payload)))
+                self.texts.append((self.received + self.text_lead, _utf8(payload)))
         elif kind == KIND_ERROR:
             self._fail(f"the moshi server sent an error: {_utf8(payload)}")
 
@@ -224,7 +230,7 @@ class MoshiServerAgent(ServedAgent[_Session]):
         """A fresh server session per case (the server resets its streaming state for each connection)."""
         self._close_session()
         url = chat_url(self.url, self.server, system_prompt, self.voice_prompt, seed if self.send_seed else None)
-        session = _Session(self._io.loop)
+        session = _Session(self._io.loop, text_before_audio=self.server == "personaplex")
         self._session = self._open(session, session.open(url, self.connect_timeout_s), self.connect_timeout_s * 2 + 5)
 
     def step(self, user_frame: np.ndarray, forced_model_frame: np.ndarray | None = None) -> Frame:

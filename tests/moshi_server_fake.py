@@ -4,7 +4,9 @@ A contract of kyutai-labs/moshi@e6a55d27 (`moshi/moshi/server.py`, `rust/protoco
 `require_prompt=True`, of NVIDIA/personaplex@3428dfd9 (`moshi/moshi/server.py` `handle_chat`, `models/lm.py` prompt
 phases). The first byte of each binary message is its kind (0x00 handshake, 0x01 Ogg/Opus audio at 24 kHz, 0x02
 text, 0x05 error). Like the real server it answers every 80 ms frame of user audio it decodes with one frame of model
-audio (silence when it says nothing) and sends the inner monologue as text pieces after the audio of their frame.
+audio (silence when it says nothing) and sends the inner monologue as text pieces: Kyutai's server after the audio
+of their frame (server.py 83-92, `decode_and_send`), NVIDIA's before it (server.py 234-251: the text is sent as soon
+as the frame is decoded, the audio by a send loop polled every 1 ms), and the stand-in in the same order per flavour.
 
 What PersonaPlex's server refuses, the stand-in refuses the same way (`require_prompt=True`): a query without
 `voice_prompt` (server.py 152: KeyError), naming a voice its folder lacks (157-160: FileNotFoundError), without
@@ -166,8 +168,10 @@ class _Model:
             if self.b.drop_after_frames is not None and len(self.conn.reply_frames) >= self.b.drop_after_frames:
                 self.ws.transport.abort()
                 return
+        if text and self.b.require_prompt:  # NVIDIA's server: the piece goes out before its frame's audio
+            await self.ws.send(b"\x02" + text.encode())
         data = self.writer.append_pcm(out)
         if data:
             await self.ws.send(b"\x01" + bytes(data))
-        if text:
+        if text and not self.b.require_prompt:  # Kyutai's: after it
             await self.ws.send(b"\x02" + text.encode())

@@ -234,3 +234,31 @@ def test_arguments_and_registry() -> None:
     assert chat_url("ws://h/api/chat?x=1", "moshi", "ignored", "NATF2.pt", 4) == "ws://h/api/chat?x=1"
     assert load_adapter("moshi-server").frame_size == 1920
     assert M3Protocol().for_agent(MoshiServerAgent()).greets_first == 1  # the M3 authors' lead-in for Moshi
+
+
+@pytest.mark.parametrize("server_kind", ["moshi", "personaplex"])
+def test_a_text_piece_is_released_with_its_frame_whichever_comes_first(t_case, speak, tmp_path: Path,
+                                                                      server_kind: str) -> None:
+    """Kyutai's server sends a frame's text after its audio, NVIDIA's before it (server.py 83-92; 234-251): either
+    way the first word is stamped where the reply's first frame plays, not a frame before it."""
+    case, audio = t_case
+    reply = speak(ANSWER)
+    ep_plan = plan(case, audio, FAST, SESSION_SR)
+    t_start, t_end = play_span(ep_plan, "t01", SESSION_SR)
+    persona = server_kind == "personaplex"
+    if persona:
+        ep_plan = replace(ep_plan, system_prompt=PROMPT)
+    with FakeMoshiServer(MoshiBehaviour(reply=reply, transcript=ANSWER, require_prompt=persona,
+                                        respond_after_s=(t_start + t_end) / 2 / SESSION_SR)) as server:
+        agent = MoshiServerAgent(url=server.url, server=server_kind)
+        try:
+            ep = run(agent, case, ep_plan, tmp_path)
+        finally:
+            agent.close()
+    assert ep.status == "ok", ep.failure
+    onset, likeness = best_match(model_channel(tmp_path, case.case_id), reply)
+    assert likeness > 0.9, likeness
+    assert "".join(t for _, t in ep.model_text) == ANSWER
+    # The played frame that holds the reply's onset (the codec's delay puts the onset a little into it).
+    assert ep.model_text[0][0] == pytest.approx(onset // FRAME * FRAME / SESSION_SR, abs=FRAME / 4 / SESSION_SR), \
+        (ep.model_text[0][0] * SESSION_SR, onset)
