@@ -5,8 +5,11 @@ machinery a live voice front end would: it listens with the streaming Silero VAD
 `end_of_turn_s` of quiet, hands the turn's audio (with 0.5 s heard before the VAD confirmed the onset) to the inner
 model, waits `response_delay_s`, and plays the reply frame by frame; when the user speaks over the reply for
 `barge_in_stop_s` (the reaction time) it stops the playback, as a voice front end with barge-in does, or never when
-`barge_in_stop_s` is negative (a front end without barge-in). Every parameter, and the inner model's own
-`describe()` when it has one, is recorded in each rec.json (`runtime`).
+`barge_in_stop_s` is negative (a front end without barge-in). With barge-in, a reply that comes while another still
+plays is lost (the front end does not talk over itself); without it nothing the model says is suppressed: that reply
+is queued after the one playing, as DSB-IFEval's harness places a turn-based model's audio (its appendix D.2-D.3,
+"pos = max(t, cursor)"). Every parameter, and the inner model's own `describe()` when it has one, is recorded in
+each rec.json (`runtime`).
 
 The inner model is anything with `reply(audio, sr)` (`SpeechModel`): float32 mono audio of one user turn at its
 `sample_rate`, returning the reply as float32 audio at that rate, or a `Reply` (audio, its rate, optional text), or
@@ -140,12 +143,15 @@ class TurnBasedAgent:
             return
         reply = out if isinstance(out, Reply) else Reply(np.asarray(out, np.float32))
         audio = resample(np.asarray(reply.audio, np.float32).reshape(-1), reply.sample_rate or sr, SESSION_SR)
-        if not audio.size or self.queue.speaking:  # a half-duplex model does not talk over itself
-            return
-        lead = seconds_to_samples(self.response_delay_s, SESSION_SR)
+        queued = self.queue.pending.size
+        if not audio.size or (queued and self.barge_in_stop_s >= 0):
+            return  # a front end with barge-in does not talk over itself: the reply that comes while one plays is lost
+        # Without barge-in nothing the model says is suppressed (DSB-IFEval D.2): a reply that comes while another
+        # plays is queued after it, as its harness places audio at max(now, end of what is queued) (D.3).
+        lead = max(0, seconds_to_samples(self.response_delay_s, SESSION_SR) - queued)
         self.queue.say(np.concatenate([np.zeros(lead, np.float32), audio]))
         if reply.text:
-            self.pending_text.append((lead, reply.text))
+            self.pending_text.append((queued + lead, reply.text))
 
     def step(self, user_frame: np.ndarray, forced_model_frame: np.ndarray | None = None) -> Frame:
         # One timing rule for every adapter (docs/adding-a-model.md): the frame played in this slot depends only on

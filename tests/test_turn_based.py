@@ -158,6 +158,40 @@ def test_a_reply_is_heard_from_the_frame_after_the_turn_ends(speak) -> None:
     again.close()
 
 
+def _two_turns_over_one_reply(speak, barge_in_stop_s: float) -> tuple[list[Any], int]:
+    """A question, then, while the (long) reply to it still plays, a second short question: the frames played and
+    how many turns the model answered."""
+    agent = TurnBasedAgent(inner=INNER, inner_args={"text": LONG_ANSWER, "min_turn_s": 0.5}, end_of_turn_s=0.6,
+                           barge_in_stop_s=barge_in_stop_s)
+    agent.reset(None, 0)
+    user = np.concatenate([speak("What is the weather like?"), np.zeros(SESSION_SR, np.float32), speak("Thanks."),
+                           np.zeros(12 * SESSION_SR, np.float32)])
+    user = np.pad(user, (0, -user.size % FRAME))
+    frames = [agent.step(user[i:i + FRAME]) for i in range(0, user.size, FRAME)]
+    agent.close()
+    return frames, len(agent.model.heard)
+
+
+def test_without_barge_in_a_reply_that_comes_while_one_plays_is_queued_after_it(speak) -> None:
+    """DSB-IFEval's harness never suppresses model output (D.2) and places it at max(now, end of what is queued)
+    (D.3): the reply to the second turn follows the first sample for sample; with barge-in on it is lost."""
+    expected = speak(LONG_ANSWER)
+    frames, answered = _two_turns_over_one_reply(speak, -1.0)
+    assert answered == 2  # "Thanks." ended while the first reply played (not cut: barge-in off)
+    model = np.concatenate([f.audio for f in frames])
+    first = int(np.flatnonzero(model)[0]) - int(np.flatnonzero(expected)[0])
+    assert np.array_equal(model[first:first + 2 * expected.size], np.concatenate([expected, expected]))
+    assert not model[first + 2 * expected.size:].any()
+    stamped = [i for i, f in enumerate(frames) if f.text]
+    assert [frames[i].text for i in stamped] == [LONG_ANSWER, LONG_ANSWER]
+    assert stamped[1] == (first + expected.size) // FRAME  # the second text where its audio starts
+    frames_on, answered_on = _two_turns_over_one_reply(speak, 5.0)  # barge-in on, "Thanks." too short to stop it
+    assert answered_on == 2
+    model_on = np.concatenate([f.audio for f in frames_on])
+    assert np.array_equal(model_on[first:first + expected.size], expected)
+    assert not model_on[first + expected.size:].any()
+
+
 def test_arguments_and_registry() -> None:
     assert adapter_target("turn-based") == "adapters.turn_based:TurnBasedAgent"
     with pytest.raises(UsageError, match="name the half-duplex model"):
