@@ -11,6 +11,7 @@ file the reader saves). A block identical to one already run (the docs' quicksta
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -98,6 +99,41 @@ def test_readme_and_docs_blocks_run_as_written_from_an_empty_folder(tmp_path: Pa
     assert (tmp_path / "report" / "index.html").exists()
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == [
         "moshi-tiny", "my-model", "oracle", "silent", "silent-2proc"]
+    gate = json.loads((tmp_path / "data" / "mpe-mini" / "build-info.json").read_text())["speech_gate"]
+    assert not gate_mismatches(gate), gate_mismatches(gate)
+
+
+# docs/benchmarks/mpe.md's account of the speech gate on the mini set the quickstart builds.
+GATE_SAID = re.compile(r"On the mini set it re-spoke (\d+) of (\d+) turns and (\d+) then passed; the (\d+) it still "
+                       r"reports \((\d+) turns, each in both versions of its pair\)")
+
+
+def gate_mismatches(gate: dict) -> list[str]:
+    """Where the page's gate counts differ from a build's `speech_gate` record: the turns checked exactly, the counts
+    whisper decides within the golden runs' tolerance (tests/test_e2e_mpe.py ASR_TOLERANCE: docs/testing.md, "Same
+    numbers on another machine")."""
+    from tests.test_e2e_mpe import ASR_TOLERANCE
+
+    said = GATE_SAID.search(" ".join((ROOT / "docs" / "benchmarks" / "mpe.md").read_text().split()))
+    assert said, "docs/benchmarks/mpe.md no longer states the gate's counts as GATE_SAID reads them"
+    retried, turns, fixed, failed, failed_turns = map(int, said.groups())
+    out = [] if turns == gate["turns"] else [f"turns checked: page {turns}, build {gate['turns']}"]
+    for what, page, build in (("re-spoken", retried, gate["retried"]), ("then passed", fixed, gate["fixed"]),
+                              ("still reported", failed, len(gate["failures"]))):
+        if abs(page - build) > ASR_TOLERANCE:
+            out.append(f"{what}: page {page}, build {build}")
+    return out
+
+
+def test_the_pages_gate_counts_add_up() -> None:
+    """The page's own arithmetic: each re-spoken turn then passed or is still reported, and every reported turn is
+    reported in both versions of its pair."""
+    retried, turns, fixed, failed, failed_turns = map(int, GATE_SAID.search(
+        " ".join((ROOT / "docs" / "benchmarks" / "mpe.md").read_text().split())).groups())
+    assert retried == fixed + failed and failed == 2 * failed_turns and retried <= turns
+    assert gate_mismatches({"turns": turns, "retried": retried, "fixed": fixed, "failures": [{}] * failed}) == []
+    assert gate_mismatches({"turns": turns, "retried": retried - 4, "fixed": fixed, "failures": [{}] * failed}) == [
+        f"re-spoken: page {retried}, build {retried - 4}"]
 
 
 if __name__ == "__main__":
