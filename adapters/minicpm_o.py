@@ -97,6 +97,10 @@ DEFAULT_PROMPT = "Streaming Duplex Conversation! You are a helpful assistant."
 # 881-882): `prepare` feeds the prefix, then the voice's audio embedding, then the suffix.
 PREFIX, SUFFIX = "<|im_start|>system\n{}\n<|audio_start|>", "<|audio_end|><|im_end|>"
 DECODE_MODES = ("sampling", "greedy")
+# The streaming vocoder's flow-matching steps: MiniCPMO45/README.md:191 loads the duplex class with 5, and the demo
+# server's token2wav takes 5 (modeling_minicpmo_unified.py:275, 354); the class's own default is 10
+# (modeling_minicpmo.py:2375-2379, `kwargs.get("n_timesteps", 10)`).
+N_TIMESTEPS = 5
 MODES = ("duplex", "turn-based")
 # The mode each benchmark's paper ran it in, for mode="auto": DSB-IFEval's harness ran it turn-based (its appendix
 # D.5); Duplex-MPE evaluated the duplex model; elsewhere duplex.
@@ -144,12 +148,12 @@ def import_code(code_dir: str | None) -> Any:
 
 
 def load_duplex(code: Any, path: Path, device: str = "cuda", attn_implementation: str = "sdpa",
-                force_listen_count: int = 0) -> tuple[Any, dict[str, Any]]:
+                force_listen_count: int = 0, n_timesteps: int = N_TIMESTEPS) -> tuple[Any, dict[str, Any]]:
     """The real model in duplex mode, loaded as MiniCPMO45/README.md's "Duplex Streaming" does
-    (`MiniCPMODuplex.from_pretrained`, which casts to bf16 and calls `init_tts(streaming=True)` itself), and the
-    record of the code (`import_code`'s module) it came from against `UPSTREAM`."""
+    (`MiniCPMODuplex.from_pretrained`, which casts to bf16 and calls `init_tts(streaming=True, n_timesteps=...)`
+    itself), and the record of the code (`import_code`'s module) it came from against `UPSTREAM`."""
     duplex = code.MiniCPMODuplex.from_pretrained(str(path), device=device, attn_implementation=attn_implementation,
-                                                 force_listen_count=force_listen_count)
+                                                 force_listen_count=force_listen_count, n_timesteps=n_timesteps)
     checkout = Path(code.__file__).resolve().parent.parent
     return duplex, provenance("minicpm-o", UPSTREAM[0], git_head(checkout), f"the model code at {checkout}")
 
@@ -255,7 +259,7 @@ class MiniCPMOAgent(ChunkedAgent):
     def __init__(self, model_path: str = MODEL_ID, code_dir: str | None = None, revision: str | None = None,
                  ref_audio: str | None = None, device: str = "cuda", attn_implementation: str = "sdpa",
                  frame_size: int = 480, decode_mode: str = "sampling", max_new_speak_tokens_per_chunk: int = 20,
-                 force_listen_count: int = 0, default_prompt: str = DEFAULT_PROMPT,
+                 force_listen_count: int = 0, n_timesteps: int = N_TIMESTEPS, default_prompt: str = DEFAULT_PROMPT,
                  generate_kwargs: dict[str, Any] | None = None, mode: str = "auto",
                  end_of_turn_s: float = TRAILING_S, trailing_s: float = TRAILING_S,
                  turn_generate_kwargs: dict[str, Any] | None = None, model: Any = None) -> None:
@@ -273,6 +277,7 @@ class MiniCPMOAgent(ChunkedAgent):
         self.generate_kwargs: dict[str, Any] = {"max_new_speak_tokens_per_chunk": max_new_speak_tokens_per_chunk,
                                                 "decode_mode": decode_mode, **(generate_kwargs or {})}
         self.force_listen_count = force_listen_count
+        self.n_timesteps = n_timesteps
         code = import_code(code_dir) if model is None else None
         if ref_audio is None and model is None:
             folder = model_dir(model_path, revision)
@@ -290,7 +295,8 @@ class MiniCPMOAgent(ChunkedAgent):
         self.duplex: Any = model
         if model is None:
             weights = folder or model_dir(model_path, revision)
-            self.duplex, found = load_duplex(code, weights, device, attn_implementation, force_listen_count)
+            self.duplex, found = load_duplex(code, weights, device, attn_implementation, force_listen_count,
+                                             n_timesteps)
             self.upstream = [found, {"repo": model_path, "kind": "hf", "pinned": revision,
                                     "used": hf_snapshot_revision(weights), "matches": None}]
         self.turns: TurnBasedAgent | None = None
@@ -315,7 +321,8 @@ class MiniCPMOAgent(ChunkedAgent):
     def runtime(self) -> dict[str, Any]:
         """The mode, how the session is prepared and stepped in it, and the code and weights it came from, for each
         rec.json."""
-        common = {"mode": self.mode, "mode_arg": self.mode_arg, "ref_audio": self.ref_path, "upstream": self.upstream}
+        common = {"mode": self.mode, "mode_arg": self.mode_arg, "ref_audio": self.ref_path, "upstream": self.upstream,
+                  "n_timesteps": self.n_timesteps}
         if self.turns is not None:
             return {**common, "turn_based": self.turns.runtime()}
         return {**common, "system_turn": PREFIX.format("{prompt}") + "{ref_audio}" + SUFFIX,

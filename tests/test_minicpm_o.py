@@ -212,7 +212,8 @@ def test_registered_and_a_duplex_agent(voice_wav: Path) -> None:
 
 def test_the_loader_makes_the_demo_calls(tmp_path: Path, voice_wav: Path, monkeypatch,
                                         caplog: pytest.LogCaptureFixture) -> None:
-    """MiniCPMODuplex.from_pretrained(weights, device=, attn_implementation=, force_listen_count=) from the demo's
+    """MiniCPMODuplex.from_pretrained(weights, device=, attn_implementation=, force_listen_count=, n_timesteps=5, as
+    MiniCPMO45/README.md:184-192 passes it) from the demo's
     model code, with the weights from a local folder or a hub id's snapshot at `revision`, the voice the model ships
     (assets/HT_ref_audio.wav) by default; a checkout at another commit than the pin is said in one line and
     recorded."""
@@ -243,7 +244,7 @@ def test_the_loader_makes_the_demo_calls(tmp_path: Path, voice_wav: Path, monkey
             agent = MiniCPMOAgent(model_path=path, device="cpu", revision="0123abcd", force_listen_count=3)
         assert agent.duplex is duplex and agent.ref_path == str(folder / DEFAULT_REF)
         assert module.loads[-1] == {"path": str(folder), "device": "cpu", "pt_path": None,
-                                    "attn_implementation": "sdpa", "force_listen_count": 3}
+                                    "attn_implementation": "sdpa", "force_listen_count": 3, "n_timesteps": 5}
         code, weights = agent.runtime()["upstream"]
         assert code == {"repo": UPSTREAM[0].repo, "kind": "git", "pinned": UPSTREAM[0].ref, "used": head,
                         "matches": False}
