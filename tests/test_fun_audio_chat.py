@@ -27,10 +27,12 @@ import numpy as np
 import pytest
 
 from adapters.fun_audio_chat import (
+    AUDIO_TEMPLATE,
     END_OF_TURN_S,
     GEN_KWARGS,
     S2M_PROMPT,
     SP_GEN_KWARGS,
+    SPEECH_VOCAB,
     UPSTREAM,
     FunAudioChat,
     import_code,
@@ -252,3 +254,31 @@ def test_paper_handover_answers_inside_a_pause_of_the_turn(speak) -> None:
             assert np.abs(first[-16_000:]).max() <= 1e-3 < np.abs(first[-16_001])  # its 1.0 s trailing segment
     assert onsets["whole-turn"] is None
     assert onsets["paper"] is not None and 1.0 < onsets["paper"] < 1.6
+
+
+def test_the_fake_refuses_what_fun_audio_chat_refuses_and_the_adapter_sends_none_of_it() -> None:
+    """The processor refuses a count of `<|AUDIO|>` placeholders other than the audios given
+    (funaudiochat/processing_funaudiochat.py:211-216 at 8ba984b6) and a call without text (163); CosyVoice3 cannot
+    embed a token outside its 0..6560 vocabulary (infer_s2s.py:75 filters them). The adapter gives every turn of its
+    history its audio and hands token2wav only vocabulary tokens."""
+    from tests.fake_fun_audio_chat import fake_parts
+
+    parts = fake_parts()
+    one = turn(1.0, 0.3)
+    two_turns = parts.processor.apply_chat_template(
+        [{"role": "user", "content": AUDIO_TEMPLATE}, {"role": "assistant", "content": "Hi."},
+         {"role": "user", "content": AUDIO_TEMPLATE}], add_generation_prompt=True, tokenize=False)
+    with pytest.raises(ValueError, match="Found 2 <\\|AUDIO\\|> tokens in provided text but received 1 audios"):
+        parts.processor(text=two_turns, audio=[one], return_tensors="pt")
+    with pytest.raises(ValueError, match="specify `text`"):
+        parts.processor(audio=[one])
+    with pytest.raises(IndexError, match="outside CosyVoice3's vocabulary"):
+        parts.token2wav(parts.detokenizer, [SPEECH_VOCAB], embedding=None)
+    m = FunAudioChat(parts=PARTS)
+    m.reset(None, 0)
+    for seconds in (1.0, 2.0, 1.5):
+        m.reply(turn(seconds, 0.3), 16_000)
+    calls = m.parts.model.calls
+    assert [c["prompt"].count("<|AUDIO|>") for c in calls] == [len(c["audios"]) for c in calls] == [1, 2, 3]
+    assert all(tokens and all(0 <= t < SPEECH_VOCAB for t in tokens) for tokens, _ in m.parts.detokenizer.waves)
+    assert any(not 0 <= t < SPEECH_VOCAB for c in calls for t in c["speech"])  # the model's control ids, filtered
