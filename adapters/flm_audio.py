@@ -18,8 +18,11 @@ would hear them at the earliest: slot t plays what the step of frame t - 1 retur
 nothing before the first frame, and the first step's None). `alignment="offline"` plays them in slot t, beside the
 frame they heard (the Moshi family's offline alignment, 80 ms earlier than any live path); `runtime()` records which.
 
-Text: the monologue's tokens, decoded one at a time with the checkpoint's tokenizer; padding (0, 3) and the model's
-wait token (`config.mm_token_info.text_wait_token_id`) are not words (server.py:153-156). Sampling draws from
+Text: the monologue's tokens; padding (0, 3) and the model's wait token (`config.mm_token_info.text_wait_token_id`)
+are not words (server.py:153-156). As the server's `AsyncTextIteratorStreamer` does (server.py:153-161), the tokens
+since the last wait token are decoded together, so a character whose bytes span two tokens (Chinese, its other
+language) comes out whole, in the step of its last token; each step records the new text at once rather than at
+the streamer's word boundaries (finer timing, the same words). Sampling draws from
 torch's global generator (FLM-Audio's `sample_token`), so `reset` seeds it: the same input and seed give the same
 samples in one process.
 
@@ -112,6 +115,8 @@ class FLMAudioAgent:
         self.parts.mimi.streaming_forever(1)
         self.parts.lm_gen.streaming_forever(1)
         self._held = self._silence()
+        self._ids: list[int] = []  # text tokens since the last wait token (the server's streamer's cache)
+        self._said = ""  # what they decoded to, already returned
 
     def runtime(self) -> dict[str, Any]:
         """The alignment used and what was loaded against `UPSTREAM`, for each rec.json."""
@@ -127,6 +132,7 @@ class FLMAudioAgent:
         self.parts.mimi.reset_streaming()
         self.parts.lm_gen.reset_streaming()
         self._held = self._silence()
+        self._ids, self._said = [], ""
 
     def step(self, user_frame: np.ndarray, forced_model_frame: np.ndarray | None = None) -> Frame:
         frame = np.asarray(user_frame, np.float32)
@@ -160,9 +166,19 @@ class FLMAudioAgent:
         return next(self.parts.mimi.parameters()).device
 
     def _text(self, token: int) -> str | None:
-        if token in TEXT_PADDING or token == self.parts.wait_token:
+        """The new text this token completes (module docstring: decoded with the tokens since the last wait token,
+        as the server's streamer does, server.py:153-161)."""
+        if token in TEXT_PADDING:
             return None
-        return self.parts.tokenizer.decode([token]) or None
+        if token == self.parts.wait_token:  # the server ends its streamer here
+            self._ids, self._said = [], ""
+            return None
+        self._ids.append(token)
+        text = self.parts.tokenizer.decode(self._ids)
+        if text.endswith("\ufffd"):  # a character cut between tokens: its last bytes come with a later token
+            return None
+        new, self._said = text[len(self._said):], text
+        return new or None
 
     def close(self) -> None:
         pass

@@ -25,6 +25,7 @@ from dataset_builder.audio import SESSION_SR, to_pcm16  # noqa: E402
 from dataset_builder.errors import UsageError  # noqa: E402
 from tests.adapter_episodes import CONFIGS, run_cases, shortest_cases  # noqa: E402
 from tests.fake_flm_audio import (  # noqa: E402
+    WAIT,
     WORDS,
     FakeFLMAudioLM,
     FakeLMGen,
@@ -151,3 +152,24 @@ def test_reset_gives_fresh_state_and_the_seed_decides_the_samples() -> None:
 def test_without_flm_audio_code_the_error_says_what_to_install(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="flm-audio needs FLM-Audio's code"):
         FLMAudioAgent(device="cpu", repo_dir=str(tmp_path))
+
+
+class ByteTokenizer:
+    """A byte-level tokenizer, whose one-token decode can cut a character: token i is byte i - 100 (cut: U+FFFD)."""
+
+    def decode(self, ids: list[int]) -> str:
+        return bytes(int(i) - 100 for i in ids).decode("utf-8", errors="replace")
+
+
+def test_text_is_decoded_as_the_servers_streamer_does() -> None:
+    """The server decodes the tokens since the last wait token together (flmaudio/server.py:153-161): a character
+    whose bytes span two tokens comes out whole with its last one, never as U+FFFD; a wait token starts afresh."""
+    parts = fake_parts()
+    parts.tokenizer = ByteTokenizer()
+    agent = FLMAudioAgent(parts=parts, device="cpu")
+    agent.reset(None, 0)
+    ids = [100 + b for b in " 你好".encode()] + [3, WAIT] + [100 + b for b in b" ok"]
+    said = [agent._text(i) for i in ids]
+    assert "".join(t for t in said if t) == " 你好 ok"
+    assert "\ufffd" not in "".join(t for t in said if t)
+    assert said[:4] == [" ", None, None, "你"]  # the character's three bytes: out with the third
