@@ -20,7 +20,8 @@ so the client's step times say nothing about it. Its session is measured from th
 rec.json `compute.session`): when each piece of the model's audio arrived against the audio it carried (the
 server's real-time factor and how far behind real time its stream fell) and at how many of the steps the model's
 audio was due and none had arrived (underruns: what a caller hears as a gap). A session is live when at most 1 %
-of those steps starved, the share the step-time verdict allows; `run_feasibility` adds them up over the run
+of those steps starved, the share the step-time verdict allows, and no run of consecutive starved steps lasted
+longer than `STALL_MS` (its longest gap, `gap_max_ms`); `run_feasibility` adds them up over the run
 (`sessions`). With N concurrent sessions (`vllm-omni-duplex sessions=N`) each episode records its own session, so
 one slow session shows in its own episodes and not in the others'.
 """
@@ -92,6 +93,8 @@ class SessionPace:
         self.sample_rate, self.frame_size = sample_rate, frame_size
         self.frames = 0  # steps at which model audio was due
         self.underruns = 0  # of those, steps at which none had arrived: the server behind real time
+        self.longest_gap = 0  # the most consecutive starved steps: the longest gap a caller heard
+        self._gap = 0
         self.chunks = 0  # pieces timed (each after the first of its stream)
         self.audio = 0  # samples in those pieces
         self.wall_s = 0.0  # wall time from each stream's first piece to its last
@@ -119,18 +122,21 @@ class SessionPace:
         """A step at which the model's audio was due; `starved` when none of it had arrived."""
         self.frames += 1
         self.underruns += int(starved)
+        self._gap = self._gap + 1 if starved else 0
+        self.longest_gap = max(self.longest_gap, self._gap)
 
     def record(self) -> dict[str, Any]:
         """The rec.json `compute.session` record: counts, the server's real-time factor (wall time per second of
         audio it delivered: below 1 ahead of real time, above 1 behind; None when no piece was timed), the most
-        its stream fell behind, and the verdict."""
+        its stream fell behind, its longest gap, and the verdict."""
         sr = self.sample_rate
         audio_ms = self.audio * 1000 / sr
+        gap_ms = self.longest_gap * self.frame_size * 1000 / sr
         return {"frames": self.frames, "underruns": self.underruns, "frame_ms": _round4(self.frame_size * 1000 / sr),
                 "chunks": self.chunks, "audio_ms": _round4(audio_ms), "wall_ms": _round4(self.wall_s * 1000),
                 "rtf": round(self.wall_s * 1000 / audio_ms, 6) if audio_ms else None,
                 "late_max_ms": _round4(self.late_s * 1000), "max_queued_ms": _round4(self.max_queued * 1000 / sr),
-                "live": _starved_ok(self.underruns, self.frames)}
+                "gap_max_ms": _round4(gap_ms), "live": _starved_ok(self.underruns, self.frames) and gap_ms <= STALL_MS}
 
 
 def _starved_ok(underruns: int, frames: int) -> bool:
@@ -139,7 +145,8 @@ def _starved_ok(underruns: int, frames: int) -> bool:
 
 
 def merge_sessions(records: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
-    """Episodes' `compute.session` records added up over a run; None when there are none."""
+    """Episodes' `compute.session` records added up over a run; None when there are none. `stalled` counts the
+    episodes whose longest gap exceeds STALL_MS (records written before gaps were timed have none)."""
     recs = [r for r in records if r]
     if not recs:
         return None
@@ -149,7 +156,9 @@ def merge_sessions(records: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
     behind = sum(not r["live"] for r in recs)
     return {"episodes": len(recs), "frames": frames, "underruns": underruns, "behind": behind,
             "rtf": round(wall_ms / audio_ms, 6) if audio_ms else None, "rtf_max": max(rtfs) if rtfs else None,
-            "late_max_ms": max(r["late_max_ms"] for r in recs), "live": behind == 0}
+            "late_max_ms": max(r["late_max_ms"] for r in recs),
+            "gap_max_ms": max(r.get("gap_max_ms", 0.0) for r in recs),
+            "stalled": sum(r.get("gap_max_ms", 0.0) > STALL_MS for r in recs), "live": behind == 0}
 
 
 def _hist_quantile(hist: dict[int, int], n: int, q: float) -> float:
@@ -243,6 +252,21 @@ def _verdict(g: dict[str, Any]) -> str:
     return "could have held a live call on this hardware"
 
 
+def _served_line(served: dict[str, Any]) -> str:
+    """The served sessions' line: the server's pace, starved frames and the longest gap, and the verdict."""
+    rtf = "no audio timed" if served["rtf"] is None else (
+        f"real-time factor {served['rtf']:.3g}, worst episode {served['rtf_max']:.3g}")
+    gap = served.get("gap_max_ms", 0.0)
+    stalled = served.get("stalled", 0)
+    verdict = ("the server kept up with every session" if served["live"] else
+               f"{served['behind']} of {served['episodes']} episodes' sessions fell behind real time"
+               + (f" ({stalled} with a stall: playback starved for over {STALL_MS / 1000:g} s at once)"
+                  if stalled else "") + ": the server could NOT have held every call live")
+    return (f"served sessions: the server's audio arrived at {rtf} (wall time per second of audio), at most "
+            f"{served['late_max_ms']:.4g} ms behind real time; playback starved in {served['underruns']}/"
+            f"{served['frames']} due frames, the longest gap {gap:.4g} ms: {verdict}")
+
+
 def feasibility_lines(feas: dict[str, Any] | None) -> list[str]:
     """What `score` prints about live feasibility: one line per frame duration and batch size, and one for a served
     model's sessions (then the step times are the client's own)."""
@@ -258,14 +282,7 @@ def feasibility_lines(feas: dict[str, Any] | None) -> list[str]:
                 f"{g['steps']} steps of {g['episodes']} episodes, {calls})")
         lines.append(f"{head}: {_verdict(g)}")
     if served:
-        rtf = "no audio timed" if served["rtf"] is None else (
-            f"real-time factor {served['rtf']:.3g}, worst episode {served['rtf_max']:.3g}")
-        lines.append(f"served sessions: the server's audio arrived at {rtf} (wall time per second of audio), at most "
-                     f"{served['late_max_ms']:.4g} ms behind real time; playback starved in {served['underruns']}/"
-                     f"{served['frames']} due frames: " + ("the server kept up with every session" if served["live"]
-                                                           else f"{served['behind']} of {served['episodes']} episodes' "
-                                                           "sessions fell behind real time: the server could NOT "
-                                                           "have held every call live"))
+        lines.append(_served_line(served))
     if feas.get("untimed_episodes"):
         lines.append(f"{feas['untimed_episodes']} episode(s) without step times (recorded by a version that did not "
                      "time steps)")

@@ -139,8 +139,16 @@ def paced(starved: int, frames: int = 100) -> SessionPace:
 def test_a_served_session_record_has_the_exact_numbers() -> None:
     rec = paced(starved=1).record()
     assert rec == {"frames": 100, "underruns": 1, "frame_ms": 20.0, "chunks": 3, "audio_ms": 300.0,
-                   "wall_ms": 400.0, "rtf": 1.333333, "late_max_ms": 100.0, "max_queued_ms": 200.0, "live": True}
+                   "wall_ms": 400.0, "rtf": 1.333333, "late_max_ms": 100.0, "max_queued_ms": 200.0,
+                   "gap_max_ms": 20.0, "live": True}
     assert paced(starved=2).record()["live"] is False  # 2 of 100 due steps starved: more than 1 %
+    # 60 due steps starved in a row among 10,000 (0.6 %, within the share): a 1.2 s gap, a stall, not live
+    stall = paced(starved=60, frames=10_000).record()
+    assert stall["underruns"] == 60 and stall["gap_max_ms"] == 1200.0 and stall["live"] is False
+    scattered = SessionPace(24_000, 480)
+    for k in range(10_000):
+        scattered.step(starved=k % 200 == 0)  # 50 single starved steps: 20 ms gaps
+    assert scattered.record()["gap_max_ms"] == 20.0 and scattered.record()["live"] is True
     assert SessionPace(24_000, 480).record()["rtf"] is None  # nothing timed
 
 
@@ -154,17 +162,27 @@ def test_a_run_adds_up_its_sessions_and_the_verdict_is_theirs() -> None:
     feas = run_feasibility([served(0), served(2), episode([0.001] * 100)])
     assert feas is not None and feas["live"] is False
     assert feas["sessions"] == {"episodes": 2, "frames": 200, "underruns": 2, "behind": 1, "rtf": 1.333333,
-                                "rtf_max": 1.333333, "late_max_ms": 100.0, "live": False}
+                                "rtf_max": 1.333333, "late_max_ms": 100.0, "gap_max_ms": 40.0, "stalled": 0,
+                                "live": False}
     assert merge_sessions([]) is None
     client, server = feasibility_lines(feas)
     assert client.startswith("client step time p50")  # the client's own steps: the model runs on the server
     assert server == ("served sessions: the server's audio arrived at real-time factor 1.33, worst episode 1.33 (wall "
                       "time per second of audio), at most 100 ms behind real time; playback starved in 2/200 due "
-                      "frames: 1 of 2 episodes' sessions fell behind real time: the server could NOT have held every "
-                      "call live")
+                      "frames, the longest gap 40 ms: 1 of 2 episodes' sessions fell behind real time: the server "
+                      "could NOT have held every call live")
     kept_up = run_feasibility([served(0)])
     assert kept_up is not None and kept_up["live"] is True
-    assert feasibility_lines(kept_up)[1].endswith("due frames: the server kept up with every session")
+    assert feasibility_lines(kept_up)[1].endswith("due frames, the longest gap 0 ms: the server kept up with every "
+                                                  "session")
+    stalled = episode([0.001] * 100)
+    assert stalled.compute is not None
+    stalled.compute = {**stalled.compute, "session": paced(starved=60, frames=10_000).record()}
+    feas = run_feasibility([served(0), stalled])
+    assert feas is not None and feas["live"] is False and feas["sessions"]["stalled"] == 1
+    assert feasibility_lines(feas)[1].endswith(
+        "the longest gap 1200 ms: 1 of 2 episodes' sessions fell behind real time (1 with a stall: playback starved "
+        "for over 1 s at once): the server could NOT have held every call live")
     assert "sessions" not in (run_feasibility([episode([0.001] * 100)]) or {})  # in-process: as before
 
 
