@@ -71,17 +71,22 @@ def test_an_n4_row_says_what_the_model_said_and_why_it_failed() -> None:
 def test_a_failed_m3_window_says_why(tmp_path: Path) -> None:
     s, d = 4.0, 14.0
     long_turn = [["system", "a long system turn", 0.5, s + 1.0]]
-    planted = {"SHIFT": ([], None), "PAUSE": ([(s + 0.5, s + 2.0)], None), "BARGE_IN": ([(s - 3.0, d)], long_turn),
-               "BC": ([(s - 3.0, s + 0.2)], long_turn)}
-    for n, (kind, (spans, ctx)) in enumerate(planted.items(), start=1):
+    planted = {"shift silent": ("SHIFT", [], None), "pause taken": ("PAUSE", [(s + 0.5, s + 2.0)], None),
+               "barge-in run on": ("BARGE_IN", [(s - 3.0, d)], long_turn),
+               "bc stopped": ("BC", [(s - 3.0, s + 0.2)], long_turn), "bc silent": ("BC", [], long_turn)}
+    events = {}
+    for n, (name, (kind, spans, ctx)) in enumerate(planted.items(), start=1):
         g = H.gold(kind, s=s, t=s + (0.3 if kind in ("SHIFT", "BC") else 2.0), event_n=n, context=ctx)
         H.write(tmp_path, f"{g['event_id']}-user", g, H.bursts(d, spans))
+        events[g["event_id"]] = name
     result = score_m3(tmp_path, asr=DeafASR(), vad_factory=H.planted)
     ms = [json.loads(x) for x in (tmp_path / "measurements.jsonl").read_text().splitlines()]
-    rows = {r.label: r for r in window_rows(get_benchmark("m3"), ms, result)}
-    assert {r.verdict for r in rows.values()} == {"fail"} and len(rows) == 4
-    assert rows["SHIFT"].detail.startswith("did not take the turn in the window; takeover False")
-    assert rows["PAUSE"].detail.startswith("took the turn 0.50 s into the user's pause; takeover True")
-    assert rows["BARGE_IN"].detail.startswith("never stopped before the window's end; ")
-    assert rows["BC"].detail.startswith("stopped 0.20 s into the user's 0.30 s backchannel (it should talk through "
-                                        "it); stop_latency_s 0.2")
+    rows = {events[m["event_id"]]: r for m, r in zip(ms, window_rows(get_benchmark("m3"), ms, result), strict=True)}
+    assert {r.verdict for r in rows.values()} == {"fail"} and len(rows) == 5
+    assert rows["shift silent"].detail.startswith("did not take the turn in the window; takeover False")
+    assert rows["pause taken"].detail.startswith("took the turn 0.50 s into the user's pause; takeover True")
+    assert rows["barge-in run on"].detail.startswith("never stopped before the window's end; ")
+    assert rows["bc stopped"].detail.startswith("stopped 0.20 s into the user's 0.30 s backchannel (it should talk "
+                                                "through it); stop_latency_s 0.2")
+    assert rows["bc silent"].detail.startswith("not speaking when the user's backchannel began (nothing to talk "
+                                               "through)")

@@ -72,7 +72,8 @@ def _why(m: dict[str, Any], v: dict[str, Any]) -> str:
     if kind == "PAUSE":
         return f"took the turn {v['latency_s']:.2f} s into the user's pause"
     if stop is None:
-        return "not speaking when the user began"
+        return ("not speaking when the user's backchannel began (nothing to talk through)" if kind == "BC"
+                else "not speaking when the user barged in (nothing to yield)")
     if kind == "BC":
         return f"stopped {stop:.2f} s into the user's {length:.2f} s backchannel (it should talk through it)"
     return ("never stopped before the window's end" if v.get("censored") else
