@@ -16,6 +16,8 @@ from dataset_builder.m3.dialogues import (
     SHAPE,
     Dialogue,
     DialogueUtterance,
+    _value_at,
+    _word_cut,
     connective_problems,
     generate,
     generate_dialogues,
@@ -152,8 +154,9 @@ def test_task_questions_follow_ups_and_golds(dialogues: dict, lang: str) -> None
                 assert (u.gold_answer, list(u.gold_aliases)) == kb.gold(entity, u.fact, lang)
                 value = said(fact, lang).lower()
                 assert value in u.text.lower()  # the reference answer says the gold
-                if u.cut_after_chars:  # a barge-in comes after the answer has been said
+                if u.cut_after_chars:  # a barge-in comes after the answer has been said, whole
                     assert value in u.text[:u.cut_after_chars].lower()
+                    assert not (lang == "en" and u.text[u.cut_after_chars:][:1].isalnum()), u.text
             previous = said_answers[-1]
         # every answer follows a user question about the same fact; a question about the previous answer does
         # not name its entity (a reaction may echo the answer: "Oh, Jane Austen, okay, when was she born?")
@@ -221,3 +224,17 @@ def test_validation_rejects_broken_relations(change: Callable[[list[DialogueUtte
     utts = [DialogueUtterance(**{**u.__dict__, "utt_id": f"en-chat-d000-u{i:02d}"}) for i, u in enumerate(utts)]
     with pytest.raises(SchemaError, match=field):
         Dialogue("en-chat-d000", "en", "chat", 0, 1, ("weekend",), tuple(utts)).validate()
+
+
+def test_a_cut_follows_the_answer_said_whole_and_no_pause_splits_a_name() -> None:
+    # The gold "Indiana" inside "Indianapolis": a cut there would come before the answer is said.
+    text = "Indianapolis is the state capital of Indiana."
+    assert _value_at(text, "Indiana") == text.rindex("Indiana")
+    assert _value_at("It rises in India.", "India") == 12
+    assert _value_at("That was Indiana.", "Ohio") == -1
+    assert _value_at("1889年に完成しました。", "1889") == 0  # Japanese words run on without spaces
+    en = LANGUAGES["en"]
+    line = "Let's switch topics, I'm looking at a photo of The Last Supper and I can't remember which city it's in."
+    cut = _word_cut(en, line)
+    assert cut is not None and not (cut[0].endswith("The") and cut[1].startswith("Last")), cut
+    assert " ".join(cut) == line

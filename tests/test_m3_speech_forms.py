@@ -115,7 +115,11 @@ def test_turn_register(text: str, register: str) -> None:
     ("Got it, thanks,", "en", True),
     ("Good to know,", "en", True),
     ("Oh, the United Kingdom, okay,", "en", True),
-    ("Right, so uranium,", "en", False),  # a topic said first
+    ("Right, so uranium,", "en", True),  # an answer taken in: the listener may go on
+    ("Right, so Lucca,", "en", True),
+    ("Hm, 1982,", "en", True),  # an echo after "hm" too, not a list in progress
+    ("Hm, Franz Liszt,", "en", True),
+    ("so, uh,", "en", False),
     ("Also, I've always wondered,", "en", False),  # announces the question to come
     ("Right, moving on,", "en", False),
     ("へえ、1889年か、", "ja", True),  # a musing reaction
@@ -228,6 +232,8 @@ def test_a_backchannel_before_a_question_is_placed_in_the_telling() -> None:
 @pytest.mark.parametrize("text, lang, found", [
     ("Okay, got it, okay, and when was the inventor born?", "en", ["okay"]),
     ("Sorry, not to interrupt, but and what year did he die?", "en", ["but and"]),
+    ("Sorry to interrupt, but it's a sad question, but when did the composer die?", "en", ["but ... but"]),
+    ("I should know this, but which city is it in?", "en", []),
     ("Sorry, sorry, and one place further, which element is that?", "en", []),  # side by side: meant
     ("I know, I know, I'll sort it out this weekend.", "en", []),
     ("so the tower, when did it open its doors, so to speak?", "en", []),  # an idiom, not a lead-in

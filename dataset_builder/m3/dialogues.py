@@ -541,7 +541,7 @@ def _answer_turn(bank: LanguageBank, knowledge: Knowledge, lang: Language, plan:
     answer = texts.answer[ledger.pick_said(f"task/{r}/answer", texts.answer, lambda t, v=filled: _fill(t, v),
                                            rng, prefer=lambda j, lo=runs_on, w=want_long: (j in lo) == w)]
     text = _DOUBLE_STOP.sub(".", _compose(lang, "", answer, filled))  # "... Washington, D.C.."
-    at = text.lower().find(value.lower())
+    at = _value_at(text, value)
     return _Turn("system", [text], topic=e.id, fact=r, gold=knowledge.gold(e, r, lang.code),
                  context_dependent=q > 0 or plan.follows, follows_answer=q == 0 and plan.follows,
                  value_end=at + len(value) if at >= 0 else 0)
@@ -633,7 +633,7 @@ def _task_asides(turns: list[_Turn], entities: list[Entity], spare: dict[str, li
             j = ledger.pick_said(f"task/{turn.fact}/answer", answers, lambda t, v=filled: _fill(t, v), rng,
                                  ok=lambda j, lo=runs_on: j in lo)
             text = _compose(lang, "", answers[j], filled)
-            at = text.lower().find(value.lower())
+            at = _value_at(text, value)
             if at < 0:
                 continue
             turn.pieces, turn.value_end = [text], at + len(value)
@@ -648,6 +648,16 @@ def _tail_ok(lang: Language, turn: _Turn) -> bool:
 
 
 _DOUBLE_STOP = re.compile(r"(?<=\.)\.(?=\s|$)")  # a value ending in "." before the sentence's own
+
+
+def _value_at(text: str, value: str) -> int:
+    """Where `text` says `value` as a whole word (-1: it does not): in "Indianapolis is the state capital of Indiana."
+    the gold "Indiana" is the last word, not the city's first letters, so a cut after it follows the answer. Only
+    Latin letters and digits join a word ("1889年" says 1889)."""
+    m = re.search(rf"(?<![A-Za-z0-9]){re.escape(value)}(?![A-Za-z0-9])", text, re.IGNORECASE)
+    return m.start() if m else -1
+
+
 _DEICTIC = re.compile(r"^(?:that|that's|that'd|that one's|that would|the next one|right after it|born in|next on)\b",
                       re.IGNORECASE)  # needs the question
 
@@ -791,7 +801,7 @@ def _comma_cut(lang: Language, text: str) -> tuple[str, str] | None:
 
 def _word_cut(lang: Language, text: str) -> tuple[str, str] | None:
     """English: the text split between two words of its first sentence near its middle, both halves TURN-long and
-    the first unfinished; None for Japanese (no spaces) or when no such split exists."""
+    the first unfinished, never inside a name; None for Japanese (no spaces) or when no such split exists."""
     if lang.code != "en":
         return None
     first = lang.sentences(text)[0]
@@ -799,6 +809,8 @@ def _word_cut(lang: Language, text: str) -> tuple[str, str] | None:
     best = None
     for k in range(1, len(words_)):
         a, b = " ".join(words_[:k]), " ".join(words_[k:]) + text[len(first):]
+        if k > 1 and words_[k - 1][:1].isupper() and words_[k][:1].isupper():
+            continue  # inside a name: "a photo of The | Last Supper"
         if (a[-1].isalpha() and lang.size(a) >= lang.half_min and lang.size(b) >= lang.half_min
                 and unfinished(a, lang.code)):
             d = abs(lang.size(a) - lang.size(b))

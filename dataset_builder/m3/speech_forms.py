@@ -71,6 +71,8 @@ def repeated_markers(text: str, language: str) -> list[str]:
     markers = _EN_MARKERS if language == "en" else _JA_MARKERS
     seen: dict[str, int] = {}
     found: list[str] = [m.group(0) for m in _EN_STACKED.finditer(text)] if language == "en" else []
+    if language == "en" and sum(c.lower().startswith("but ") for c in clauses) >= 2:
+        found.append("but ... but")  # "Sorry to interrupt, but I should know this, but which city ...?"
     for k, clause in enumerate(clauses):
         words = clause.lower().split() if language == "en" else [clause]
         if language == "en" and (len(words) > 3 or clause.lower() in _EN_IDIOMS):
@@ -209,7 +211,8 @@ _EN_FILLER_END = re.compile(r"(?:\byou know|\bI mean|\bsort of|\bkind of|\blet m
                             re.IGNORECASE)
 # Said alone, these are an answer or a reaction, not the start of a list: "Ah, right, 49," is finished.
 _EN_INTERJECTIONS = {"ah", "oh", "right", "yeah", "yes", "no", "okay", "ok", "well", "so", "sure", "hey", "wow",
-                     "um", "uh", "hmm", "fine", "alright", "mm", "huh", "great", "good", "cool", "nice", "thanks"}
+                     "um", "uh", "hm", "hmm", "fine", "alright", "mm", "huh", "great", "good", "cool", "nice", "thanks",
+                     "ooh", "aha"}
 _EN_SUBORDINATE = re.compile(r"(?:^|\b(?:that|and|but|so)\s+)(?:if|when|whenever|because|since|although|though|"
                              r"while|after|before|once|unless|until|as soon as|even if|even though|as long as|now "
                              r"that|so that|in case|whether|every time|the (?:thing|problem|point|funny thing|worst "
@@ -255,9 +258,10 @@ def _en_complete(text: str) -> bool:
         return False  # a list in progress: "eggs, flour,"
     rest = seg.split(None, 1)[1] if " " in seg else ""
     fronted = (_EN_NOUN_PHRASE.match(seg) or _EN_FRONTED.match(seg)) and not _EN_VERBISH.search(rest)
-    # After a bare interjection a noun phrase is an echo, a complete reaction ("Wow, the Seine,"); with "so" it is
-    # a topic the speaker goes on about ("Right, so uranium,").
-    echo = after_interjection and prev[0] != "so" and not seg.lower().startswith("so ")
+    # After a bare interjection a noun phrase is an echo, a complete reaction ("Wow, the Seine,", "Hm, 1982,"), and
+    # so is one after "so": "Right, so Lucca," takes in an answer, which a listener may rightly follow with the
+    # next turn, as after "Ah, right, 49,"; only "so" said alone first fronts a topic.
+    echo = after_interjection and prev[0] != "so"
     if fronted and not echo:
         return False  # a topic or an adverbial said first: "the thing with the car,", "so, uranium,"
     return True
