@@ -362,6 +362,49 @@ def _lead_pieces(lang: Language, lead: str, template: str, values: dict[str, str
     return [head, *_pieces(text[len(head):])]
 
 
+# Japanese: a lead-in that ends in a concessive clause ("話は変わるんですけど、") before a question that opens with
+# one of its own ("{entity}の伝記を読んでるんですけど、…") stacks two 〜けど clauses, which nobody says in one breath.
+_CLAUSE = {"ja": re.compile(r"(?:けど|が)、")}
+# A lead-in clause ("もう一つ聞きたいんですけど、", "そうなんですね、") said again in a later question of the same
+# dialogue reads as one phrase pasted in twice; clauses this long (characters) count (Japanese).
+_REPEAT_MIN = {"ja": 7}
+# A question whose answer every speaker of the language knows is not asked: a Japanese speaker does not ask which
+# country Tokyo is the capital of, nor where Mount Fuji is.
+_OWN_COUNTRY = {"ja": "日本"}
+
+
+def stacked_clauses(lead: str, template: str, code: str) -> bool:
+    """Whether `lead` ends in a concessive clause and the question after it opens with another (Japanese)."""
+    rule = _CLAUSE.get(code)
+    if rule is None or not lead.strip():
+        return False
+    ends = rule.search(lead.rstrip()[-3:]) is not None
+    return ends and rule.search(template.split("？")[0]) is not None
+
+
+def lead_clauses(text: str, code: str) -> set[str]:
+    """The comma-ended clauses of a line that are long enough to be heard as a set phrase when said twice."""
+    least = _REPEAT_MIN.get(code)
+    if least is None:
+        return set()
+    out = set()
+    for line in text.replace(PAUSE, "").split("\n"):
+        parts = line.split("、")[:-1]  # the last part is the question itself
+        out |= {p.strip() for p in parts if len(p.strip()) >= least}
+    return out
+
+
+def _repeats(text: str, previous: str, code: str) -> bool:
+    return bool(lead_clauses(text + "、", code) & lead_clauses(previous, code))
+
+
+def overlapping_answers(a: str, b: str) -> bool:
+    """Whether one gold answer names the other ("アムステルダム国立美術館" and "アムステルダム"): once one is said,
+    asking for the other asks what was just said. Numbers are never compared so (a year is not an atomic number)."""
+    a, b = gold_key(a), gold_key(b)
+    return bool(a) and bool(b) and not (a.isdigit() or b.isdigit()) and (a in b or b in a)
+
+
 # --- task ------------------------------------------------------------------------------------------------------
 
 def _asked_entities(knowledge: Knowledge, bank: LanguageBank) -> list[Entity]:
@@ -410,7 +453,9 @@ def _plan_task(bank: LanguageBank, knowledge: Knowledge, code: str, ledger: Ledg
         for r in _relations(e, bank):
             k = key(e, r)
             target = knowledge.link(e.facts[r])
-            if (k not in here and ledger.counts["gold", k] < MAX_DIALOGUES_PER_GOLD
+            if (not any(k == h or overlapping_answers(k, h) for h in here)
+                    and ledger.counts["gold", k] < MAX_DIALOGUES_PER_GOLD
+                    and k != gold_key(_OWN_COUNTRY.get(code, "\0"))
                     and (target is None or target.id not in taken)):  # never back to an entity just discussed
                 out.append(r)
         return out
@@ -446,6 +491,11 @@ def _plan_task(bank: LanguageBank, knowledge: Knowledge, code: str, ledger: Ledg
         order_of = {r: i for i, r in enumerate(rels)}
         rels = list({key(entity, r): r for r in rels[::-1]}.values())[::-1]  # one question per answer
         rels.sort(key=lambda r: order_of[r])
+        kept: list[str] = []
+        for r in rels:  # nor one whose answer names another's ("アムステルダム国立美術館", "アムステルダム")
+            if not any(overlapping_answers(key(entity, r), key(entity, o)) for o in kept):
+                kept.append(r)
+        rels = kept
         k = min(len(rels), 1 + shape.max_follow_ups, left)
         # An entity with facts to spare keeps one unasked: the system may volunteer it (`_task_asides`).
         if len(rels) >= 4 and k == len(rels):
@@ -477,6 +527,7 @@ def _task_turns(bank: LanguageBank, knowledge: Knowledge, lang: Language, ledger
     plans = _plan_task(bank, knowledge, code, ledger, rng, shape)
     turns: list[_Turn] = []
     last_value = ""  # the previous answer's value, for a reaction that echoes it
+    previous = ""  # the user's questions so far, whose lead-in clauses a later one does not say again
     for k, plan in enumerate(plans):
         e = plan.entity
         values = {"entity": e.name[code], "pronoun": e.pronoun}
@@ -485,11 +536,12 @@ def _task_turns(bank: LanguageBank, knowledge: Knowledge, lang: Language, ledger
         for q, r in enumerate(plan.asked):
             values["noun"] = _noun(e, code, ledger, rng)
             if q == 0 and not plan.follows:
-                template, lead = _opening_question(bank, r, values, k, ledger, rng, shape)
+                template, lead = _opening_question(bank, r, values, k, ledger, rng, shape, code, previous)
             else:
-                template, lead = _follow_up_question(bank, r, values, last_value, ledger, rng, shape)
+                template, lead = _follow_up_question(bank, r, values, last_value, ledger, rng, shape, code, previous)
             turns.append(_Turn("user", _lead_pieces(lang, lead, template, values), topic=e.id,
                                topic_start=q == 0, fact=r, bare=(template, dict(values))))
+            previous += "\n" + _text(lang, turns[-1].pieces)
             last_value = said(e.facts[r], code)
             turns.append(_answer_turn(bank, knowledge, lang, plan, q, r, values, last_value, ledger, rng, shape))
     entities = [p.entity for p in plans]
@@ -498,34 +550,47 @@ def _task_turns(bank: LanguageBank, knowledge: Knowledge, lang: Language, ledger
 
 
 def _opening_question(bank: LanguageBank, r: str, values: dict[str, str], k: int, ledger: Ledger,
-                      rng: random.Random, shape: Shape) -> tuple[str, str]:
+                      rng: random.Random, shape: Shape, code: str, previous: str) -> tuple[str, str]:
     """The first question about the `k`-th entity of the dialogue (template, lead): it names the entity; an
-    opener may lead the dialogue's first question in, a transition a later one."""
+    opener may lead the dialogue's first question in, a transition a later one. Neither says a lead-in clause of
+    the `previous` question again, nor stacks a concessive clause on the question's own (`stacked_clauses`)."""
     texts = bank.relations[r]
-    template = texts.ask_first[ledger.pick_said(f"task/{r}/ask_first", texts.ask_first,
-                                                lambda t, v=values: _fill(t, v), rng)]
-    lead = ""
+    asks = texts.ask_first
+    template = asks[ledger.pick_said(f"task/{r}/ask_first", asks, lambda t, v=values: _fill(t, v), rng,
+                                     ok=lambda i: not _repeats(_fill(asks[i], values), previous, code))]
+    leads, key = (), ""
     if k == 0 and bank.openers and rng.random() < shape.opener_p:
-        lead = ledger.choose("task/opener", bank.openers, rng)
+        leads, key = bank.openers, "task/opener"
     elif k > 0 and bank.transitions["task"] and rng.random() < shape.transition_p:
-        lead = ledger.choose("task/transition", bank.transitions["task"], rng)
+        leads, key = bank.transitions["task"], "task/transition"
+    lead = _lead(leads, key, template, previous, code, ledger, rng) if leads else ""
     return template, lead
 
 
+def _lead(leads: Sequence[str], key: str, template: str, previous: str, code: str, ledger: Ledger,
+          rng: random.Random) -> str:
+    """A least-used lead-in that fits before `template` after the `previous` question (any, if none does)."""
+    return leads[ledger.pick(key, len(leads), rng, lambda i: not stacked_clauses(leads[i], template, code)
+                             and not _repeats(leads[i], previous, code))]
+
+
 def _follow_up_question(bank: LanguageBank, r: str, values: dict[str, str], last_value: str, ledger: Ledger,
-                        rng: random.Random, shape: Shape) -> tuple[str, str]:
-    """A follow-up question (template, lead), which needs the earlier turns to be understood."""
+                        rng: random.Random, shape: Shape, code: str, previous: str) -> tuple[str, str]:
+    """A follow-up question (template, lead), which needs the earlier turns to be understood; neither part says a
+    lead-in clause of the `previous` question again."""
     texts = bank.relations[r]
-    template = texts.ask_follow[ledger.pick_said(f"task/{r}/ask_follow", texts.ask_follow,
-                                                 lambda t, v=values: _fill(t, v), rng)]
+    asks = texts.ask_follow
+    template = asks[ledger.pick_said(f"task/{r}/ask_follow", asks, lambda t, v=values: _fill(t, v), rng,
+                                     ok=lambda i: not _repeats(_fill(asks[i], values), previous, code))]
     lead = ""
     # A reaction leads in now and then, and always when the question alone has been asked twice.
     stale = ledger.counts["said", _said_key(_fill(template, values))] >= 2
-    echo = [t for t in bank.reactions if "{value}" in t] if stale and last_value else []
+    echo = [_fill(t, {"value": last_value}) for t in bank.reactions if "{value}" in t] if stale and last_value else []
     if echo:  # a stale question gets a reaction that echoes the answer: a sentence said once
-        lead = _fill(ledger.choose("task/reaction/echo", echo, rng), {"value": last_value})
+        lead = _lead(echo, "task/reaction/echo", template, previous, code, ledger, rng)
     elif bank.reactions and (stale or rng.random() < shape.reaction_p):
-        lead = _fill(ledger.choose("task/reaction", bank.reactions, rng), {"value": last_value})
+        said_now = [_fill(t, {"value": last_value}) for t in bank.reactions]
+        lead = _lead(said_now, "task/reaction", template, previous, code, ledger, rng)
     return template, lead
 
 
@@ -549,22 +614,42 @@ def _answer_turn(bank: LanguageBank, knowledge: Knowledge, lang: Language, plan:
 
 def connective_problems(d: Dialogue) -> list[str]:
     """A task dialogue's follow-ups opened by a topic-change lead-in ("By the way, when was it built?" about the
-    same entity), and user turns that echo the last answer as a question ("1889?"), as `utt_id: rule: text`."""
+    same entity), user turns that echo the last answer as a question ("1889?"), user questions that stack two
+    concessive clauses ("話は変わるんですけど、…の伝記を読んでるんですけど、") or say a lead-in clause of an
+    earlier question again, answers an earlier answer already named, and questions whose answer every speaker of
+    the language knows, as `utt_id: rule: text`."""
     out: list[str] = []
-    last_topic, last_answer = "", ""
-    for u in d.utterances:
-        if u.kind != "turn":
-            continue
+    last_topic, last_answer, previous = "", "", ""
+    golds: list[str] = []  # the answers so far
+    clause = _CLAUSE.get(d.language)
+    own = _OWN_COUNTRY.get(d.language)
+    turns = [u for u in d.utterances if u.kind == "turn"]
+    for j, u in enumerate(turns):
         if u.speaker == "system":
+            if u.gold_answer:
+                if any(overlapping_answers(u.gold_answer, g) for g in golds):
+                    out.append(f"{u.utt_id}: the answer {u.gold_answer!r} was named by an earlier one: {u.text}")
+                if u.gold_answer == own:
+                    out.append(f"{u.utt_id}: a question whose answer every speaker knows ({own}): {u.text}")
             last_answer = u.gold_answer or last_answer
+            golds += [u.gold_answer] if u.gold_answer else []
             continue
         if u.relation == "pause":
             continue
+        line = u.text
+        for v in turns[j + 1:]:  # the rest of the turn after a held pause
+            if v.speaker != "user" or v.relation != "pause":
+                break
+            line += v.text
         if u.topic and u.topic == last_topic and topic_change_lead(u.text, d.language):
             out.append(f"{u.utt_id}: a follow-up on the same entity opened by a topic-change lead-in: {u.text}")
         if echoes_as_question(u.text, last_answer, d.language):
             out.append(f"{u.utt_id}: the answer {last_answer!r} echoed as a question: {u.text}")
-        last_topic = u.topic
+        if clause is not None and len(clause.findall(line.split("？")[0])) >= 2:
+            out.append(f"{u.utt_id}: two concessive clauses stacked before the question: {line}")
+        if again := lead_clauses(line, d.language) & lead_clauses(previous, d.language):
+            out.append(f"{u.utt_id}: the lead-in {sorted(again)[0]!r} of an earlier question said again: {line}")
+        last_topic, previous = u.topic, previous + "\n" + line
     return out
 
 
@@ -586,6 +671,9 @@ def _task_asides(turns: list[_Turn], entities: list[Entity], spare: dict[str, li
     cut after the answer itself. Either way the user has heard the answer before cutting in."""
     code = lang.code
     by_id = {e.id: e for e in entities}
+    # A volunteered fact is never one a question of the dialogue asks for ("余談ですが、その門はドイツにあります。"
+    # and then "その都市はどの国にあるんですか？" would ask what was just said).
+    asked = {gold_key(v) for t in turns if t.gold for v in (t.gold[0], *t.gold[1])}
     hosts = [i for i, t in enumerate(turns) if t.speaker == "system"]
     rng.shuffle(hosts)
     n_barge, n_bc = _weighted(shape.barge_ins, rng), _weighted(shape.task_bc_asides, rng)
@@ -600,7 +688,8 @@ def _task_asides(turns: list[_Turn], entities: list[Entity], spare: dict[str, li
         # After a number (a year, a height) the volunteered fact is not a number: a reply that states two numbers
         # is not a clear answer (metrics/answer_match.py rejects it).
         numeric = e.facts[turn.fact].kind != "text"
-        other = [r for r in spare[e.id] if not numeric or e.facts[r].kind == "text"]
+        other = [r for r in spare[e.id] if (not numeric or e.facts[r].kind == "text")
+                 and gold_key(said(e.facts[r], code)) not in asked]
         if not other or not (can_barge or n_bc):
             continue
         r = other[0]
@@ -677,7 +766,15 @@ def _realise(turns: list[_Turn], bank: LanguageBank, lang: Language, ledger: Led
         if t.barge_host and openers:
             nxt = turns[i + 1]
             nxt.barged = True
-            nxt.barge_opener = ledger.choose("barge_in", openers, rng)
+            bare = nxt.bare[0] if nxt.bare is not None else _text(lang, nxt.pieces)
+            before = [_text(lang, u.pieces) for u in turns[:i] if u.speaker == "user"]
+            after = [_text(lang, u.pieces) for u in turns[i + 2:] if u.speaker == "user"]
+            near = before + after  # an opener says no lead-in clause of the dialogue's other questions
+
+            def fits(j: int, b: str = bare, near: list[str] = near) -> bool:
+                return not stacked_clauses(openers[j], b, lang.code) and not any(
+                    _repeats(openers[j], t, lang.code) for t in near)
+            nxt.barge_opener = openers[ledger.pick("barge_in", len(openers), rng, fits)]
             strip = _unmarked  # "Sorry, not to interrupt, but" + "and when ...": the opener leads in alone
             if nxt.bare is not None:
                 template, values = nxt.bare
