@@ -14,9 +14,11 @@ Streaming"): the same method names, keyword arguments and return shapes —
   is taken silently and the model hears a prompt outside the format it was trained on: this fake refuses it
   (`ValueError`), so a test fails where the real model would quietly mis-hear;
 - `streaming_prefill(audio_waveform=None, frame_list=None, text_list=None, max_slice_nums=1,
-  batch_vision_feed=False) -> {"success", "reason", "cost_*"}`: audio is buffered as the real one buffers it —
-  the first chunk padded in front to 1.035 s (16560 samples) and consumed whole, then 16000 samples a chunk;
-  too little audio is refused with success False;
+  batch_vision_feed=False) -> {"success", "reason", "cost_*"}`: audio is buffered as the real one buffers it
+  (2908-2976) — the first chunk padded in front to int(1035 ms) = 16560 samples, of which the streaming mel
+  processor takes and consumes 1035 ms floored to its 160-sample hop, 16480 (processing_minicpmo.py:743-749,777;
+  `effective_first_chunk_ms` 1030, 928-932), so 80 samples of the user's first second stay in the buffer and every
+  later chunk of 16000 starts 80 samples (5 ms) before its second; too little audio is refused with success False;
 - `streaming_generate(prompt_wav_path=None, max_new_speak_tokens_per_chunk=20, decode_mode="sampling", ...)
   -> {"is_listen", "text", "audio_waveform", "end_of_turn", "current_time", "cost_*", "n_tokens",
   "n_tts_tokens"}`: a listen result carries one second of 24 kHz zeros, a speak result 24 kHz float32 audio.
@@ -41,7 +43,8 @@ import torch
 
 IN_RATE, OUT_RATE = 16_000, 24_000
 SYSTEM_START, AUDIO_START, SUFFIX = "<|im_start|>system\n", "\n<|audio_start|>", "<|audio_end|><|im_end|>"
-FIRST_CHUNK = 16_560  # 1035 ms at 16 kHz, aligned to the 160-sample hop (StreamingMelProcessorExact)
+FIRST_PAD = 16_560  # int(FIRST_CHUNK_MS 1035 * 16000 / 1000): the first chunk is front-padded to this (2914-2918)
+FIRST_CHUNK = 16_480  # what the mel processor takes of it: 16560 floored to its 160-sample hop (processing:747-749)
 CHUNK = 16_000
 HEARD_RMS = 0.01
 CLICK, REPLY_LEVEL = 0.9, 0.25
@@ -108,13 +111,13 @@ class FakeMiniCPMODuplex:
             return result(False, "streaming audio processing returned empty")
         self.audio_buffer = np.concatenate([self.audio_buffer, np.asarray(audio_waveform, np.float32)])
         need = FIRST_CHUNK if self.audio_chunk_idx == 0 else CHUNK
-        if self.audio_chunk_idx == 0 and len(self.audio_buffer) < FIRST_CHUNK:
-            self.audio_buffer = np.concatenate([np.zeros(FIRST_CHUNK - len(self.audio_buffer), np.float32),
+        if self.audio_chunk_idx == 0 and len(self.audio_buffer) < FIRST_PAD:
+            self.audio_buffer = np.concatenate([np.zeros(FIRST_PAD - len(self.audio_buffer), np.float32),
                                                 self.audio_buffer])
         if len(self.audio_buffer) < need:
             return result(False, f"audio not enough: need {need} samples, only {len(self.audio_buffer)}")
         self.pending = self.audio_buffer[:need]
-        self.received.append(self.pending[-CHUNK:].copy())  # the first chunk's front padding is not the user's
+        self.received.append(self.pending[-CHUNK:].copy())  # the last 16000 samples the model was given
         self.audio_buffer = self.audio_buffer[need:]
         self.audio_chunk_idx += 1
         return result(True)

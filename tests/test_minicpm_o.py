@@ -37,9 +37,12 @@ from dataset_builder.benchmarks import benchmark_for_config
 from dataset_builder.errors import UsageError
 from eval.run import RunConfig, _load
 from tests.adapter_episodes import CONFIGS, Ran, first_cases, run_cases, shortest_cases
-from tests.fake_minicpm_o import CLICK, FakeMiniCPMODuplex, modeling_module
+from tests.fake_minicpm_o import CLICK, FIRST_CHUNK, FIRST_PAD, FakeMiniCPMODuplex, modeling_module
 
 SECOND = SESSION_SR  # one model chunk on the session clock
+# A level the fake hears as talk, while the 80 samples of it that the next chunk carries (FIRST_CHUNK) stay below its
+# floor: that next chunk counts as the silence after the talk.
+LOUD = 0.1
 
 
 @pytest.fixture(scope="module")
@@ -95,13 +98,15 @@ def test_one_episode_of_every_config(config: str, voice_wav: Path, reply: np.nda
         prefix, suffix = system_turn(r.plan.system_prompt or DEFAULT_PROMPT)
         assert (got["prepare"]["prefix_system_prompt"], got["prepare"]["suffix_system_prompt"]) == (prefix, suffix)
         assert got["prepare"]["prompt_wav_path"] == str(voice_wav)
-        # Every whole second of the user channel reached the model as one 16 kHz chunk, in order.
+        # Every whole second of the user channel reached the model as one 16 kHz chunk, in order; the model's mel
+        # processor keeps 80 samples of the first back (FIRST_CHUNK), so each chunk it takes starts 5 ms early.
         user = r.pcm[:, 0].astype(np.float32) / 32768
         assert len(got["received"]) == len(user) // SECOND
+        heard = np.concatenate([np.zeros(FIRST_PAD - FIRST_CHUNK, np.float32)] + [
+            resample(user[k * SECOND:(k + 1) * SECOND], SESSION_SR, 16_000) for k in range(len(user) // SECOND)])
         for k, chunk in enumerate(got["received"]):
             assert chunk.shape == (16_000,)
-            np.testing.assert_allclose(chunk, resample(user[k * SECOND:(k + 1) * SECOND], SESSION_SR, 16_000),
-                                       atol=2e-3)
+            np.testing.assert_allclose(chunk, heard[k * 16_000:(k + 1) * 16_000], atol=2e-3)
         # Each reply starts, click first, exactly where the chunk that prompted it ends; nothing else is said.
         starts = [(k + 1) * SECOND for k in got["spoke_at"]]
         assert all(r.pcm[s, 1] == to_pcm16(np.float32(CLICK)) for s in starts if s < len(r.pcm))
@@ -142,7 +147,7 @@ def test_reset_gives_a_fresh_session(voice_wav: Path, reply: np.ndarray, mini_da
 def test_reset_drops_half_heard_chunks_and_unplayed_speech(voice_wav: Path) -> None:
     agent, model = agent_with(voice_wav)
     n = agent.frame_size
-    loud = np.full(n, 0.3, np.float32)
+    loud = np.full(n, LOUD, np.float32)
     quiet = np.zeros(n, np.float32)
     agent.reset(None, 0)
     for _ in range(2 * SECOND // n):  # a second of talk, then a silent second: the fake starts answering
@@ -190,7 +195,7 @@ def test_tensor_audio_is_taken_as_it_comes(voice_wav: Path) -> None:
     agent, model = agent_with(voice_wav, tensor_audio=True)
     agent.reset(None, 0)
     n = agent.frame_size
-    out = [agent.step(np.full(n, 0.3 if i < SECOND // n else 0.0, np.float32)).audio for i in range(3 * SECOND // n)]
+    out = [agent.step(np.full(n, LOUD if i < SECOND // n else 0.0, np.float32)).audio for i in range(3 * SECOND // n)]
     said = np.concatenate(out)
     assert model.spoke_at == [1] and said[2 * SECOND] == np.float32(CLICK) and not said[:2 * SECOND].any()
 
