@@ -106,6 +106,10 @@ def test_turn_register(text: str, register: str) -> None:
     ("Dad was, um,", "en", False),
     ("and I was thinking,", "en", False),
     ("Even if they each take five,", "en", False),  # a clause waiting for its main clause
+    ("and when did he die,", "en", True),  # a question, not a "when" clause
+    ("and when I got there,", "en", False),
+    ("Oh, and out of interest,", "en", False),
+    ("Okay, C. S. Lewis,", "en", True),  # an echo of one name, not a list of three
     ("and somewhere around row sixty", "en", False),
     ("and the bus from the terminal", "en", False),  # a subject still waiting for its verb
     ("and I'm worried that if I stop now", "en", False),

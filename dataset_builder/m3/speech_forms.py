@@ -217,6 +217,10 @@ _EN_SUBORDINATE = re.compile(r"(?:^|\b(?:that|and|but|so)\s+)(?:if|when|whenever
                              r"while|after|before|once|unless|until|as soon as|even if|even though|as long as|now "
                              r"that|so that|in case|whether|every time|the (?:thing|problem|point|funny thing|worst "
                              r"bit|trouble) is|what i(?:'m| am)? (?:mean|saying) is)\b", re.IGNORECASE)
+# A question word before its auxiliary asks ("and when did he die,"): a whole question, not a "when" clause waiting
+# for its main clause.
+_EN_ASKS = re.compile(r"^(?:(?:and|but|so|or)\s+)?(?:when|where|what|who|how|why|which)\s+(?:did|does|do|was|is|"
+                      r"were|are|will|would|can|could|has|have|had)\b", re.IGNORECASE)
 # A phrase with no verb that opens with one of these waits for its clause: "and somewhere around row sixty",
 # "but the organic stuff", "where the cable".
 _EN_FRONTED = re.compile(r"^(?:and|but|so|or|then|around|somewhere|about|in|on|at|after|before|by|for|with|every|"
@@ -228,6 +232,7 @@ _EN_VERBISH = re.compile(r"\b(?:is|was|are|were|am|be|been|has|have|had|do|does|
                          r"brought|bought|caught|taught|wrote|drove|rode|ate|drank|sang|swam|slept|woke|"
                          r"goes|comes|says|gets|takes|makes|looks|seems|needs|wants|works|happens)\b", re.IGNORECASE)
 _EN_WORD = re.compile(r"[A-Za-z0-9']+")
+_EN_INITIAL = re.compile(r"\b([A-Z])\.")
 
 
 def _en_complete(text: str) -> bool:
@@ -245,10 +250,11 @@ def _en_complete(text: str) -> bool:
     last = words[-1]
     if last in _EN_OPEN_WORDS or (not comma and last in _EN_OPEN_BARE) or _EN_ANNOUNCES.search(body):
         return False
-    segments = [s.strip() for s in re.split(r"[,.!?;]", body) if s.strip()]
+    # An initial's full stop ends no sentence: "Okay, C. S. Lewis," is one name.
+    segments = [s.strip() for s in re.split(r"[,.!?;]", _EN_INITIAL.sub(r"\1", body)) if s.strip()]
     seg = segments[-1]
     seg_words = _EN_WORD.findall(seg.lower())
-    if _EN_SUBORDINATE.search(seg):
+    if _EN_SUBORDINATE.search(seg) and not _EN_ASKS.match(seg):
         return False  # a clause waiting for its main clause: "if it rains on Saturday,"
     prev = _EN_WORD.findall(segments[-2].lower()) if len(segments) >= 2 else []
     after_interjection = len(prev) == 1 and prev[0] in _EN_INTERJECTIONS
@@ -260,8 +266,10 @@ def _en_complete(text: str) -> bool:
     fronted = (_EN_NOUN_PHRASE.match(seg) or _EN_FRONTED.match(seg)) and not _EN_VERBISH.search(rest)
     # After a bare interjection a noun phrase is an echo, a complete reaction ("Wow, the Seine,", "Hm, 1982,"), and
     # so is one after "so": "Right, so Lucca," takes in an answer, which a listener may rightly follow with the
-    # next turn, as after "Ah, right, 49,"; only "so" said alone first fronts a topic.
-    echo = after_interjection and prev[0] != "so"
+    # next turn, as after "Ah, right, 49,"; only "so" said alone first fronts a topic, and a phrase opened by any
+    # other conjunction or preposition waits for its clause ("Oh, and out of interest,").
+    opens = _EN_FRONTED.match(seg) and not seg.lower().startswith("so ")
+    echo = after_interjection and prev[0] != "so" and not opens
     if fronted and not echo:
         return False  # a topic or an adverbial said first: "the thing with the car,", "so, uranium,"
     return True
