@@ -81,7 +81,9 @@ def _clock(s: float) -> str:
 
 
 def markdown(stages: list[dict[str, Any]]) -> str:
-    out = ["| stage | wall (this host) | CPU s | CPU / 2 (idle 2 cores, about) | load | target |",
+    # CPU / 2 is what two idle cores would take at best: right for the build (a worker per core), short of a
+    # command that runs in one process (run, score, report), which takes about its CPU seconds.
+    out = ["| stage | wall (this host) | CPU s | CPU / 2 (2 idle cores, at best) | load | target |",
            "|---|---:|---:|---:|---|---:|"]
     for s in stages:
         loads = [x for r in s["commands"] for x in r["load"]]
