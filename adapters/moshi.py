@@ -65,6 +65,11 @@ tests and benchmarks; no weights are read.
 Presets (`PRESETS`, docs/models.md#the-moshi-family-presets): the Moshi-family checkpoints the papers evaluate,
 each a Hugging Face repo in moshi's layout plus the prompt handling it needs. `preset=NAME` (or the registered
 adapter of the same name) picks the repo and the agent class; `hf_repo` / `weights_dir` still override the files.
+Sampling: an adapter-arg (`temp`, `temp_text`, `top_k`, `top_k_text`), else the checkpoint's config.json
+`lm_gen_config`, which Kyutai's server and `run_inference` pass to `LMGen` (server.py 237, run_inference.py 300), else
+LMGen's defaults (0.8, 0.7, 250, 25: lm.py 557-567, also DSB-IFEval's harness for Moshi, its App. D.5); rec.json
+records each value and where it came from (`sampling_source`), and a setting of `lm_gen_config` this adapter cannot
+apply (`cfg_coef`, ...) is said in one line.
 `revision=` loads a Hub revision (default: the newest); rec.json records the snapshot revision that was loaded and
 the `moshi` release against its pin (`UPSTREAM`). Every preset greets first, so M3's None and User contexts get the
 5 s lead-in silence the M3 authors prepend (`greets_first`; M3-DuplexBench section V-A, footnote 2).
@@ -74,6 +79,7 @@ from __future__ import annotations
 
 import copy
 import io
+import logging
 import os
 import re
 import string
@@ -89,6 +95,8 @@ from adapters.upstream import Pin, hf_snapshot_revision, provenance
 from dataset_builder.audio import SESSION_SR, resample
 from dataset_builder.errors import UsageError
 
+log = logging.getLogger(__name__)
+
 SAMPLE_RATE = SESSION_SR  # Mimi's rate is the session's
 FRAME_SIZE = 1920  # 80 ms: Mimi's 12.5 Hz frame
 MOSHI_VERSION = "0.2.13"
@@ -102,6 +110,9 @@ ALIGNMENTS = ("live", "run_inference")  # see the module docstring
 TEXT_PAD, TEXT_EPAD = 3, 0  # moshi's text padding tokens: never words
 MODEL_CODEBOOKS = 8
 DTYPES = ("bfloat16", "float16", "float32")
+# LMGen's sampling defaults (kyutai lm.py 557-567), which a checkpoint's config.json `lm_gen_config` overrides in
+# Kyutai's own tools (server.py 237, run_inference.py 300: `LMGen(lm, **checkpoint_info.lm_gen_config)`).
+LMGEN_SAMPLING = {"temp": 0.8, "temp_text": 0.7, "top_k": 250, "top_k_text": 25}
 # PersonaPlex's prompt phases (NVIDIA's fork lm.py): 0.5 s of silence after each prompt (server.py 107), NVIDIA's
 # fixed Mimi codes of a silent model frame and of the 440 Hz sine the user stream carries (lm.py 56-57), the role
 # prompt wrapped in <system> tags, and the role prompt NVIDIA's tools default to (offline.py 335, web client).
@@ -179,6 +190,7 @@ class Models:
     tokenizer: Any | None  # sentencepiece.SentencePieceProcessor
     source: str  # where the weights came from, for `version`
     revision: str | None = None  # the Hub snapshot revision the LM weights were read from (None: not a Hub snapshot)
+    lm_gen_config: dict[str, Any] = field(default_factory=dict)  # the checkpoint's LMGen settings (config.json)
 
 
 def _resolve(loaders: Any, name: str, hf_repo: str | None, weights_dir: str | None, given: str | None,
@@ -285,7 +297,31 @@ def load_pretrained(hf_repo: str, *, weights_dir: str | None = None, moshi_weigh
     else:
         lm = info.get_moshi(device=device, dtype=dtype)
     return Models(mimi, lm, info.get_text_tokenizer(), str(weights_dir or hf_repo),
-                  hf_snapshot_revision(files["moshi_weights"].parent))
+                  hf_snapshot_revision(files["moshi_weights"].parent), dict(info.lm_gen_config or {}))
+
+
+def sampling_settings(name: str, given: dict[str, float | None],
+                      checkpoint: dict[str, Any]) -> tuple[dict[str, float], dict[str, str]]:
+    """The sampling a run uses and where each value came from: an adapter-arg, else the checkpoint's `lm_gen_config`
+    (as Kyutai's server and run_inference pass it to LMGen), else LMGen's default. `use_sampling: false` there is
+    greedy (temperature 0). Settings of the checkpoint this adapter cannot apply are said in one line."""
+    settings: dict[str, float] = {}
+    source: dict[str, str] = {}
+    greedy = checkpoint.get("use_sampling") is False
+    for key, default in LMGEN_SAMPLING.items():
+        if given.get(key) is not None:
+            settings[key], source[key] = float(given[key]), "adapter-arg"  # type: ignore[arg-type]
+        elif greedy and key.startswith("temp"):
+            settings[key], source[key] = 0.0, "checkpoint lm_gen_config (use_sampling false)"
+        elif key in checkpoint:
+            settings[key], source[key] = float(checkpoint[key]), "checkpoint lm_gen_config"
+        else:
+            settings[key], source[key] = float(default), "LMGen default"
+    unused = sorted(set(checkpoint) - set(LMGEN_SAMPLING) - {"use_sampling"})
+    if unused:
+        log.warning("%s: the checkpoint's lm_gen_config sets %s, which this adapter does not apply", name,
+                    ", ".join(f"{k}={checkpoint[k]!r}" for k in unused))
+    return settings, source
 
 
 def build_tiny(device: str = "cpu", seed: int = 0) -> Models:
@@ -379,8 +415,9 @@ class MoshiAgent:
 
     def __init__(self, hf_repo: str | None = None, weights_dir: str | None = None, moshi_weight: str | None = None,
                  mimi_weight: str | None = None, tokenizer: str | None = None, config_path: str | None = None,
-                 device: str | None = None, dtype: str | None = None, batch_size: int = 1, temp: float = 0.8,
-                 temp_text: float = 0.7, top_k: int = 250, top_k_text: int = 25, tiny: bool = False,
+                 device: str | None = None, dtype: str | None = None, batch_size: int = 1, temp: float | None = None,
+                 temp_text: float | None = None, top_k: int | None = None, top_k_text: int | None = None,
+                 tiny: bool = False,
                  tiny_seed: int = 0, preset: str | None = None, alignment: str = "live",
                  revision: str | None = None) -> None:
         import torch
@@ -425,8 +462,11 @@ class MoshiAgent:
         self.upstream = [provenance(self.name, UPSTREAM[0], _installed_moshi(), "the installed moshi package")]
         self.tokenizer = models.tokenizer
         self.capabilities = frozenset({"teacher_forcing"} | ({"text_output"} if self.tokenizer else set()))
-        self.temp, self.temp_text = float(temp), float(temp_text)
-        self._top_k_audio, self._top_k_text = int(top_k), int(top_k_text)
+        sampling, self.sampling_source = sampling_settings(
+            self.name, {"temp": temp, "temp_text": temp_text, "top_k": top_k, "top_k_text": top_k_text},
+            models.lm_gen_config)
+        self.temp, self.temp_text = sampling["temp"], sampling["temp_text"]
+        self._top_k_audio, self._top_k_text = int(sampling["top_k"]), int(sampling["top_k_text"])
         self._setup(models)
 
     # --- model plumbing ---------------------------------------------------------------------------------------
@@ -483,6 +523,7 @@ class MoshiAgent:
         return {"alignment": self.alignment, "preset": self.preset, "weights": self.weights,
                 "sampling": {"temp": self.temp, "temp_text": self.temp_text, "top_k": self._top_k_audio,
                              "top_k_text": self._top_k_text},
+                "sampling_source": self.sampling_source,
                 "upstream": self.upstream, "written_against": pins}
 
     def _written_against(self) -> tuple[Pin, ...]:
@@ -716,8 +757,12 @@ class PersonaPlexAgent(MoshiAgent):
                              "(an empty one crashes its server and offline.py)")
         self.default_role_prompt = default_role_prompt
         self._hf_repo = kwargs.get("hf_repo") or PRESETS[self.default_preset].repo
-        kwargs.setdefault("temp_text", PERSONAPLEX_TEMP_TEXT)
+        harness_temp_text = kwargs.get("temp_text") is None
+        if harness_temp_text:
+            kwargs["temp_text"] = PERSONAPLEX_TEMP_TEXT
         super().__init__(**kwargs)
+        if harness_temp_text:
+            self.sampling_source["temp_text"] = "DSB-IFEval's harness (its App. D.5)"
         self.capabilities = self.capabilities | {"system_prompt"}
 
     def runtime(self) -> dict[str, Any]:

@@ -376,6 +376,9 @@ def test_personaplex_never_runs_without_a_role_prompt(voice_wav: Path) -> None:
     assert agent.runtime()["default_role_prompt"] == DEFAULT_ROLE_PROMPT
     # DSB-IFEval's harness (appendix D.5): audio/text temperatures 0.8/0.8, top-k 250/25; Moshi keeps 0.8/0.7.
     assert agent.runtime()["sampling"] == {"temp": 0.8, "temp_text": 0.8, "top_k": 250, "top_k_text": 25}
+    assert agent.runtime()["sampling_source"]["temp_text"] == "DSB-IFEval's harness (its App. D.5)"
+    assert PersonaPlexAgent(tiny=True, voice_prompt=None, temp_text=0.7).runtime()["sampling_source"]["temp_text"] \
+        == "adapter-arg"
     assert MoshiAgent(tiny=True).runtime()["sampling"]["temp_text"] == 0.7
     assert agent.runtime()["written_against"][-1]["repo"] == "NVIDIA/personaplex"
     with pytest.raises(UsageError, match="default_role_prompt must not be empty"):
@@ -467,3 +470,23 @@ def test_the_runtime_records_the_moshi_release_and_a_differing_one_in_one_line(
     (line,) = [r.getMessage() for r in caplog.records if r.name == "duplex_eval.upstream"]
     assert "0.2.14" in line and "moshi@0.2.13" in line
     assert other.runtime()["upstream"][0]["matches"] is False
+
+
+def test_the_checkpoints_lm_gen_config_sets_the_sampling_as_kyutais_tools_do(
+        tiny: MoshiAgent, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Kyutai's server and run_inference build `LMGen(lm, **checkpoint_info.lm_gen_config)` (server.py 237,
+    run_inference.py 300): a checkpoint's sampling settings apply unless an adapter-arg is given, rec.json says where
+    each came from, and a setting the adapter cannot apply is said in one line."""
+    write_weights_folder(tiny, tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config["lm_gen_config"] = {"temp_text": 0.5, "top_k": 100, "cfg_coef": 2.0}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with caplog.at_level("WARNING", logger="adapters.moshi"):
+        loaded = MoshiAgent(weights_dir=str(tmp_path), device="cpu", dtype="float32", temp=0.6)
+    runtime = loaded.runtime()
+    assert runtime["sampling"] == {"temp": 0.6, "temp_text": 0.5, "top_k": 100, "top_k_text": 25}
+    assert runtime["sampling_source"] == {"temp": "adapter-arg", "temp_text": "checkpoint lm_gen_config",
+                                          "top_k": "checkpoint lm_gen_config", "top_k_text": "LMGen default"}
+    assert [r.getMessage() for r in caplog.records] == [
+        "moshi: the checkpoint's lm_gen_config sets cfg_coef=2.0, which this adapter does not apply"]
+    assert tiny.runtime()["sampling_source"]["temp"] == "LMGen default"
