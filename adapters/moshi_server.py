@@ -18,7 +18,9 @@ What PersonaPlex's server reads from the query string, and refuses (NVIDIA serve
   per-request storage, not the query: a query carrying `seed` raises KeyError. It is never sent. NVIDIA's client sends
   `text_seed` and `audio_seed` (Conversation.tsx 68-69), which the server does not read: they are sent as the client
   does (`send_seed`), and the server samples from the one seed it set at start-up (server.py 410, `seed_all(42424242)`),
-  so a served PersonaPlex's samples are not reproducible per case.
+  so a served PersonaPlex's samples are not reproducible per case. Nor can sampling be set: the server leaves the
+  query's temperatures commented out (143-146) and samples at its LMGen's defaults (fork lm.py 652-655: text 0.7,
+  not DSB-IFEval's harness 0.8, its App. D.5; the in-process `personaplex` adapter runs at 0.8).
 Each of these raises in the handler after `ws.prepare` (137): aiohttp answers with an HTTP 500 written onto the
 upgraded connection and closes it, before any handshake. The session then fails with that reason.
 Kyutai's own server reads nothing from the query (kyutai server.py at e6a55d27): the moshi flavour sends none.
