@@ -31,6 +31,7 @@ from eval.run import (
     run_and_finish,
 )
 from metrics.asr import SCORING_ASR
+from metrics.intelligibility import SAME_TEXTS
 
 DEFAULT_OUT = Path("out")
 
@@ -474,11 +475,12 @@ def _add_build(p: argparse.ArgumentParser) -> None:
                    help="do not build: audit the existing folder --out (its parquet, else its scripts.jsonl), or "
                         "the Hub dataset repo --out ORG/NAME[@REV] when no local folder has that name")
     p.add_argument("--diagnostics-limit", type=int, default=None, metavar="N",
-                   help="ASR only the first N cases (default: all; the default ASR runs ~10x faster than real "
-                        "time on CPU: the mini set's 40 cases take ~4 min)")
-    p.add_argument("--diagnostics-texts", type=int, default=None, metavar="N",
+                   help="ASR only the first N cases (default: all; the default ASR hears about 10x faster than "
+                        "real time per CPU core: on 2 cores the mini set's 40 cases take about 2 min)")
+    p.add_argument("--diagnostics-texts", type=int, default=SAME_TEXTS, metavar="N",
                    help="compare the voices on the first N distinct turn texts, each spoken by every voice "
-                        "(default 100: 500 clips, ~4.5 min; 0: judge the voice ratio on the set's own audio)")
+                        "(default %(default)s: 500 clips, ~4.5 min; 0: judge the voice ratio on the set's own "
+                        "audio)")
     p.set_defaults(func=cmd_build)
 
 
