@@ -80,6 +80,9 @@ TRAILING_S = 1.0
 # DSB-IFEval's longest pause inside a user turn is R4_A's 12 s, drawn up to 1.3x (15.6 s;
 # dataset_builder/ifeval/DESIGN.md "Written durations"): the quiet after which "whole-turn" hands a turn over.
 END_OF_TURN_S = 16.0
+# DSB-IFEval's harness streamed user audio to every model in 20 ms PCM16 frames of 480 samples (its appendix D.1): the
+# wrapper hears, and can end a turn and start a reply, at that granularity.
+FRAME_SIZE = 480
 # The end-of-turn quiet of each handover: the paper's harness (input, then its 1.0 s trailing segment), or whole turns.
 HANDOVERS = {"paper": TRAILING_S, "whole-turn": END_OF_TURN_S}
 
@@ -267,7 +270,7 @@ class FunAudioChatAgent(TurnBasedAgent):
     name = "fun-audio-chat"
 
     def __init__(self, handover: str = "paper", end_of_turn_s: float | None = None, barge_in_stop_s: float = -1.0,
-                 response_delay_s: float = 0.0, frame_size: int = 1920, **model_args: Any) -> None:
+                 response_delay_s: float = 0.0, frame_size: int = FRAME_SIZE, **model_args: Any) -> None:
         if handover not in HANDOVERS:
             raise UsageError(f"fun-audio-chat: handover must be one of {sorted(HANDOVERS)}, got {handover!r}")
         known = set(inspect.signature(FunAudioChat).parameters)

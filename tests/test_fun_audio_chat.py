@@ -29,6 +29,7 @@ import pytest
 from adapters.fun_audio_chat import (
     AUDIO_TEMPLATE,
     END_OF_TURN_S,
+    FRAME_SIZE,
     GEN_KWARGS,
     S2M_PROMPT,
     SP_GEN_KWARGS,
@@ -97,7 +98,7 @@ def test_dsb_ifeval_barge_in_episode(mini_sets: Mapping[str, Path], tmp_path: Pa
     assert all(t in SENTENCES for _, t in ep.model_text)
     for onset, (tokens, wave) in zip(onsets, detok.waves, strict=True):
         start = round(onset * SESSION_SR)
-        assert start % 1920 == 0 and wave.size == len(tokens) * TOKEN_SAMPLES
+        assert start % FRAME_SIZE == 0 and wave.size == len(tokens) * TOKEN_SAMPLES
         assert np.array_equal(pcm[start:start + wave.size], to_pcm16(wave))
     # The plan heard the first reply start (Silero on the model channel, its span padded by 30 ms, within the
     # reply's first second) and played turn 2 over it 3.0 s later.
@@ -225,6 +226,7 @@ def test_default_handover_is_the_papers_and_recorded() -> None:
     agent = load_adapter("fun-audio-chat", parts=PARTS)
     runtime = agent.runtime()
     assert (agent.end_of_turn_s, runtime["handover"], runtime["end_of_turn_s"]) == (1.0, "paper", 1.0)
+    assert agent.frame_size == 480  # DSB-IFEval D.1: 20 ms frames at 24 kHz
     assert runtime["upstream"] == []  # a test double: nothing was loaded
     whole = load_adapter("fun-audio-chat", parts=PARTS, handover="whole-turn")
     assert whole.end_of_turn_s == END_OF_TURN_S
@@ -239,12 +241,12 @@ def test_paper_handover_answers_inside_a_pause_of_the_turn(speak) -> None:
     said = speak("Let me think about what I want to order for dinner tonight.")
     pause = np.zeros(round(3.5 * SESSION_SR), np.float32)
     user = np.concatenate([said, pause, said, np.zeros(2 * SESSION_SR, np.float32)])
-    user = np.pad(user, (0, -user.size % 1920))
+    user = np.pad(user, (0, -user.size % FRAME_SIZE))
     onsets = {}
     for handover in ("paper", "whole-turn"):
         agent = load_adapter("fun-audio-chat", parts=PARTS, handover=handover)
         agent.reset(None, 0)
-        out = np.concatenate([agent.step(user[i:i + 1920]).audio for i in range(0, user.size, 1920)])
+        out = np.concatenate([agent.step(user[i:i + FRAME_SIZE]).audio for i in range(0, user.size, FRAME_SIZE)])
         agent.close()
         in_pause = out[said.size:said.size + pause.size]
         onsets[handover] = np.flatnonzero(in_pause)[0] / SESSION_SR if in_pause.any() else None
