@@ -5,7 +5,8 @@ The model's own duplex loop, as OpenBMB's code at OpenBMB/minicpm-o-4_5-pytorch-
 (`UPSTREAM`; its MiniCPMO45/ package holds the model code, MiniCPMO45/README.md "Duplex Streaming" and
 core/processors/unified.py its callers; docs/models.md lists each file:line read):
 
-    duplex = MiniCPMODuplex.from_pretrained(weights, device=..., attn_implementation=...)   # bf16, init_tts inside
+    duplex = MiniCPMODuplex.from_pretrained(weights, device=..., attn_implementation=..., n_timesteps=5)
+                                                               # bf16, init_tts(streaming=True) inside
     duplex.prepare(prefix_system_prompt="<|im_start|>system\n" + prompt + "\n<|audio_start|>",
                    suffix_system_prompt="<|audio_end|><|im_end|>", ref_audio=<16 kHz voice>, prompt_wav_path=<its wav>)
     for every 1 s of 16 kHz user audio:
@@ -23,8 +24,10 @@ README.md:1552-1567) runs the Hugging Face repository's remote code, which no co
 instead, whose every line was read, with the weights of `openbmb/MiniCPM-o-4_5`.
 
 Here: 24 kHz session frames are gathered into 1 s chunks, resampled to 16 kHz and given to the model when a chunk
-is complete; what it says (24 kHz, the session rate) is played from a queue frame by frame, as the official
-demo's player plays speak results back to back and nothing for listen results. The model decides once per second
+is complete (its mel processor takes the first padded chunk floored to its 160-sample hop, so 80 samples of every
+second are heard with the next: processing_minicpmo.py:743-749); what it says (24 kHz, the session rate) is played
+from a queue frame by frame, as the official demo's player plays speak results back to back and nothing for listen
+results. The model decides once per second
 on what it has heard, so a reply to speech that ends inside chunk k can start no earlier than the end of chunk k:
 that 1 s chunking latency belongs to the model and is declared (`chunk_s`), not compensated. Audio the model
 returns after chunk k starts exactly at session sample (k + 1) * 24000 (adapters/chunking.py): never in a frame
