@@ -307,3 +307,9 @@ def test_without_a_case_prompt_the_servers_role_is_prefilled(talk: dict[str, np.
         fake.pipeline.speech_dialogue(None, stat="pre", role="x", past_key_values={"role": "y", "n": 1})
     with pytest.raises(UsageError, match="default_role"):
         FreezeOmniAgent(parts=fake.parts(), device="cpu", default_role=" ")
+    # speech_dialogue takes no other keyword (models/pipeline.py:25-33): the state of an answer still holding its
+    # "text" or "hidden_state" is refused, as bin/server.py deletes them before every call (159-160, 279-282).
+    state = fake.pipeline.speech_dialogue(None, stat="pre", role="x")
+    for stray in ("text", "hidden_state"):
+        with pytest.raises(TypeError, match=stray):
+            fake.pipeline.speech_dialogue(None, **state, **{stray: "x"})
