@@ -16,6 +16,8 @@ from dataset_builder.m3.dialogues import (
     SHAPE,
     Dialogue,
     DialogueUtterance,
+    _held_bc_room,
+    _one_stop,
     _value_at,
     _word_cut,
     connective_problems,
@@ -238,3 +240,14 @@ def test_a_cut_follows_the_answer_said_whole_and_no_pause_splits_a_name() -> Non
     cut = _word_cut(en, line)
     assert cut is not None and not (cut[0].endswith("The") and cut[1].startswith("Last")), cut
     assert " ".join(cut) == line
+
+
+def test_one_full_stop_and_no_backchannel_inside_a_question_split_by_a_pause() -> None:
+    assert _one_stop("The capital is Washington, D.C..") == "The capital is Washington, D.C."
+    assert _one_stop("Well... it was 1889.") == "Well... it was 1889."
+    en = LANGUAGES["en"]
+    # The listener says nothing inside a question, even one a held pause splits: "so what's the | hometown ...?"
+    assert _held_bc_room(en, "Okay, Steven Spielberg, I'll remember that, so what's the",
+                         "hometown of the filmmaker, where was he born?") is None
+    telling = "Hmm, okay, so I'm writing about The Scream for a class and"
+    assert _held_bc_room(en, telling, "I need the year it was painted.") == 0

@@ -605,7 +605,7 @@ def _answer_turn(bank: LanguageBank, knowledge: Knowledge, lang: Language, plan:
     filled = {**values, "value": value}
     answer = texts.answer[ledger.pick_said(f"task/{r}/answer", texts.answer, lambda t, v=filled: _fill(t, v),
                                            rng, prefer=lambda j, lo=runs_on, w=want_long: (j in lo) == w)]
-    text = _DOUBLE_STOP.sub(".", _compose(lang, "", answer, filled))  # "... Washington, D.C.."
+    text = _one_stop(_compose(lang, "", answer, filled))
     at = _value_at(text, value)
     return _Turn("system", [text], topic=e.id, fact=r, gold=knowledge.gold(e, r, lang.code),
                  context_dependent=q > 0 or plan.follows, follows_answer=q == 0 and plan.follows,
@@ -721,7 +721,7 @@ def _task_asides(turns: list[_Turn], entities: list[Entity], spare: dict[str, li
                       "value": value}
             j = ledger.pick_said(f"task/{turn.fact}/answer", answers, lambda t, v=filled: _fill(t, v), rng,
                                  ok=lambda j, lo=runs_on: j in lo)
-            text = _compose(lang, "", answers[j], filled)
+            text = _one_stop(_compose(lang, "", answers[j], filled))
             at = _value_at(text, value)
             if at < 0:
                 continue
@@ -736,7 +736,12 @@ def _tail_ok(lang: Language, turn: _Turn) -> bool:
     return turn.value_end > 0 and lang.size(text[turn.value_end:]) >= lang.tail_min
 
 
-_DOUBLE_STOP = re.compile(r"(?<=\.)\.(?=\s|$)")  # a value ending in "." before the sentence's own
+_DOUBLE_STOP = re.compile(r"(?<=[A-Z]\.)\.(?=\s|$)")  # an initial's "." ("D.C.") before the sentence's own
+
+
+def _one_stop(text: str) -> str:
+    """`text` with one full stop where a value that ends in one meets the sentence's own ("Washington, D.C..")."""
+    return _DOUBLE_STOP.sub("", text)
 
 
 def _value_at(text: str, value: str) -> int:
@@ -828,7 +833,8 @@ def _realise(turns: list[_Turn], bank: LanguageBank, lang: Language, ledger: Led
     # listener answers a question rather than "mm-hm"s through it), so in a turn that goes on to ask, the
     # backchannel ends before the question (`bc_before_chars`); at least one by the user when any can be.
     rates = shape.bc_p
-    room = {k: _bc_room(lang, text) for k, (t, text, _, _) in enumerate(ipus) if not t.barge_host}
+    room = {k: _held_bc_room(lang, text, _rest_after_pause(ipus, k)) for k, (t, text, _, _) in enumerate(ipus)
+            if not t.barge_host}
     hosts = [k for k, r in room.items() if r is not None]
     bcs = {k for k in hosts if ipus[k][0].bc_host or rng.random() < rates[_other(ipus[k][0].speaker)]}
     if not any(ipus[k][0].speaker == "system" for k in bcs):
@@ -869,6 +875,26 @@ def _realise(turns: list[_Turn], bank: LanguageBank, lang: Language, ledger: Led
 
 
 BC_MIN_LEAD = 1  # words / morae over a TURN's minimum that a telling needs before a backchannel fits in it
+
+
+def _rest_after_pause(ipus: Sequence[tuple[_Turn, str, str, int]], k: int) -> str:
+    """The rest of the turn after IPU `k` when a held pause splits it ("" when none does)."""
+    nxt = ipus[k + 1] if k + 1 < len(ipus) else None
+    return nxt[1] if nxt is not None and nxt[2] == "pause" and nxt[0] is ipus[k][0] else ""
+
+
+def _held_bc_room(lang: Language, text: str, rest: str) -> int | None:
+    """`_bc_room` of the first half of a turn that goes on after a held pause (`rest`): a question that starts in
+    it and ends after the pause ("so what's the | hometown of the filmmaker?") is a question too, so the listener
+    says nothing inside it."""
+    room = _bc_room(lang, text)
+    if room is None or not rest:
+        return room
+    spans = question_spans(lang.joiner.join((text, rest)), lang.code)
+    if not spans or spans[0][0] >= len(text):
+        return room
+    start = spans[0][0]
+    return start if lang.size(text[:start]) >= lang.host_min else None
 
 
 def _bc_room(lang: Language, text: str, min_size: int | None = None) -> int | None:
