@@ -108,3 +108,35 @@ def test_no_fact_is_volunteered_that_a_later_question_asks_for(full: list[Dialog
             asides = [tail[tail.find(a) + len(a):] for a in also if a in tail]
             later = golds[golds.index(u.gold_answer) + 1:]
             assert not any(g in a for a in asides for g in later if not g.isdigit()), (d.dialogue_id, u.text)
+
+
+def test_no_question_frame_is_said_twice_in_a_dialogue(full: list[Dialogue]) -> None:
+    """"コンコードって聞いたことはあるんですけど、" then "ダカールって聞いたことはあるんですけど、": the same
+    phrase whatever the name, so each question's lead-in clauses are compared with its entity's name taken out."""
+    kb = load_bank(("ja",)).knowledge
+    names = {e.id: e.name["ja"] for e in kb.entities if "ja" in e.name}
+    for d in full:
+        seen: set[str] = set()
+        for u in d.utterances:
+            if u.speaker != "user" or u.kind != "turn" or u.relation == "pause":
+                continue
+            line = u.text.replace(names.get(u.topic, "\0"), "{entity}")
+            # a set phrase around the name: a reaction that echoes a name ("{entity}ですね") is not one
+            clauses = {c for c in lead_clauses(line, "ja") if len(c.replace("{entity}", "")) >= 7}
+            assert not clauses & seen, (d.dialogue_id, u.text)
+            seen |= clauses
+
+
+def test_consecutive_answers_end_differently(full: list[Dialogue]) -> None:
+    """"、記憶が正しければですけどね。" closing two answers in a row reads as a tic (82 pairs in 200 dialogues before
+    the rule; an aside the system adds after its answer may still end like the answer before)."""
+    pairs = answers = 0
+    for d in full:
+        before = ""
+        for u in d.utterances:
+            if u.speaker == "system" and u.kind == "turn":
+                ending = u.text.rpartition("、")[2] if "、" in u.text else ""
+                pairs += bool(ending) and ending == before
+                answers += 1
+                before = ending
+    assert pairs <= answers // 200, (pairs, answers)

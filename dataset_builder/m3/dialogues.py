@@ -394,6 +394,11 @@ def lead_clauses(text: str, code: str) -> set[str]:
     return out
 
 
+def _ending(text: str) -> str:
+    """What a line says after its last comma ("記憶が正しければですけどね。"; "" without one)."""
+    return text.rpartition("、")[2] if "、" in text else ""
+
+
 def _repeats(text: str, previous: str, code: str) -> bool:
     return bool(lead_clauses(text + "、", code) & lead_clauses(previous, code))
 
@@ -541,9 +546,12 @@ def _task_turns(bank: LanguageBank, knowledge: Knowledge, lang: Language, ledger
                 template, lead = _follow_up_question(bank, r, values, last_value, ledger, rng, shape, code, previous)
             turns.append(_Turn("user", _lead_pieces(lang, lead, template, values), topic=e.id,
                                topic_start=q == 0, fact=r, bare=(template, dict(values))))
-            previous += "\n" + _text(lang, turns[-1].pieces)
+            # the line as said, and its template: "{entity}って聞いたことはあるんですけど、" twice in a row is the
+            # same phrase whatever the name
+            previous += "\n" + _text(lang, turns[-1].pieces) + "\n" + template
             last_value = said(e.facts[r], code)
-            turns.append(_answer_turn(bank, knowledge, lang, plan, q, r, values, last_value, ledger, rng, shape))
+            turns.append(_answer_turn(bank, knowledge, lang, plan, q, r, values, last_value, ledger, rng, shape,
+                                      _text(lang, turns[-2].pieces) if len(turns) > 1 else ""))
     entities = [p.entity for p in plans]
     _task_asides(turns, entities, {p.entity.id: list(p.spare) for p in plans}, bank, lang, ledger, rng, shape)
     return turns, [e.id for e in entities]
@@ -557,7 +565,8 @@ def _opening_question(bank: LanguageBank, r: str, values: dict[str, str], k: int
     texts = bank.relations[r]
     asks = texts.ask_first
     template = asks[ledger.pick_said(f"task/{r}/ask_first", asks, lambda t, v=values: _fill(t, v), rng,
-                                     ok=lambda i: not _repeats(_fill(asks[i], values), previous, code))]
+                                     ok=lambda i: not _repeats(_fill(asks[i], values), previous, code)
+                                     and not _repeats(asks[i], previous, code))]
     leads, key = (), ""
     if k == 0 and bank.openers and rng.random() < shape.opener_p:
         leads, key = bank.openers, "task/opener"
@@ -581,7 +590,8 @@ def _follow_up_question(bank: LanguageBank, r: str, values: dict[str, str], last
     texts = bank.relations[r]
     asks = texts.ask_follow
     template = asks[ledger.pick_said(f"task/{r}/ask_follow", asks, lambda t, v=values: _fill(t, v), rng,
-                                     ok=lambda i: not _repeats(_fill(asks[i], values), previous, code))]
+                                     ok=lambda i: not _repeats(_fill(asks[i], values), previous, code)
+                                     and not _repeats(asks[i], previous, code))]
     lead = ""
     # A reaction leads in now and then, and always when the question alone has been asked twice.
     stale = ledger.counts["said", _said_key(_fill(template, values))] >= 2
@@ -595,16 +605,20 @@ def _follow_up_question(bank: LanguageBank, r: str, values: dict[str, str], last
 
 
 def _answer_turn(bank: LanguageBank, knowledge: Knowledge, lang: Language, plan: _TaskPlan, q: int, r: str,
-                 values: dict[str, str], value: str, ledger: Ledger, rng: random.Random, shape: Shape) -> _Turn:
-    """The system's answer to question `q` of `plan` (relation `r`), saying `value`."""
+                 values: dict[str, str], value: str, ledger: Ledger, rng: random.Random, shape: Shape,
+                 before: str = "") -> _Turn:
+    """The system's answer to question `q` of `plan` (relation `r`), saying `value`; in Japanese it never ends as
+    the answer `before` it did ("、記憶が正しければですけどね。" twice in a row)."""
     texts = bank.relations[r]
     e = plan.entity
     # Some answers run on after the value (hosts for a backchannel or a barge-in).
     runs_on = [j for j, t in enumerate(texts.answer) if lang.size(t.partition("{value}")[2]) >= lang.tail_min]
     want_long = bool(runs_on) and rng.random() < shape.long_answer_p
     filled = {**values, "value": value}
+    last_end = _ending(before) if lang.code in _REPEAT_MIN else ""
     answer = texts.answer[ledger.pick_said(f"task/{r}/answer", texts.answer, lambda t, v=filled: _fill(t, v),
-                                           rng, prefer=lambda j, lo=runs_on, w=want_long: (j in lo) == w)]
+                                           rng, ok=lambda j: not last_end or _ending(texts.answer[j]) != last_end,
+                                           prefer=lambda j, lo=runs_on, w=want_long: (j in lo) == w)]
     text = _one_stop(_compose(lang, "", answer, filled))
     at = _value_at(text, value)
     return _Turn("system", [text], topic=e.id, fact=r, gold=knowledge.gold(e, r, lang.code),
