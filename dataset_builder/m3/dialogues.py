@@ -365,12 +365,21 @@ def _lead_pieces(lang: Language, lead: str, template: str, values: dict[str, str
 # Japanese: a lead-in that ends in a concessive clause ("話は変わるんですけど、") before a question that opens with
 # one of its own ("{entity}の伝記を読んでるんですけど、…") stacks two 〜けど clauses, which nobody says in one breath.
 _CLAUSE = {"ja": re.compile(r"(?:けど|が)、")}
-# A lead-in clause ("もう一つ聞きたいんですけど、", "そうなんですね、") said again in a later question of the same
-# dialogue reads as one phrase pasted in twice; clauses this long (characters) count (Japanese).
-_REPEAT_MIN = {"ja": 7}
+# A lead-in clause ("もう一つ聞きたいんですけど、", "I'll write that down,") said again in a later question of the
+# same dialogue reads as one phrase pasted in twice, and so does a hedge closing two answers in a row
+# ("、記憶が正しければですけどね。", ", if I remember right."); clauses this long (characters) count. A clause is
+# what stands between the language's commas.
+_REPEAT_MIN = {"ja": 7, "en": 12}
+_COMMA = {"ja": "、", "en": ", "}
 # A question whose answer every speaker of the language knows is not asked: a Japanese speaker does not ask which
-# country Tokyo is the capital of, nor where Mount Fuji is.
-_OWN_COUNTRY = {"ja": "日本"}
+# country Tokyo is the capital of, nor an English speaker which country Washington, D.C. or London is the capital
+# of (the English voices are American, the chat corpus British: both countries are home to the listener).
+_OWN_COUNTRY = {"ja": frozenset({"日本"}), "en": frozenset({"the united states", "the united kingdom"})}
+
+
+def own_country(gold: str, code: str) -> bool:
+    """Whether `gold` names the country the language's speakers live in (every one of them knows it)."""
+    return gold_key(gold) in _OWN_COUNTRY.get(code, frozenset())
 
 
 def stacked_clauses(lead: str, template: str, code: str) -> bool:
@@ -389,18 +398,22 @@ def lead_clauses(text: str, code: str) -> set[str]:
         return set()
     out = set()
     for line in text.replace(PAUSE, "").split("\n"):
-        parts = line.split("、")[:-1]  # the last part is the question itself
-        out |= {p.strip() for p in parts if len(p.strip()) >= least}
+        parts = line.split(_COMMA[code])[:-1]  # the last part is the question itself
+        out |= {p.strip().lower() for p in parts if len(p.strip()) >= least}
     return out
 
 
-def _ending(text: str) -> str:
-    """What a line says after its last comma ("記憶が正しければですけどね。"; "" without one)."""
-    return text.rpartition("、")[2] if "、" in text else ""
+def _ending(text: str, code: str) -> str:
+    """What a line says after its last comma ("記憶が正しければですけどね。", "if I remember right."; "" without
+    one)."""
+    comma = _COMMA[code]
+    return text.rpartition(comma)[2] if comma in text else ""
 
 
 def _repeats(text: str, previous: str, code: str) -> bool:
-    return bool(lead_clauses(text + "、", code) & lead_clauses(previous, code))
+    comma = _COMMA.get(code, "")
+    whole = text.rstrip().removesuffix(comma.strip()) + comma  # a lead-in's own last clause counts too
+    return bool(lead_clauses(whole, code) & lead_clauses(previous, code))
 
 
 def overlapping_answers(a: str, b: str) -> bool:
@@ -460,7 +473,7 @@ def _plan_task(bank: LanguageBank, knowledge: Knowledge, code: str, ledger: Ledg
             target = knowledge.link(e.facts[r])
             if (not any(k == h or overlapping_answers(k, h) for h in here)
                     and ledger.counts["gold", k] < MAX_DIALOGUES_PER_GOLD
-                    and k != gold_key(_OWN_COUNTRY.get(code, "\0"))
+                    and not own_country(k, code)
                     and (target is None or target.id not in taken)):  # never back to an entity just discussed
                 out.append(r)
         return out
@@ -607,17 +620,18 @@ def _follow_up_question(bank: LanguageBank, r: str, values: dict[str, str], last
 def _answer_turn(bank: LanguageBank, knowledge: Knowledge, lang: Language, plan: _TaskPlan, q: int, r: str,
                  values: dict[str, str], value: str, ledger: Ledger, rng: random.Random, shape: Shape,
                  before: str = "") -> _Turn:
-    """The system's answer to question `q` of `plan` (relation `r`), saying `value`; in Japanese it never ends as
-    the answer `before` it did ("、記憶が正しければですけどね。" twice in a row)."""
+    """The system's answer to question `q` of `plan` (relation `r`), saying `value`; it never ends as the answer
+    `before` it did ("、記憶が正しければですけどね。", ", if I remember right." twice in a row)."""
     texts = bank.relations[r]
     e = plan.entity
     # Some answers run on after the value (hosts for a backchannel or a barge-in).
     runs_on = [j for j, t in enumerate(texts.answer) if lang.size(t.partition("{value}")[2]) >= lang.tail_min]
     want_long = bool(runs_on) and rng.random() < shape.long_answer_p
     filled = {**values, "value": value}
-    last_end = _ending(before) if lang.code in _REPEAT_MIN else ""
+    last_end = _ending(before, lang.code) if lang.code in _REPEAT_MIN else ""
     answer = texts.answer[ledger.pick_said(f"task/{r}/answer", texts.answer, lambda t, v=filled: _fill(t, v),
-                                           rng, ok=lambda j: not last_end or _ending(texts.answer[j]) != last_end,
+                                           rng, ok=lambda j: not last_end
+                                           or _ending(texts.answer[j], lang.code) != last_end,
                                            prefer=lambda j, lo=runs_on, w=want_long: (j in lo) == w)]
     text = _one_stop(_compose(lang, "", answer, filled))
     at = _value_at(text, value)
@@ -636,15 +650,15 @@ def connective_problems(d: Dialogue) -> list[str]:
     last_topic, last_answer, previous = "", "", ""
     golds: list[str] = []  # the answers so far
     clause = _CLAUSE.get(d.language)
-    own = _OWN_COUNTRY.get(d.language)
     turns = [u for u in d.utterances if u.kind == "turn"]
     for j, u in enumerate(turns):
         if u.speaker == "system":
             if u.gold_answer:
                 if any(overlapping_answers(u.gold_answer, g) for g in golds):
                     out.append(f"{u.utt_id}: the answer {u.gold_answer!r} was named by an earlier one: {u.text}")
-                if u.gold_answer == own:
-                    out.append(f"{u.utt_id}: a question whose answer every speaker knows ({own}): {u.text}")
+                if own_country(u.gold_answer, d.language):
+                    out.append(f"{u.utt_id}: a question whose answer every speaker knows ({u.gold_answer}): "
+                               f"{u.text}")
             last_answer = u.gold_answer or last_answer
             golds += [u.gold_answer] if u.gold_answer else []
             continue
