@@ -21,11 +21,12 @@ from eval.report_site.media import DEFAULT_KBPS as DEFAULT_AUDIO_KBPS
 from eval.run import (
     Interrupted,
     RunConfig,
+    Tally,
     add_run_arguments,
     comma_list,
     configs_from_args,
     finish,
-    kept_of,
+    kept_on_disk,
     parse_kv,
     run,
     run_and_finish,
@@ -150,18 +151,40 @@ def _worker_run(cfgs: list[RunConfig]) -> int:
 
     # The launching process passes Ctrl-C on as SIGINT: heard here even where the shell started us ignoring it.
     interrupt.install(even_if_ignored=True)
-    result: dict = {"results": [], "interrupted": None, "error": None}
+    # "cases": each config's case ids, the whole run's, once this process has chosen them: what the launching
+    # process counts on disk after every process has stopped.
+    result: dict = {"results": [], "cases": [], "interrupted": False, "error": None}
     try:
         if not register_worker():
             raise Interrupted(0)
         for cfg in cfgs:
-            result["results"].append({"config": cfg.config, "out": cfg.out, "counts": run(cfg)})
-    except Interrupted as err:  # the launching process says it once, for every process
-        result["interrupted"] = err.kept
+            tally = Tally(launched=True)
+            try:
+                counts = run(cfg, tally)
+            finally:
+                result["cases"].append([c.case_id for c in tally.cases])
+            result["results"].append({"config": cfg.config, "out": cfg.out, "counts": counts})
+    except Interrupted:  # the launching process says it once, for every process
+        result["interrupted"] = True
     except (SchemaError, UsageError, FileNotFoundError, RuntimeError) as err:
         result["error"] = str(err)
     write_worker_result(result)
     return 0
+
+
+def _interrupted_line(cfgs: list[RunConfig], results: list[dict | None], n: int) -> str:
+    """The one Ctrl-C line of `run --num-processes`: the whole run's episodes on disk, counted here once every
+    process has stopped. The processes choose the same cases and wait for each other before any writes an episode,
+    so one that said which cases it chose speaks for all; a process that was killed before saying anything still
+    has its episodes counted."""
+    kept = 0
+    for i, cfg in enumerate(cfgs):
+        ids = next((res["cases"][i] for res in results if res and len(res["cases"]) > i and res["cases"][i]), [])
+        kept += kept_on_disk(cfg, ids)
+    if all(res is None for res in results):
+        return (f"{Interrupted(kept, n)} (no process of {n} said which cases it runs before it stopped: their "
+                "episodes are on disk, not in this count)")
+    return str(Interrupted(kept, n))
 
 
 def _launched_run(a: argparse.Namespace, cfgs: list[RunConfig]) -> int:
@@ -171,14 +194,7 @@ def _launched_run(a: argparse.Namespace, cfgs: list[RunConfig]) -> int:
     n = a.num_processes
     code, interrupted, results = launch(a.argv, n)
     if interrupted:
-        # One line for the whole run: each process counted its own share on disk once it had stopped (the shares
-        # do not overlap), or had finished it.
-        kept = sum((res["interrupted"] or 0) + sum(kept_of(r["counts"]) for r in res["results"])
-                   for res in results if res and not res["error"])
-        lost = [str(rank + 1) for rank, res in enumerate(results) if res is None]
-        uncounted = (f" (process{'es' if len(lost) > 1 else ''} {', '.join(lost)} of {n} stopped before counting "
-                     "its episodes: they are on disk, not in this count)") if lost else ""
-        print(f"{Interrupted(kept, n)}{uncounted}", file=sys.stderr)
+        print(_interrupted_line(cfgs, results, n), file=sys.stderr)
         return 130
     errors = list(dict.fromkeys(res["error"] for res in results if res and res["error"]))
     if errors:

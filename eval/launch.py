@@ -7,16 +7,17 @@ The command this starts is what the docs' "Running at scale" page spells out by 
 
 with `DUPLEX_EVAL_CPU=1` when the machine has fewer than N GPUs (accelerate's `--cpu` starts only one process,
 so `--multi_gpu` asks for N processes and the runner then joins them over gloo instead of NCCL). Each process
-runs its share of the cases (`eval.run`) and hands its counts back in a file of a private folder
-(`DUPLEX_EVAL_LAUNCH_DIR`) instead of printing them, and always exits 0, so that accelerate's launcher has nothing
-to report; this process then prints one combined summary and returns the run's exit status.
+runs its share of the cases (`eval.run`) and hands its counts, and the case ids of the whole run once it has chosen
+them, back in a file of a private folder (`DUPLEX_EVAL_LAUNCH_DIR`) instead of printing them, and always exits 0, so
+that accelerate's launcher has nothing to report; this process then prints one combined summary and returns the
+run's exit status.
 
 Ctrl-C reaches this process only (the launcher runs in its own session, and it starts its workers in sessions of
 their own): it is passed on to the workers (each registers its pid on starting; one that starts later sees a stop
-flag), and each stops, leaving no episode half-written, and hands back how many episodes of its share are on disk;
-this process prints one line for all of them ("interrupted; N episodes kept by 2 processes; rerun the same command
-to resume"). A worker that has not stopped `STOP_GRACE_S` later, or a second Ctrl-C, ends the launcher and every
-process under it: none is left behind.
+flag), and each stops, leaving no episode half-written; once all have stopped, this process counts the whole run's
+episodes on disk, once, and prints one line for all of them ("interrupted; N episodes kept by 2 processes; rerun the
+same command to resume"). A worker that has not stopped `STOP_GRACE_S` later, or a second Ctrl-C, ends the launcher
+and every process under it: none is left behind.
 """
 
 from __future__ import annotations

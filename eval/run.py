@@ -129,11 +129,9 @@ class Tally:
     main: bool = True
     cases: list[Any] = field(default_factory=list)
     before: dict[str, str | None] = field(default_factory=dict)
-
-
-def kept_of(counts: dict[str, int]) -> int:
-    """Episodes of this process's share with a rec.json: found finished, and finished now."""
-    return sum(counts.get(k, 0) for k in ("skipped_done", "failed_kept", "skipped_kept", "ok", "failed", "skipped"))
+    # Started by `run --num-processes` (eval/launch.py): the launching process counts the whole run on disk once
+    # every process has stopped and says it; no process here counts for the others, and none says anything.
+    launched: bool = False
 
 
 def _state() -> Any:
@@ -214,13 +212,17 @@ def finished(out: Path, case_id: str) -> str | None:
         return None  # a torn or foreign file: run the episode again and overwrite it
 
 
+def reruns(status: str | None, retry_failed: bool) -> bool:
+    """Whether a rerun of the same command runs an episode of this `finished` status again."""
+    return status is None or (retry_failed and status == "failed")
+
+
 def still_to_run(out: Path, shard: list[Any], retry_failed: bool) -> tuple[set[str], dict[str, int]]:
     """The case ids of this process's shard that have no finished episode in `out` (failed ones too, with
     --retry-failed), and the counts of what is kept: episodes done, failures kept, and (only when there are any)
     episodes recorded as skipped."""
     status = {c.case_id: finished(out, c.case_id) for c in shard}
-    retry = {"failed"} if retry_failed else set()
-    mine = {cid for cid, st in status.items() if st is None or st in retry}
+    mine = {cid for cid, st in status.items() if reruns(st, retry_failed)}
     counts = {"cases": len(shard), "skipped_done": sum(st == "ok" for st in status.values()),
               "failed_kept": sum(st == "failed" and cid not in mine for cid, st in status.items())}
     if any(st == "skipped" for st in status.values()):
@@ -264,18 +266,22 @@ def run(cfg: RunConfig, tally: Tally | None = None) -> dict[str, int]:
 
     With a `tally`, a run `accelerate launch` started in several processes is said once: on Ctrl-C the main process
     says how many episodes the whole run keeps (counted on disk once the others have stopped) and the others say
-    nothing; `summary` gives the main process the whole run's counts."""
+    nothing; `summary` gives the main process the whole run's counts. Without one, or with a `launched` one, each
+    process counts only its own shard (the shards do not overlap)."""
     counts = {"cases": 0, "skipped_done": 0, "ok": 0, "failed": 0, "failed_kept": 0}
     shard: list[Any] = []
+    one_summary = tally is not None and not tally.launched
     tally = tally if tally is not None else Tally()
     try:
         return _run(cfg, counts, shard, tally)
     except KeyboardInterrupt:
-        if tally.processes == 1:
-            raise Interrupted(kept_on_disk(cfg, shard)) from None
+        mine = kept_on_disk(cfg, [c.case_id for c in shard])
+        if tally.processes == 1 or not one_summary:
+            raise Interrupted(mine, quiet=tally.launched) from None
         if not tally.main:
-            raise Interrupted(kept_on_disk(cfg, shard), quiet=True) from None
-        raise Interrupted(settled_count(lambda: kept_on_disk(cfg, tally.cases)), tally.processes) from None
+            raise Interrupted(mine, quiet=True) from None
+        whole = [c.case_id for c in tally.cases]
+        raise Interrupted(settled_count(lambda: kept_on_disk(cfg, whole)), tally.processes) from None
 
 
 # How long the main process of a multi-process run waits, after Ctrl-C, for the episode count on disk to stop
@@ -314,7 +320,7 @@ def counts_on_disk(out: Path, tally: Tally, retry_failed: bool) -> dict[str, int
     counts = {"cases": len(tally.cases), "skipped_done": 0, "ok": 0, "failed": 0, "failed_kept": 0}
     for case in tally.cases:
         before, now = tally.before.get(case.case_id), finished(out, case.case_id)
-        if before is None or (before == "failed" and retry_failed):
+        if reruns(before, retry_failed):
             if now is not None:
                 counts[now] = counts.get(now, 0) + 1
         else:
@@ -323,11 +329,11 @@ def counts_on_disk(out: Path, tally: Tally, retry_failed: bool) -> dict[str, int
     return counts
 
 
-def kept_on_disk(cfg: RunConfig, shard: list[Any]) -> int:
-    """The episodes of this process's shard that a rerun of the same command keeps, counted on disk (none while the
-    shard is not yet known): an episode is written whole or not at all (its rec.json last), and Ctrl-C can land
-    after one is written and before it is counted."""
-    return len(shard) - len(still_to_run(Path(cfg.out), shard, cfg.retry_failed)[0])
+def kept_on_disk(cfg: RunConfig, case_ids: list[str]) -> int:
+    """The episodes of these cases (a process's shard, or the whole run's) that a rerun of the same command keeps,
+    counted on disk (none while the cases are not yet known): an episode is written whole or not at all (its
+    rec.json last), and Ctrl-C can land after one is written and before it is counted."""
+    return sum(not reruns(finished(Path(cfg.out), cid), cfg.retry_failed) for cid in case_ids)
 
 
 def _run(cfg: RunConfig, counts: dict[str, int], my_shard: list[Any], tally: Tally) -> dict[str, int]:

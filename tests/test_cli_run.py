@@ -21,10 +21,10 @@ import pytest
 
 from dataset_builder.benchmarks import get_benchmark
 from dataset_builder.errors import UsageError
-from eval.cli import build_selection, main, parser
+from eval.cli import _interrupted_line, build_selection, main, parser
 from eval.launch import free_port
 from eval.orchestrator import HARNESS_VERSION
-from eval.run import resolve_configs
+from eval.run import Interrupted, RunConfig, Tally, resolve_configs, run
 from eval.selection import covered, select_cases, stratified_sample
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -372,6 +372,28 @@ def test_num_processes_one_summary_one_line_each_on_ctrl_c_no_orphans(mini_sets,
     # Each case ran once, in one of the two processes: the log names every case once.
     ran = [line.split()[4] for line in done.stderr.splitlines() if "duplex_eval.run [" in line]
     assert len(ran) == len(set(ran)) == 30 - kept
+
+
+def test_num_processes_counts_the_whole_run_on_disk_once(mini_sets, tmp_path: Path) -> None:
+    """The Ctrl-C line of `run --num-processes` is the episodes on disk of the cases the processes chose, counted
+    once after all stopped: both processes say the same cases (one count, not one per process), and the episodes
+    of a process that was killed before it said anything are on disk and counted too."""
+    out = tmp_path / "kept"
+    cfg = RunConfig(dataset=str(mini_sets["ifeval"]), config="ifeval", adapter="silent", out=str(out), limit=6)
+    tally = Tally(launched=True)
+    run(cfg, tally)
+    ids = [c.case_id for c in tally.cases]
+    assert len(ids) == 6 == len(recs(out))
+    (out / f"{ids[0]}.rec.json").unlink()  # an episode the rerun runs again is not kept
+    both = [{"cases": [ids], "results": [], "interrupted": True, "error": None}] * 2
+    assert _interrupted_line([cfg], both, 2) == str(Interrupted(5, 2))
+    killed = [None, {"cases": [ids], "results": [], "interrupted": True, "error": None}]
+    assert _interrupted_line([cfg], killed, 2) == str(Interrupted(5, 2))
+    # No process said which cases it chose (they stopped before choosing): nothing of this run is on disk then,
+    # and the line says when processes were killed before they could say.
+    before = [{"cases": [[]], "results": [], "interrupted": True, "error": None}] * 2
+    assert _interrupted_line([cfg], before, 2) == str(Interrupted(0, 2))
+    assert "not in this count" in _interrupted_line([cfg], [None, None], 2)
 
 
 def _accelerate(argv: list[str]) -> subprocess.Popen:
