@@ -242,8 +242,11 @@ def test_push_needs_a_repo_and_fails_in_one_line_offline(mini_sets: dict[str, Pa
     from eval.cli import main
 
     folder = str(mini_sets["mpe"])
-    assert main(["push", folder]) == 2
-    assert "--repo-id ORG/NAME" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:  # argparse's own refusal: --repo-id is required
+        main(["push", folder])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "--repo-id ORG/NAME" in err and "error: push: the following arguments are required: --repo-id" in err
     monkeypatch.delenv("HF_TOKEN", raising=False)
     assert main(["push", folder, "--repo-id", "me/x"]) == 2
     err = capsys.readouterr().err
