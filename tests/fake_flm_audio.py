@@ -27,6 +27,8 @@ from typing import Any
 
 import torch
 
+from tests.stand_in_checkout import write_checkout
+
 WAIT = 7  # the fake checkpoint's text_wait_token_id
 WORDS = {10: " hello", 11: " there", 12: " twelve", 13: " yes"}
 CARD = 64  # the tiny Mimi's codebook size
@@ -110,8 +112,4 @@ CHECKOUT_FILES = {
 
 def fake_checkout(root: Path) -> Path:
     """A stand-in checkout of cofe-ai/flm-audio (its import layout only) under `root`."""
-    for rel, text in CHECKOUT_FILES.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return root
+    return write_checkout(root, CHECKOUT_FILES)

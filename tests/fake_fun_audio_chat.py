@@ -39,6 +39,7 @@ import numpy as np
 import torch
 
 from adapters.fun_audio_chat import SPEECH_VOCAB, FunAudioChatParts
+from tests.stand_in_checkout import write_checkout
 
 SENTENCES = ("Sure, I can help with that.", "I hear you, please go on.", "Twelve times three is thirty six.",
              "Let me read that back to you.", "Okay, take your time.")
@@ -198,8 +199,4 @@ CHECKOUT_FILES = {
 
 def fake_checkout(root: Path) -> Path:
     """A stand-in checkout of FunAudioLLM/Fun-Audio-Chat@8ba984b6 under `root` (its import layout only)."""
-    for rel, text in CHECKOUT_FILES.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return root
+    return write_checkout(root, CHECKOUT_FILES)

@@ -17,6 +17,7 @@ import numpy as np
 
 from dataset_builder.audio import SESSION_SR, write_wav
 from dataset_builder.episode import Episode, TimelineEvent
+from dataset_builder.m3.dialogues import Dialogue, DialogueUtterance
 from metrics.spans import Span
 from metrics.vad import VADParams
 
@@ -102,3 +103,13 @@ class PlantedVAD:
 
 def planted(params: VADParams) -> PlantedVAD:
     return PlantedVAD(params)
+
+
+def task_dialogue(language: str, lines: list[tuple[str, str, str]], fact: str) -> Dialogue:
+    """A hand-written M3 task dialogue of `(speaker, text, gold answer)` lines, for the dialogue checks' known
+    answers: every line a TURN taking the floor, a system line with a gold answer answering `fact`."""
+    did = f"{language}-task-d000"
+    utts = tuple(DialogueUtterance(f"{did}-u{i:02d}", who, "turn", text, "first" if i == 0 else "shift",
+                                   topic="t", fact=fact if gold else "", gold_answer=gold)
+                 for i, (who, text, gold) in enumerate(lines))
+    return Dialogue(did, language, "task", 0, 1, ("t",), utts)

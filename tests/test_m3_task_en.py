@@ -10,12 +10,12 @@ import pytest
 from dataset_builder.m3.dialogues import (
     PRESETS,
     Dialogue,
-    DialogueUtterance,
     connective_problems,
     generate_dialogues,
     lead_clauses,
     own_country,
 )
+from tests.m3_handmade import task_dialogue
 
 
 def test_a_lead_in_clause_said_again_known_answers() -> None:
@@ -44,11 +44,7 @@ def test_the_listeners_own_country_known_answers(gold: str, code: str, known: bo
 
 
 def _dialogue(lines: list[tuple[str, str, str]]) -> Dialogue:
-    did = "en-task-d000"
-    utts = tuple(DialogueUtterance(f"{did}-u{i:02d}", who, "turn", text, "first" if i == 0 else "shift",
-                                   topic="t", fact="country" if gold else "", gold_answer=gold)
-                 for i, (who, text, gold) in enumerate(lines))
-    return Dialogue(did, "en", "task", 0, 1, ("t",), utts)
+    return task_dialogue("en", lines, fact="country")
 
 
 def test_the_build_check_refuses_each_fault_and_passes_a_clean_dialogue() -> None:

@@ -10,7 +10,6 @@ import pytest
 from dataset_builder.m3.dialogues import (
     PRESETS,
     Dialogue,
-    DialogueUtterance,
     connective_problems,
     generate_dialogues,
     lead_clauses,
@@ -18,6 +17,7 @@ from dataset_builder.m3.dialogues import (
     stacked_clauses,
 )
 from dataset_builder.m3.textbank import load_bank
+from tests.m3_handmade import task_dialogue
 
 
 @pytest.mark.parametrize("lead, template, stacked", [
@@ -55,11 +55,7 @@ def test_an_answer_named_by_an_earlier_one_known_answers(a: str, b: str, overlap
 
 
 def _dialogue(lines: list[tuple[str, str, str]]) -> Dialogue:
-    did = "ja-task-d000"
-    utts = tuple(DialogueUtterance(f"{did}-u{i:02d}", who, "turn", text, "first" if i == 0 else "shift",
-                                   topic="t", fact="city" if gold else "", gold_answer=gold)
-                 for i, (who, text, gold) in enumerate(lines))
-    return Dialogue(did, "ja", "task", 0, 1, ("t",), utts)
+    return task_dialogue("ja", lines, fact="city")
 
 
 def test_the_build_check_refuses_each_fault_and_passes_a_clean_dialogue() -> None:
