@@ -280,15 +280,17 @@ def test_full_records() -> None:
                 "spans": [[13.0, 13.4]], "transcript": "okay", "transcribed_s": 0.4, "ack_verdict": "acknowledgement"},
         base | {"kind": "N4", "label": "N4", "turn_id": "t03", "q_end_s": 17.0, "r_start_s": 20.0,
                 "r_end_s": 22.0, "window_speech_s": 3.0, "active_at_r_start": True, "stop_latency_s": 1.5,
-                "new_onsets_in_r": 1},
+                "new_onsets_in_r": 1, "transcript": "let me think hm", "transcribed_s": 5.65},
         # the last turn's window runs to the end of the recording
         base | {"kind": "silence", "label": "N2", "turn_id": "t05", "window": [25.0, 30.0], "speech_s": 1.0,
                 "spans": [[28.0, 29.0]], "transcript": "bye now", "transcribed_s": 1.0, "ack_verdict": "intrusion"},
     ]
     # Records may carry more fields than these; these must be exactly as stated.
     assert [{k: r.get(k) for k in e} for r, e in zip(rows, expected, strict=True)] == expected
-    # The ASR hears only the spans of each window: the preamble's and N4's speech is never transcribed for them.
-    assert transcriber.calls == [[Span(9.25, 10.5)], [Span(13.0, 13.4)], [Span(28.0, 29.0)]]
+    # The ASR hears only the spans of each window, the preamble's speech never; N4's spans (the whole of each that
+    # reaches into [N4Q end, N4R end)) are heard for what the report shows the model said there.
+    assert transcriber.calls == [[Span(9.25, 10.5)], [Span(13.0, 13.4)], [Span(16.0, 21.5), Span(21.75, 21.9)],
+                                 [Span(28.0, 29.0)]]
     th = TH
     assert [outcomes(r, th) for r in rows] == [
         {"silence_preservation": True},
