@@ -47,9 +47,9 @@ class Benchmark:
     # `build --diagnostics` when the benchmark has its own: diagnostics(folder) -> text; empty: the shared script
     # audit of metrics.build_audit.
     diagnostics: str = ""
-    # Seconds each of its demo jobs took in a fresh `make demo` on the 2-core machine, by job ("build" or the agent
-    # of a run): the demo's progress line and scheduling order use them; a job not listed counts as the demo's
-    # default.
+    # Wall seconds each of its demo jobs took in a `make demo` from an empty clip cache on an idle 2-core machine, by
+    # job ("build" or the agent of a run; the `jobs` of the demo's OUT/demo-timings.json): the demo's progress line
+    # and scheduling order use them; a job not listed counts as the demo's default.
     demo_seconds: tuple[tuple[str, int], ...] = ()
     # The configs a whole evaluation runs, each its own run; empty: the first config only (the others are subsets
     # of it that its scorer reports from the same run, like IFEval's matched-audio cases).
@@ -129,7 +129,7 @@ register_benchmark(Benchmark(
     boards="eval.report_site.boards.mpe:boards",
     window_detail="eval.report_site.boards.mpe:window_detail",
     strata="eval.plans.mpe:strata", sample_unit="scenario pair",
-    demo_seconds=(("build", 170), ("cascade", 300), ("oracle", 30)),
+    demo_seconds=(("build", 300), ("cascade", 420), ("oracle", 75), ("silent", 20)),
 ))
 
 IFEVAL = Benchmark(
@@ -147,7 +147,7 @@ IFEVAL = Benchmark(
     window_detail="eval.report_site.boards.ifeval:window_detail",
     diagnostics="dataset_builder.ifeval.diagnostics:audit",
     strata="eval.plans.ifeval:strata", sample_unit="conversation",
-    demo_seconds=(("build", 70), ("cascade", 220), ("oracle", 75)),
+    demo_seconds=(("build", 105), ("cascade", 200), ("oracle", 95), ("silent", 35)),
 )
 register_benchmark(IFEVAL)
 
@@ -168,6 +168,6 @@ register_benchmark(Benchmark(
     diagnostics="metrics.m3.diagnostics:audit",
     strata="eval.plans.m3:strata", sample_unit="dialogue",
     needs="eval.plans.m3:needs",
-    demo_seconds=(("build", 100),),
+    demo_seconds=(("build", 65), ("cascade", 20), ("oracle", 13), ("silent", 2)),
     run_configs=("m3_chat_en", "m3_task_en", "m3_chat_ja", "m3_task_ja"),  # four languages x domains, four runs
 ))

@@ -10,18 +10,20 @@ the number of workers.
 
 from __future__ import annotations
 
+import json
 import logging
 import multiprocessing
 import os
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dataset_builder.atomic import atomic_write_text
 from dataset_builder.benchmarks import get_benchmark, registered_names
 from dataset_builder.progress import Progress
 from eval.report_site.media import Media
@@ -32,11 +34,12 @@ from metrics.tables import provenance
 log = logging.getLogger("duplex_eval.demo")
 
 SPEAKING_AGENTS = ("oracle", "cascade")  # they speak through the project's TTS and share its clip cache
-# Seconds each job took in a fresh `make demo` on the 2-core machine are each benchmark's `demo_seconds` (a job not
-# listed counts as DEFAULT_JOB_S): the progress line's time left and the scheduling order use them; runs of
-# LONG_JOB_S or more go one at a time.
+# The wall seconds each job took in a `make demo` from an empty clip cache on an idle 2-core machine (what the demo
+# writes to OUT/demo-timings.json) are each benchmark's `demo_seconds` (a job not listed counts as DEFAULT_JOB_S):
+# the progress line's time left and the scheduling order use them; runs of LONG_JOB_S or more go one at a time.
 DEFAULT_JOB_S = 25
 LONG_JOB_S = 200  # run jobs this long go one at a time
+TICK_S = 15  # the progress line is redrawn this often while jobs run, not only when one ends
 
 
 @dataclass(frozen=True)
@@ -71,8 +74,13 @@ def demo(out: Path, preset: str = "mini", adapters: list[str] | None = None,
             blocks.append(ConfigRuns(b, config, tag, datasets[b], preset,
                                      tuple(out / "runs" / f"{tag}-{preset}-{a}" for a in adapters)))
     jobs = [f"build {b}" for b in names] + [f"{blk.bench} {a}" for blk in blocks for a in adapters]
-    bar = Progress("demo", sum(_seconds(j) for j in jobs))
+    total_s = sum(_seconds(j) for j in jobs)
+    # The expected wall time is the job-seconds shared by the workers; once jobs are under way the line's pace is
+    # what it measures (`credited`).
+    bar = Progress("demo", total_s, estimate_s=total_s / workers)
+    bar.start(note=f"{len(jobs)} jobs on {workers} worker process(es)")
     results: dict[tuple[str, str], dict[str, Any]] = {}
+    timings: dict[str, dict[str, float]] = {}  # each job's wall and CPU seconds: what `demo_seconds` is read from
     printed = 0
     # Jobs go to the pool only when a worker is free, the longest ready one first (a build ranks by its chain: the
     # build and its benchmark's longest run), so the longest chain of the demo starts at once.
@@ -85,6 +93,8 @@ def demo(out: Path, preset: str = "mini", adapters: list[str] | None = None,
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_ignore_sigint)
     try:
         pending: dict[Future[Any], tuple[str, Any]] = {}
+        started: dict[Future[Any], tuple[float, float]] = {}  # (when, its expected seconds) of each job in flight
+        finished = 0.0  # the expected seconds of the jobs done
         while ready or pending:
             ready.sort(key=lambda job: -job[0])
             while ready and len(pending) < workers:
@@ -103,19 +113,27 @@ def demo(out: Path, preset: str = "mini", adapters: list[str] | None = None,
                         blk, a, d = what
                         fut = pool.submit(_run_and_score, blk.dataset, blk.config, a, d, out / "report")
                 pending[fut] = (kind, what)
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                started[fut] = (time.perf_counter(), _job_seconds(kind, what))
+            done, _ = wait(pending, timeout=TICK_S, return_when=FIRST_COMPLETED)
+            notes = []
             for fut in done:
                 kind, what = pending.pop(fut)
-                value = fut.result()  # a job's error ends the demo with it, as a sequential demo would
+                finished += started.pop(fut)[1]
+                value, cost = fut.result()  # a job's error ends the demo with it, as a sequential demo would
                 if kind == "build":
-                    bar.advance(_seconds(f"build {what}"), note=f"built {what}")
+                    timings[f"build {what}"] = cost
+                    notes.append(f"built {what}")
                     ready += [(_seconds(f"{what} {a}"), "run", (blk, a, d)) for blk in blocks if blk.bench == what
                               for a, d in zip(adapters, blk.run_dirs, strict=True)]
                 else:
                     blk, a, _ = what
+                    timings[f"{blk.config} {a}"] = cost
                     results[(blk.config, a)], media = value
                     Media.merge(out / "report" / "media", media)
-                    bar.advance(_seconds(f"{blk.bench} {a}"), note=f"{blk.tag} {a} scored")
+                    notes.append(f"{blk.tag} {a} scored")
+            running = ", ".join(_job_name(*job) for job in pending.values())
+            bar.advance(credited(finished, started.values(), time.perf_counter()) - bar.done,
+                        note="; ".join(notes) or f"running {running}")
             while printed < len(blocks) and all((blocks[printed].config, a) in results for a in adapters):
                 _print_block(blocks[printed], {a: results[(blocks[printed].config, a)] for a in adapters})
                 printed += 1
@@ -127,13 +145,30 @@ def demo(out: Path, preset: str = "mini", adapters: list[str] | None = None,
         _stop(pool)
         raise
     pool.shutdown()
+    t_report = _clock()
     report = write_report([d for blk in blocks for d in blk.run_dirs], out / "report", progress=True)
     from eval.report_site.site import site_bytes
 
     print(f"report:     {report} ({site_bytes(report.parent) / 1e6:.1f} MB; open it in a browser, no server needed)")
     print(f"summary:    {report.parent / 'summary.md'} (the leaderboards in Markdown)")
-    print(f"total {time.perf_counter() - t0:.0f}s with {workers} worker process(es)")
+    timings["report"] = _cost(t_report)
+    total = time.perf_counter() - t0
+    atomic_write_text(out / "demo-timings.json", json.dumps(
+        {"workers": workers, "cpus": os.cpu_count(), "total_s": round(total, 1), "jobs": timings}, indent=2) + "\n")
+    print(f"total {total:.0f}s with {workers} worker process(es); each job's time: {out / 'demo-timings.json'}")
     return 0
+
+
+def _clock() -> tuple[float, float]:
+    """Wall and CPU seconds so far, the CPU of this process and of the children it has waited for (a build's
+    synthesis pool)."""
+    children = os.times()
+    return time.perf_counter(), time.process_time() + children.children_user + children.children_system
+
+
+def _cost(since: tuple[float, float]) -> dict[str, float]:
+    wall, cpu = _clock()
+    return {"wall_s": round(wall - since[0], 1), "cpu_s": round(cpu - since[1], 1)}
 
 
 def _ignore_sigint() -> None:
@@ -178,6 +213,22 @@ def _stop(pool: ProcessPoolExecutor) -> None:
             pass
 
 
+def credited(finished: float, in_flight: Iterable[tuple[float, float]], now: float) -> int:
+    """Expected job-seconds done, what the progress line counts: the finished jobs' and, for each job in flight
+    (started when, expected seconds), the seconds it has run, up to all but one of its expected seconds (a job is
+    done when it ends, however long it takes). Counting only finished jobs would say nothing for minutes and then
+    overstate the time left (a 2-worker pool that has finished one build said "left 30:45" of 13 minutes)."""
+    return int(finished + sum(min(max(now - t, 0.0), max(expected - 1.0, 0.0)) for t, expected in in_flight))
+
+
+def _job_name(kind: str, what: Any) -> str:
+    return f"build {what}" if kind == "build" else f"{what[0].tag} {what[1]}"
+
+
+def _job_seconds(kind: str, what: Any) -> float:
+    return _seconds(f"build {what}" if kind == "build" else f"{what[0].bench} {what[1]}")
+
+
 def _seconds(job: str) -> float:
     """Seconds of a job: "build <bench>" or "<bench> <agent>"."""
     first, _, second = job.partition(" ")
@@ -197,32 +248,36 @@ def build_args(bench_name: str, dataset: Path, preset: str) -> list[str]:
     return ["build", bench_name, "--preset", preset, "--out", str(dataset), "--no-progress"]
 
 
-def _build(bench_name: str, dataset: Path, preset: str) -> None:
+def _build(bench_name: str, dataset: Path, preset: str) -> tuple[None, dict[str, float]]:
     from eval.building import build_options, build_quietly
     from eval.cli import build_selection, parser
 
+    since = _clock()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     if not (dataset / "README.md").exists():
         bench, configs = build_selection(a := parser().parse_args(build_args(bench_name, dataset, preset)))
         build_quietly(bench, dataset, build_options(a, configs))
+    return None, _cost(since)
 
 
 def _run_and_score(dataset: Path, config: str, agent: str, run_dir: Path, report: Path
-                   ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+                   ) -> tuple[tuple[dict[str, Any], dict[str, dict[str, Any]]], dict[str, float]]:
     """Run and score one agent on one config, then encode its recordings for the report (the report's slowest
-    part, done here so that it fills the pool while other runs go on); the scores and the media entries."""
+    part, done here so that it fills the pool while other runs go on); (the scores, the media entries) and the
+    job's cost."""
     from dataset_builder.tts.cache import default_cache_dir
     from eval.building import quiet_libraries
     from eval.report_site.site import encode_run_media
     from metrics.scoring import score_run_dir
 
+    since = _clock()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     quiet_libraries()
     args = {"cache_dir": str(default_cache_dir())} if agent in SPEAKING_AGENTS else {}
     counts = run(RunConfig(dataset=str(dataset), config=config, adapter=agent, out=str(run_dir), adapter_args=args))
     log.info("%s %s: %s", config, agent, counts)
     scores = score_run_dir(run_dir)
-    return scores, encode_run_media(run_dir, report)
+    return (scores, encode_run_media(run_dir, report)), _cost(since)
 
 
 def _print_block(blk: ConfigRuns, results: dict[str, dict[str, Any]]) -> None:

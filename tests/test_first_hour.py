@@ -154,3 +154,22 @@ def test_estimate_counts_only_the_clips_not_in_the_cache(tmp_path: Path) -> None
     assert uncached_clips(tts, tmp_path, clips) == 1 and uncached_clips(tts, None, clips) == 2
     assert build_estimate_s(10, 20, 2, gated=True) > build_estimate_s(10, 20, 2, gated=False) > \
         build_estimate_s(0, 20, 2, gated=False)
+
+
+def test_the_demo_progress_counts_the_jobs_in_flight() -> None:
+    """Known answers of the demo's progress count (expected job-seconds): a finished job counts whole, a job in
+    flight the seconds it has run, never all of them before it ends; the count never goes down when a job ends,
+    early or late."""
+    assert demo.credited(100, [], now=20) == 100
+    assert demo.credited(100, [(0.0, 50.0)], now=20) == 120  # counting finished jobs alone would say 100
+    assert demo.credited(100, [(0.0, 50.0), (10.0, 300.0)], now=20) == 130
+    assert demo.credited(0, [(0.0, 50.0)], now=80) == 49  # overdue: all but its last second
+    assert demo.credited(50, [], now=80) == 50  # ... and whole once it ends
+    assert demo.credited(0, [(30.0, 50.0)], now=20) == 0  # a clock read before the start counts nothing
+
+
+def test_a_demo_job_reports_its_wall_and_cpu_seconds(tmp_path: Path) -> None:
+    """What OUT/demo-timings.json is made of: each job's (result, cost); a set already built costs next to nothing."""
+    (tmp_path / "README.md").write_text("built\n")
+    value, cost = demo._build("mpe", tmp_path, "mini")
+    assert value is None and set(cost) == {"wall_s", "cpu_s"} and 0 <= cost["wall_s"] < 5 and cost["cpu_s"] >= 0
