@@ -59,12 +59,14 @@ class Progress:
             self.estimate_s, self.startup_s = estimate_s, startup_s
         self.advance(0, note)
 
-    def advance(self, k: int = 1, note: str = "") -> None:
+    def advance(self, k: int = 1, note: str = "", force: bool = False) -> None:
+        """Count `k` more items done; the line is printed unless one was printed under `every_s` ago (`force`: a
+        line whose note must not be lost, such as what has just finished)."""
         self.done += k
         if not self.enabled:
             return
         now = time.perf_counter()
-        if now - self._last < self.every_s and self.done < self.total and k:
+        if now - self._last < self.every_s and self.done < self.total and k and not force:
             return
         self._last = now
         text = self.line() + (f"  {note}" if note else "")

@@ -133,7 +133,7 @@ def demo(out: Path, preset: str = "mini", adapters: list[str] | None = None,
                     notes.append(f"{blk.tag} {a} scored")
             running = ", ".join(_job_name(*job) for job in pending.values())
             bar.advance(credited(finished, started.values(), time.perf_counter()) - bar.done,
-                        note="; ".join(notes) or f"running {running}")
+                        note="; ".join(notes) or f"running {running}", force=bool(notes))
             while printed < len(blocks) and all((blocks[printed].config, a) in results for a in adapters):
                 _print_block(blocks[printed], {a: results[(blocks[printed].config, a)] for a in adapters})
                 printed += 1

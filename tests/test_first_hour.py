@@ -173,3 +173,13 @@ def test_a_demo_job_reports_its_wall_and_cpu_seconds(tmp_path: Path) -> None:
     (tmp_path / "README.md").write_text("built\n")
     value, cost = demo._build("mpe", tmp_path, "mini")
     assert value is None and set(cost) == {"wall_s", "cpu_s"} and 0 <= cost["wall_s"] < 5 and cost["cpu_s"] >= 0
+
+
+def test_a_forced_progress_line_is_never_throttled() -> None:
+    """Off a terminal the line prints at most every 5 s; a forced one (the demo's "built mpe") always prints."""
+    stream = io.StringIO()
+    bar = Progress("demo", 100, stream=stream)
+    bar.advance(10, "running a")
+    bar.advance(10, "running a")  # within 5 s of the last: throttled
+    bar.advance(10, "built mpe", force=True)
+    assert [line.split("  ")[-1] for line in stream.getvalue().splitlines()] == ["running a", "built mpe"]
