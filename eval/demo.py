@@ -239,7 +239,7 @@ def _seconds(job: str) -> float:
 def _is_long(job: tuple[str, Any]) -> bool:
     """A run job (kind, (block, agent, run dir)) of LONG_JOB_S or more; builds never count."""
     kind, what = job
-    return kind == "run" and _seconds(f"{what[0].bench} {what[1]}") >= LONG_JOB_S
+    return kind == "run" and _job_seconds(kind, what) >= LONG_JOB_S
 
 
 def build_args(bench_name: str, dataset: Path, preset: str) -> list[str]:
