@@ -93,7 +93,7 @@ def demo(out: Path, preset: str = "mini", adapters: list[str] | None = None,
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_ignore_sigint)
     try:
         pending: dict[Future[Any], tuple[str, Any]] = {}
-        started: dict[Future[Any], tuple[float, float]] = {}  # (when, its expected seconds) of each job in flight
+        started: dict[Future[Any], float] = {}  # when each job in flight started
         finished = 0.0  # the expected seconds of the jobs done
         while ready or pending:
             ready.sort(key=lambda job: -job[0])
@@ -113,18 +113,19 @@ def demo(out: Path, preset: str = "mini", adapters: list[str] | None = None,
                         blk, a, d = what
                         fut = pool.submit(_run_and_score, blk.dataset, blk.config, a, d, out / "report")
                 pending[fut] = (kind, what)
-                started[fut] = (time.perf_counter(), _job_seconds(kind, what))
+                started[fut] = time.perf_counter()
             done, _ = wait(pending, timeout=TICK_S, return_when=FIRST_COMPLETED)
             notes = []
             for fut in done:
                 kind, what = pending.pop(fut)
-                finished += started.pop(fut)[1]
+                del started[fut]
+                finished += _job_seconds(kind, what)
                 value, cost = fut.result()  # a job's error ends the demo with it, as a sequential demo would
                 if kind == "build":
                     timings[f"build {what}"] = cost
                     notes.append(f"built {what}")
-                    ready += [(_seconds(f"{what} {a}"), "run", (blk, a, d)) for blk in blocks if blk.bench == what
-                              for a, d in zip(adapters, blk.run_dirs, strict=True)]
+                    ready += [(_job_seconds("run", job), "run", job) for blk in blocks if blk.bench == what
+                              for job in ((blk, a, d) for a, d in zip(adapters, blk.run_dirs, strict=True))]
                 else:
                     blk, a, _ = what
                     timings[f"{blk.config} {a}"] = cost
@@ -132,7 +133,8 @@ def demo(out: Path, preset: str = "mini", adapters: list[str] | None = None,
                     Media.merge(out / "report" / "media", media)
                     notes.append(f"{blk.tag} {a} scored")
             running = ", ".join(_job_name(*job) for job in pending.values())
-            bar.advance(credited(finished, started.values(), time.perf_counter()) - bar.done,
+            in_flight = [(started[f], _job_seconds(*job)) for f, job in pending.items()]
+            bar.advance(credited(finished, in_flight, time.perf_counter()) - bar.done,
                         note="; ".join(notes) or f"running {running}", force=bool(notes))
             while printed < len(blocks) and all((blocks[printed].config, a) in results for a in adapters):
                 _print_block(blocks[printed], {a: results[(blocks[printed].config, a)] for a in adapters})
