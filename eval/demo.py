@@ -38,7 +38,7 @@ SPEAKING_AGENTS = ("oracle", "cascade")  # they speak through the project's TTS 
 # writes to OUT/demo-timings.json) are each benchmark's `demo_seconds` (a job not listed counts as DEFAULT_JOB_S):
 # the progress line's time left and the scheduling order use them; runs of LONG_JOB_S or more go one at a time.
 DEFAULT_JOB_S = 25
-LONG_JOB_S = 200  # run jobs this long go one at a time
+LONG_JOB_S = 60  # run jobs this long (the cascades of Duplex-MPE and DSB-IFEval) go one at a time
 TICK_S = 15  # the progress line is redrawn this often while jobs run, not only when one ends
 
 

@@ -29,7 +29,7 @@ from dataset_builder.atomic import atomic_write_text, round_ms
 from dataset_builder.audio import SESSION_SR, silence, wav_bytes
 from dataset_builder.build import BuildOptions, tts_backend, unit_tts
 from dataset_builder.errors import UsageError
-from dataset_builder.ifeval.grid import Grid, action_counts, compose, level_counts
+from dataset_builder.ifeval.grid import MINI_CELLS, Grid, action_counts, all_cells, compose, level_counts
 from dataset_builder.ifeval.schema import (
     ACTIONS,
     BENCHMARK,
@@ -37,12 +37,10 @@ from dataset_builder.ifeval.schema import (
     LEVELS,
     NOMINAL_GAP_S,
     NOMINAL_TAIL_S,
-    ROLES,
     Conversation,
     IFEvalItem,
     SegmentTiming,
     TimedConversation,
-    role_probes,
 )
 from dataset_builder.ifeval.texts import load_texts
 from dataset_builder.pool import WorkerPool, resolve_workers
@@ -51,7 +49,7 @@ from dataset_builder.tts import TTSBackend
 
 log = logging.getLogger("duplex_eval.build")
 
-PRESETS = {"mini": 1, "full": len(INSTANCES)}  # instances per (role, probe) cell
+PRESETS = {"mini": 1, "full": len(INSTANCES)}  # instances per (role, probe) cell; mini hears MINI_CELLS only
 GENERATOR_VERSION = "ifeval-texts-4"
 CLIPS_IN_FLIGHT = 32  # per worker: ~13 s of synthesis, more than the longest shard write
 SHARD_ROWS = 50  # ~25 s of 24 kHz PCM16 per row: ~60 MB of audio per shard in memory
@@ -65,6 +63,11 @@ def instances_for(options: BuildOptions) -> tuple[int, ...]:
     if n > len(INSTANCES):
         raise UsageError(f"--n {n}: IFEval has {len(INSTANCES)} instances per cell")
     return INSTANCES[:n]
+
+
+def cells_for(options: BuildOptions) -> tuple[tuple[str, str], ...]:
+    """The cells the build hears: the mini preset's MINI_CELLS; every cell for `--preset full` or a given `--n`."""
+    return MINI_CELLS if options.n is None and options.preset == "mini" else all_cells()
 
 
 # ------------------------------------------------------------------------------------ synthesis (workers)
@@ -216,7 +219,7 @@ def write_scripts_only(out_dir: Path, grid: Grid) -> tuple[Path, Path]:
 def composed(options: BuildOptions) -> tuple[TTSBackend, Grid, dict[str, Any]]:
     """The backend, the grid and its statistics; prints the per-action counts table."""
     backend = tts_backend(options)
-    grid = compose(options.seed, backend.voices(), instances_for(options))
+    grid = compose(options.seed, backend.voices(), instances_for(options), cells=cells_for(options))
     n_conv = len({c.conversation_id for c in grid.conversations})
     print(f"DSB-IFEval cases per action and level ({n_conv} conversations, {len(audio_units(grid))} audio "
           f"streams):\n{counts_table(grid)}")
@@ -238,7 +241,7 @@ def build(out_dir: Path, options: BuildOptions | None = None) -> dict[str, Any]:
                  len(grid.cases), out_dir, info["build_s"])
         return info
     # Every conversation has at least two clips, so this many workers never outnumber the items.
-    n_conversations = sum(len(role_probes(role)) for role in ROLES) * len(instances_for(options))
+    n_conversations = len(cells_for(options)) * len(instances_for(options))
     workers = resolve_workers(options.workers, n_conversations)
     # The workers make their backend from the options. IFEval applies no speech gate: leaving the CLI's out keeps
     # the workers from importing an ASR to unpickle it.

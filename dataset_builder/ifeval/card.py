@@ -118,7 +118,9 @@ def card_context(repo_dir: Path, grid: Grid, bank: TextBank, options: BuildOptio
         "tts_backend": f"`{backend}`",
         "build_seed": str(options.seed),
         "generator_version": generator_version,
-        "build_params": json.dumps({"preset": options.preset, "instances_per_cell": len(grid.conversations) // 48,
+        "build_params": json.dumps({"preset": options.preset,
+                                    "instances_per_cell": len({c.instance for c in grid.conversations}),
+                                    "cells": len({(c.role, c.probe) for c in grid.conversations}),
                                     "tts": backend, "nominal_gap_s": NOMINAL_GAP_S,
                                     "nominal_tail_s": NOMINAL_TAIL_S,
                                     "speech_gate": gate_record(None)},  # the ASR speech gate is MPE's alone

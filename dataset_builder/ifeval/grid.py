@@ -48,7 +48,14 @@ from dataset_builder.ifeval.schema import (
 )
 from dataset_builder.ifeval.texts import Cell, Instance, TextBank, load_texts
 
-PRESET_INSTANCES: dict[str, tuple[int, ...]] = {"mini": (1,), "full": INSTANCES}
+# The mini set's cells: two per role, one shared probe and one of the role's own, chosen so that every role, every
+# shared probe and all nine actions are heard. R1-R3 share C1, whose instance 1 is one recording heard under three
+# roles, so the mini set keeps a matched trio (the ifeval_matched config). Own probes are half A, half B.
+MINI_CELLS: tuple[tuple[str, str], ...] = (
+    ("R1", "C1"), ("R1", "R1_A"), ("R2", "C1"), ("R2", "R2_B"), ("R3", "C1"), ("R3", "R3_A"),
+    ("R4", "C4"), ("R4", "R4_A"), ("R5", "C3"), ("R5", "R5_B"), ("R6", "C2"), ("R6", "R6_A"),
+    ("R7", "C3"), ("R7", "R7_B"), ("R8", "C4"), ("R8", "R8_B"),
+)
 _SLOT = re.compile(r"\{c(\d+)\}")
 
 
@@ -342,14 +349,23 @@ def check_gates(bank: TextBank) -> None:
     check_roles(role_diagnostics(r, t.persona, t.directive) for r, t in bank.roles.items())
 
 
+def all_cells() -> tuple[tuple[str, str], ...]:
+    """Every (role, probe) cell, in grid order."""
+    return tuple((role, probe) for role in ROLES for probe in role_probes(role))
+
+
 def compose(seed: int, voices: Sequence[str], instances: Sequence[int] = INSTANCES,
-            bank: TextBank | None = None) -> Grid:
-    """The grid in order role, probe, instance; cases in level order after their conversation."""
+            bank: TextBank | None = None, cells: Sequence[tuple[str, str]] | None = None) -> Grid:
+    """The grid in order role, probe, instance (of `cells`, default every cell); cases in level order after their
+    conversation. A conversation does not depend on which other cells are composed."""
     bank = bank or load_texts()
     check_gates(bank)
+    chosen = set(cells) if cells is not None else None
+    if chosen is not None and (unknown := chosen - set(all_cells())):
+        raise UsageError(f"no such (role, probe) cell: {sorted(unknown)}")
     conversations, cases = [], []
-    for role in ROLES:
-        for probe in role_probes(role):
+    for role, probe in all_cells():
+        if chosen is None or (role, probe) in chosen:
             cell = bank.table[(role, probe)]
             for instance in instances:
                 conv = make_conversation(bank, cell, instance, seed, voices)

@@ -42,7 +42,7 @@ from dataset_builder.tts import TTSBackend
 
 log = logging.getLogger("duplex_eval.build")
 
-PRESETS = {"mini": 20, "full": 2000}  # scenario pairs; each gives an explicit and an implicit conversation
+PRESETS = {"mini": 6, "full": 2000}  # scenario pairs; each gives an explicit and an implicit conversation
 GAP_RANGE_S = (0.4, 1.2)  # seeded inter-turn gap on the nominal timeline (docs/benchmarks/mpe.md)
 NOMINAL_POST_PREAMBLE_S = 1.0
 NOMINAL_TAIL_S = 1.0

@@ -3,7 +3,7 @@ persona adherence) and the per-episode plot windows, for one or more runs side b
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from dataset_builder.ifeval.schema import ACTIONS, LEVELS, MATCHED_PROBES, MATCHED_ROLES, ROLES
@@ -56,6 +56,15 @@ def _safe(get: Callable[[dict[str, Any]], str], result: dict[str, Any]) -> str:
         return "-"
 
 
+def matched_keys(results: Iterable[dict[str, Any]]) -> list[str]:
+    """The matched-audio "role probe" rows some run heard: every one on the full set; the mini set holds C1's trio
+    only, so its C4 rows would be empty in every column."""
+    keys = [f"{ro} {p}" for ro in MATCHED_ROLES for p in MATCHED_PROBES]
+    heard = {k for r in results for k, v in ((r.get("matched_audio") or {}).get("by_role_probe") or {}).items()
+             if isinstance(v, dict) and v.get("n")}
+    return [k for k in keys if k in heard] or keys
+
+
 def tables(results: dict[str, dict[str, Any]]) -> list[tuple[str, str]]:
     """(title, text) sections: value k/n [Wilson 95 % CI]; differences with Newcombe's interval."""
     ias: list[Row] = [("IAS", lambda r: cell(r["scores"]["ias"]))]
@@ -64,8 +73,8 @@ def tables(results: dict[str, dict[str, Any]]) -> list[tuple[str, str]]:
     actions: list[Row] = [(a, lambda r, a=a: cell(r["by_action"][a])) for a in ACTIONS]
     roles: list[Row] = [(f"{ro}", lambda r, ro=ro: cell(r["by_role"][ro])) for ro in ROLES]
     matched: list[Row] = [("matched IAS", lambda r: cell(r["matched_audio"]["ias"]))]
-    matched += [(f"{ro} {p}", lambda r, k=f"{ro} {p}": cell(r["matched_audio"]["by_role_probe"][k]))
-                for ro in MATCHED_ROLES for p in MATCHED_PROBES]
+    matched += [(k, lambda r, k=k: cell(r["matched_audio"]["by_role_probe"][k]))
+                for k in matched_keys(results.values())]
     matched += [("all three roles pass", lambda r: cell(r["matched_audio"]["all_roles_pass"]))]
     persona: list[Row] = [("PAS (0-100)", lambda r: pas_cell(r["pas"]))]
     if any(r["pas"].get("computed") for r in results.values()):

@@ -11,9 +11,9 @@ from eval.report_site.model import Cell, Table, dash, difference, name, pvalue, 
 
 
 def boards(runs: list[RunView]) -> list[Table]:
-    from dataset_builder.ifeval.schema import ACTIONS, LEVELS, MATCHED_PROBES, MATCHED_ROLES, ROLES
+    from dataset_builder.ifeval.schema import ACTIONS, LEVELS, ROLES
     from metrics.ifeval.aggregate import DIFFERENCES
-    from metrics.ifeval.tables import pas_cell
+    from metrics.ifeval.tables import matched_keys, pas_cell
 
     def pas(p: dict[str, Any]) -> Cell:
         if not p or not p.get("computed", True) or p.get("value") is None:
@@ -69,7 +69,7 @@ def boards(runs: list[RunView]) -> list[Table]:
                                lambda r, k: r["by_action"].get(k)))
     tables.append(metric_table("ifeval-role", "DSB-IFEval IAS by role", runs, [(ro, ro) for ro in ROLES],
                                lambda r, k: r["by_role"].get(k)))
-    keys = [f"{ro} {p}" for ro in MATCHED_ROLES for p in MATCHED_PROBES]
+    keys = matched_keys(run.result for run in runs)
     tables.append(metric_table("ifeval-matched", "DSB-IFEval matched audio (R1/R2/R3 on the same user audio)",
                                runs, [(k, k) for k in keys], lambda r, k: r["matched_audio"]["by_role_probe"].get(k)))
     return tables
