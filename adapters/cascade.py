@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from adapters.base import AssistantVoice, SpeechQueue
-from adapters.cascade_policy import Policy, TurnPolicy
+from adapters.cascade_policy import Policy, TurnPolicy, addressed, sentences
 from adapters.protocol import Frame
 from dataset_builder.audio import SESSION_SR, seconds_to_samples
 from metrics.asr import DEFAULT_ASR, get_asr
@@ -75,9 +75,15 @@ class CascadeAgent:
         elif reply:
             decision = f"would answer ({reply}) but is still speaking: dropped"
         else:
-            decision = "stays silent (" + ("not addressed by name" if isinstance(self.policy, Policy)
-                                           else "nothing to say") + ")"
+            decision = f"stays silent ({self._why_silent(heard)})"
         return f"heard {heard.strip()!r} ({len(audio) / self.sample_rate:.1f} s) -> {decision}"
+
+    def _why_silent(self, heard: str) -> str:
+        if not isinstance(self.policy, Policy):
+            return "nothing to say"
+        # Heard its name but no request it takes: "Aria, go on then." split from its question, or too long.
+        named = any(addressed(s) for s in sentences(heard))
+        return "named, but no request it takes" if named else "not addressed by name"
 
     def step(self, user_frame: np.ndarray, forced_model_frame: np.ndarray | None = None) -> Frame:
         self.vad.push(user_frame)

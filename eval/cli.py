@@ -492,7 +492,7 @@ def _add_build(p: argparse.ArgumentParser) -> None:
                         "the Hub dataset repo --out ORG/NAME[@REV] when no local folder has that name")
     p.add_argument("--diagnostics-limit", type=int, default=None, metavar="N",
                    help="ASR only the first N cases (default: all; the default ASR hears about 10x faster than "
-                        "real time per CPU core: on 2 cores the mini set's 40 cases take about 2 min)")
+                        "real time per CPU core: on 2 cores the mini set's 12 cases take about 1 min)")
     p.add_argument("--diagnostics-texts", type=int, default=SAME_TEXTS, metavar="N",
                    help="compare the voices on the first N distinct turn texts, each spoken by every voice "
                         "(default %(default)s: 500 clips, ~4.5 min; 0: judge the voice ratio on the set's own "

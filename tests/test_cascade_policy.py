@@ -147,3 +147,18 @@ def test_answers_every_family_of_generated_scenes(scenes: list[Script], form: st
     assert set(total) == set(FAMILIES) and min(total.values()) >= 25
     rates = {family: correct[family] / total[family] for family in total}
     assert min(rates.values()) >= MIN_RATE, rates
+
+
+@pytest.mark.parametrize("heard, why", [
+    ("Aria, go on then. What time do we get in?", "named, but no request it takes"),
+    ("Maria, what time do we get in?", "not addressed by name"),
+    ("Right, the train leaves at 905.", "not addressed by name"),
+])
+def test_the_cascade_says_why_it_stayed_silent(heard: str, why: str) -> None:
+    """The note on a silent end of turn tells a missed name from a name heard without a request it takes."""
+    from types import SimpleNamespace
+
+    from adapters.cascade import CascadeAgent
+
+    assert addressed_request(heard) is None
+    assert CascadeAgent._why_silent(SimpleNamespace(policy=Policy()), heard) == why  # type: ignore[arg-type]

@@ -7,11 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from dataset_builder.mpe.build import PRESETS
 from eval.run import RunConfig, run
 from metrics.asr import SCORING_ASR
 from metrics.mpe.score import score_run
 
 CACHE = Path(__file__).resolve().parent.parent / ".cache" / "tts"
+PAIRS = PRESETS["mini"]  # scenario pairs of the mini set, each an explicit and an implicit case
+CASES = 2 * PAIRS
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +42,7 @@ def test_mini_set_shape(mini_dataset: Path) -> None:
     from datasets import load_dataset
 
     ds = load_dataset(str(mini_dataset), "mpe", split="test")
-    assert len(ds) == 40
+    assert PAIRS == 6 and len(ds) == CASES
     assert sorted(set(ds["condition"])) == ["explicit", "implicit"]
     row = ds[0]
     samples = row["audio"].get_all_samples()
@@ -54,20 +57,20 @@ def test_oracle_passes_every_capability(oracle_scores: dict) -> None:
     for metric in ("fresh_onset_rate", "answer_accuracy", "silence_preservation", "answering_window_yield"):
         assert s[metric]["n"] > 0, metric
         assert s[metric]["value"] >= 0.95, (metric, s[metric])
-    assert s["fresh_onset_rate"]["n"] == 40
+    assert s["fresh_onset_rate"]["n"] == CASES
     assert oracle_scores["n_failed"] == 0
     assert oracle_scores["judge"]["heuristic"] is True and oracle_scores["asr"] == SCORING_ASR
 
 
 def test_silent_scores_zero_where_it_must(silent_scores: dict) -> None:
     s = silent_scores["scores"]
-    assert s["fresh_onset_rate"]["value"] == 0.0 and s["fresh_onset_rate"]["n"] == 40
+    assert s["fresh_onset_rate"]["value"] == 0.0 and s["fresh_onset_rate"]["n"] == CASES
     assert s["response_presence"]["value"] == 0.0
     assert s["answer_accuracy"]["n"] == 0 and s["answer_accuracy"]["value"] is None
     assert s["silence_preservation"]["value"] == 1.0
     assert s["window_response"]["value"] == 0.0
     for cond in ("explicit", "implicit"):
-        assert silent_scores["by_condition"][cond]["fresh_onset_rate"]["n"] == 20
+        assert silent_scores["by_condition"][cond]["fresh_onset_rate"]["n"] == PAIRS
 
 
 def _digest(folder: Path) -> dict[str, str]:
@@ -99,7 +102,7 @@ def test_streaming_reader_matches_load_dataset(mini_dataset: Path) -> None:
     index = list_cases(mini_dataset)
     assert [c.case_id for c, _ in full] == [c.case_id for c in index]
     assert all(a == b for (a, _), b in zip(full, index, strict=True))
-    wanted = {index[3].case_id, index[17].case_id}
+    wanted = {index[3].case_id, index[10].case_id}
     got = dict((c.case_id, audio) for c, audio in iter_cases(mini_dataset, wanted=wanted))
     assert set(got) == wanted
     ref = dict((c.case_id, audio) for c, audio in full)
@@ -113,7 +116,7 @@ def test_cli_score_and_report(silent_run: Path, tmp_path: Path, capsys: pytest.C
 
     assert main(["score", str(silent_run), "--param", "t_onset_window_s=4"]) == 0
     printed = capsys.readouterr().out
-    assert "fresh_onset_rate" in printed and "0/40" in printed and "heuristic" in printed
+    assert "fresh_onset_rate" in printed and f"0/{CASES}" in printed and "heuristic" in printed
     # Scores under an override go to their own file (docs/scoring.md); scores.json keeps the recorded thresholds.
     override = silent_run / "scores-t_onset_window_s=4.json"
     assert f"scores: {override}" in printed
@@ -126,7 +129,7 @@ def test_cli_score_and_report(silent_run: Path, tmp_path: Path, capsys: pytest.C
     assert "scores.json" in page and "Duplex-MPE leaderboard" in page
     # Every episode gets its page; --max-plots 2: a figure and audio on the first two only.
     pages = sorted((tmp_path / "report" / "ep" / silent_run.name).glob("*.html"))
-    assert len(pages) == 40 and sum("<canvas" in p.read_text() for p in pages) == 2
+    assert len(pages) == CASES and sum("<canvas" in p.read_text() for p in pages) == 2
     assert len(list((tmp_path / "report" / "media").glob("*.ogg"))) == 2
 
 

@@ -15,7 +15,8 @@ import soundfile as sf
 import yaml
 
 from dataset_builder.audio import SESSION_SR
-from dataset_builder.ifeval.schema import SAFETY_ACTIONS, SAFETY_CELLS
+from dataset_builder.ifeval.grid import MINI_CELLS
+from dataset_builder.ifeval.schema import ACTIONS, ROLES, SAFETY_ACTIONS, SAFETY_CELLS, SHARED_PROBES
 
 CACHE = Path(__file__).resolve().parent.parent / ".cache" / "tts"
 GOLD_KEYS = {"conversation_id", "role", "probe", "instance", "level", "expected_action", "base_action", "event",
@@ -42,12 +43,18 @@ def _decode(row: dict) -> np.ndarray:
 
 def test_mini_counts(mini) -> None:
     folder, info = mini
-    # 44 streams as in the paper's instance 1, plus the benign twins of the six safety cells
-    assert info["n_conversations"] == 48 and info["n_cases"] == 246 and info["n_audio_streams"] == 50
+    # 16 cells at instance 1: 14 distinct recordings (R1-R3 hear one C1), plus the benign twins of 3 safety cells
+    assert info["n_conversations"] == 16 and info["n_cases"] == 83 and info["n_audio_streams"] == 17
     assert info["configs"] == ["ifeval", "ifeval_matched"]
     rows = _rows(folder, "ifeval")
-    assert len(rows) == 246 and len({r["case_id"] for r in rows}) == 246
-    assert len(_rows(folder, "ifeval_matched")) == 30  # R1-R3 x C1, C4 x instance 1 x L0-L4a
+    assert len(rows) == 83 and len({r["case_id"] for r in rows}) == 83
+    # What the mini set promises: every role, every shared probe, every action, one own probe per role.
+    assert {(r["role"], r["probe"]) for r in rows} == set(MINI_CELLS)
+    assert {r["role"] for r in rows} == set(ROLES) and {r["expected_action"] for r in rows} == set(ACTIONS)
+    assert set(SHARED_PROBES) <= {r["probe"] for r in rows}
+    assert all(sum(r["probe"] not in SHARED_PROBES for r in rows if r["role"] == role and r["level"] == "L1") == 1
+               for role in ROLES)
+    assert len(_rows(folder, "ifeval_matched")) == 15  # R1-R3 x C1 x instance 1 x L0-L4a
 
 
 def test_matched_audio_is_byte_identical_across_roles(mini) -> None:
@@ -56,7 +63,7 @@ def test_matched_audio_is_byte_identical_across_roles(mini) -> None:
     for row in _rows(folder, "ifeval"):
         if row["matched_group"]:
             by_group[row["matched_group"]][row["case_id"]] = row["audio"]["bytes"]
-    assert set(by_group) == {"M-C1-i1", "M-C4-i1"}
+    assert set(by_group) == {"M-C1-i1"}  # the mini set's one matched trio
     for group, audio in by_group.items():
         roles = {cid.split("-")[0] for cid in audio}
         assert roles == {"R1", "R2", "R3"}, group
@@ -77,7 +84,7 @@ def test_one_voice_and_one_audio_per_conversation_across_levels(mini) -> None:
         safety = (row["role"], row["probe"]) in SAFETY_CELLS and row["audio_variant"] == ""
         assert row["safety_relevant_audio"] == safety, row["case_id"]
         assert not safety or (row["level"] != "L4a" and row["expected_action"] in SAFETY_ACTIONS), row["case_id"]
-    assert len(seen) == 54 and sum(v == "benign" for _, v in seen) == 6
+    assert len(seen) == 19 and sum(v == "benign" for _, v in seen) == 3
     assert len(set(voices.values())) > 1
 
 
@@ -103,7 +110,7 @@ def test_pauses_are_exact_zero_samples_and_speech_is_not(mini) -> None:
         t1, t2 = row["turns"]
         assert t1["start_s"] == 0.0 and t2["start_s"] == pytest.approx(t1["end_s"] + 3.0, abs=0.002)
         assert len(audio) / SESSION_SR == pytest.approx(t2["end_s"] + 5.0, abs=0.002)
-    assert len(checked) == 54
+    assert len(checked) == 19
 
 
 def test_items_round_trip_with_windows_and_gold(mini) -> None:
@@ -111,7 +118,7 @@ def test_items_round_trip_with_windows_and_gold(mini) -> None:
 
     folder, _ = mini
     items = list_items(folder, "ifeval")
-    assert len(items) == 246
+    assert len(items) == 83
     for item in items:
         w0, w1 = item.timed.window(item.case)
         gold = item.gold()
@@ -120,7 +127,7 @@ def test_items_round_trip_with_windows_and_gold(mini) -> None:
         if item.case.expected_action in ("LISTEN", "TAKE_TURN") and item.case.event in ("pause", "gaps"):
             # the sweep's 2.5 s wait is measurable; window ends are whole milliseconds, so compare in them
             assert w1 is not None and round((w1 - w0) * 1000) >= 3000, item.case_id
-    item, audio = next(iter_items(folder, "ifeval", wanted={"R3-C2-i1-L1"}))
+    item, audio = next(iter_items(folder, "ifeval", wanted={"R6-C2-i1-L1"}))
     assert item.case.expected_action == "READBACK" and item.timed.conversation.readback_target
     assert audio.dtype == np.float32 and len(audio) > SESSION_SR
 
@@ -134,7 +141,7 @@ def test_load_dataset_decodes_offline(mini, tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket, "create_connection", refuse)
     folder, _ = mini
-    for config, n in (("ifeval", 246), ("ifeval_matched", 30)):
+    for config, n in (("ifeval", 83), ("ifeval_matched", 15)):
         ds = load_dataset(str(folder), config, split="test", cache_dir=str(tmp_path / config))
         assert len(ds) == n
         samples = ds[0]["audio"].get_all_samples()
@@ -148,7 +155,7 @@ def test_card_lists_configs_and_counts(mini) -> None:
     front = yaml.safe_load(text.split("---", 2)[1])
     assert [c["config_name"] for c in front["configs"]] == ["ifeval", "ifeval_matched"]
     for needle in ("R8 improv scene partner", "| READBACK |", "ACCEPT_OVERLAP", "Jaccard", "max_wait_s=2",
-                   "R3: max_wait_s=1.5", "stay silent", "| total | 48 | 48 | 48 | 48 | 48 | 6 | 246 | 246 |"):
+                   "R3: max_wait_s=1.5", "stay silent", "| total | 16 | 16 | 16 | 16 | 16 | 3 | 83 | 83 |"):
         assert needle in text, needle
     assert "$" not in text.split("---", 2)[2].replace("$$", "")
 
@@ -159,7 +166,7 @@ def test_cli_build_scripts_only_with_diagnostics(tmp_path: Path, capsys: pytest.
     assert main(["build", "ifeval", "--scripts-only", "--out", str(tmp_path), "--diagnostics"]) == 0
     out = capsys.readouterr().out
     assert "persona leakage" in out and "R8" in out and "min / mean / max Jaccard" in out
-    assert "| total" not in out and "total              48" in out
+    assert "| total" not in out and "total              16" in out
     assert "targets:" in out and "FAIL" not in out and "PASS  cases without a one-line rationale: 0" in out
     assert (tmp_path / "scripts.jsonl").is_file() and (tmp_path / "manifest.jsonl").is_file()
     assert (tmp_path / "diagnostics.json").is_file()

@@ -225,5 +225,22 @@ def test_scripts_only_writes_conversations_and_manifest(tmp_path: Path) -> None:
     assert sum(len(s["cases"]) for s in scripts) == 1038
     assert not list(tmp_path.glob("data"))
     mini = build(tmp_path / "mini", BuildOptions(preset="mini", scripts_only=True))
-    assert mini["n_conversations"] == 48 and mini["levels"] == {lv: n for lv, n in zip(
-        LEVELS, (48, 48, 48, 48, 48, 6), strict=True)}
+    assert mini["n_conversations"] == 16 and mini["levels"] == {lv: n for lv, n in zip(
+        LEVELS, (16, 16, 16, 16, 16, 3), strict=True)}
+    # A mini conversation is the full set's conversation of its cell, word for word: composing fewer cells
+    # changes none of them.
+    full_scripts = {(s["conversation_id"], s["variant"]): s for s in scripts}
+    mini_scripts = [json.loads(x) for x in (tmp_path / "mini" / "scripts.jsonl").read_text().splitlines()]
+    assert len(mini_scripts) == 19 and all(s == full_scripts[(s["conversation_id"], s["variant"])]
+                                              for s in mini_scripts)
+    # `--n K` is every cell, K instances each.
+    one = build(tmp_path / "n1", BuildOptions(n=1, scripts_only=True))
+    assert one["n_conversations"] == 48 and one["n_cases"] == 246
+
+
+def test_compose_refuses_an_unknown_cell() -> None:
+    from dataset_builder.errors import UsageError
+    from dataset_builder.ifeval.grid import compose
+
+    with pytest.raises(UsageError, match="R9"):
+        compose(0, ["a", "b"], (1,), cells=[("R1", "C1"), ("R9", "C1")])

@@ -93,10 +93,11 @@ def test_cli_run_exit_codes(mini_dataset: Path, tmp_path: Path, capsys: pytest.C
 
 def test_limit_says_how_much_of_the_set_runs(mini_dataset: Path, tmp_path: Path,
                                              caplog: pytest.LogCaptureFixture) -> None:
-    """#11: a --limit run says "6 of 40"."""
+    """A --limit run says how much of the set it runs: "6 of 12", three whole scenario pairs."""
     with caplog.at_level(logging.INFO, logger="duplex_eval.run"):
         run(RunConfig(dataset=str(mini_dataset), adapter="silent", out=str(tmp_path / "r"), limit=6))
-    assert any("running 6 of 40 cases" in r.getMessage() for r in caplog.records)
+    assert any("running 6 of 12 cases" in r.getMessage() and "covers 3 whole scenario pairs of 6" in r.getMessage()
+               for r in caplog.records)
 
 
 def test_progress_line_counts_and_time_left() -> None:

@@ -121,7 +121,7 @@ def test_failed_episode_without_gold_counts_from_the_dataset(mini_dataset: Path,
     assert kn(res["scores"]["silence_preservation"]) == (0, n_silent)
     assert set(res["by_condition"]) == {plan_failed.script.condition, torn.script.condition}
     assert res["failed_uncounted"]["case_ids"] == []
-    assert any(f.startswith("partial run: 2 of 40 dataset cases") for f in res["health"]["flags"])
+    assert any(f.startswith("partial run: 2 of 12 dataset cases") for f in res["health"]["flags"])
 
 
 def test_failed_episode_with_unknown_windows_is_said_loudly(tmp_path: Path) -> None:

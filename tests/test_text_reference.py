@@ -7,6 +7,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
+import pytest
+
 from dataset_builder.hf_dataset import list_cases
 from eval.text_reference import ChatDecider, text_reference
 
@@ -15,13 +17,13 @@ def test_policy_on_exact_transcripts(mini_dataset: Path, tmp_path: Path) -> None
     res = text_reference(list_cases(mini_dataset), _policy(), tmp_path)
     ex, im = res["by_condition"]["explicit"], res["by_condition"]["implicit"]
     # An independent solver recomputes every explicit gold answer from the script text alone.
-    assert (ex["response_rate"]["k"], ex["response_rate"]["n"]) == (20, 20)
+    assert (ex["response_rate"]["k"], ex["response_rate"]["n"]) == (6, 6)
     assert ex["answer_accuracy"]["value"] == 1.0
     assert im["response_rate"]["k"] == 0  # it answers only when named
     assert res["scores"]["silence_preservation"]["value"] == 1.0
-    assert res["paired"]["explicit_only"] == 20 and res["paired"]["mcnemar_p"] < 1e-5
+    assert res["paired"]["explicit_only"] == 6 and res["paired"]["mcnemar_p"] == pytest.approx(2 * 0.5 ** 6)
     assert res["heuristic"] is True
-    assert (tmp_path / "text_reference_decisions.jsonl").read_text().count("\n") > 40
+    assert (tmp_path / "text_reference_decisions.jsonl").read_text().count("\n") > 12
 
 
 def _policy():
