@@ -298,3 +298,18 @@ def test_tables_and_plot_windows_with_a_judge(stub, tmp_path: Path) -> None:
     take = [m for m in rows if m["case_id"] == made["take"].case_id]
     assert plot_windows(take, res) == [(made["take"].w0, made["take"].w1, False, [])]
     assert plot_windows(take, res | {"thresholds": {"take_turn_max_wait_s": 2.5}})[0][2] is False
+
+
+def test_matched_audio_rows_are_the_ones_a_run_heard() -> None:
+    """The mini set holds C1's matched trio only: its C4 rows would be empty in every column, so they are left
+    out; a row that any run heard is shown for every run (an empty cell beside a full one is a result)."""
+    from metrics.ifeval.tables import matched_keys
+
+    def result(heard: set[str]) -> dict[str, Any]:
+        keys = [f"{r} {p}" for r in ("R1", "R2", "R3") for p in ("C1", "C4")]
+        return {"matched_audio": {"by_role_probe": {k: {"k": 1, "n": 5 if k in heard else 0} for k in keys}}}
+
+    c1 = {"R1 C1", "R2 C1", "R3 C1"}
+    assert matched_keys([result(c1)]) == ["R1 C1", "R2 C1", "R3 C1"]
+    assert matched_keys([result(c1), result(c1 | {"R2 C4"})]) == ["R1 C1", "R2 C1", "R2 C4", "R3 C1"]
+    assert matched_keys([{"error": "no scores"}]) == ["R1 C1", "R1 C4", "R2 C1", "R2 C4", "R3 C1", "R3 C4"]
