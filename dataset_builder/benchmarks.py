@@ -129,7 +129,7 @@ register_benchmark(Benchmark(
     boards="eval.report_site.boards.mpe:boards",
     window_detail="eval.report_site.boards.mpe:window_detail",
     strata="eval.plans.mpe:strata", sample_unit="scenario pair",
-    demo_seconds=(("build", 95), ("cascade", 80), ("oracle", 28), ("silent", 7)),
+    demo_seconds=(("build", 90), ("cascade", 75), ("oracle", 27), ("silent", 5)),
 ))
 
 IFEVAL = Benchmark(
@@ -147,7 +147,7 @@ IFEVAL = Benchmark(
     window_detail="eval.report_site.boards.ifeval:window_detail",
     diagnostics="dataset_builder.ifeval.diagnostics:audit",
     strata="eval.plans.ifeval:strata", sample_unit="conversation",
-    demo_seconds=(("build", 40), ("cascade", 145), ("oracle", 34), ("silent", 11)),
+    demo_seconds=(("build", 38), ("cascade", 158), ("oracle", 35), ("silent", 11)),
 )
 register_benchmark(IFEVAL)
 
@@ -168,6 +168,6 @@ register_benchmark(Benchmark(
     diagnostics="metrics.m3.diagnostics:audit",
     strata="eval.plans.m3:strata", sample_unit="dialogue",
     needs="eval.plans.m3:needs",
-    demo_seconds=(("build", 60), ("cascade", 20), ("oracle", 6), ("silent", 1)),
+    demo_seconds=(("build", 66), ("cascade", 20), ("oracle", 6), ("silent", 1)),
     run_configs=("m3_chat_en", "m3_task_en", "m3_chat_ja", "m3_task_ja"),  # four languages x domains, four runs
 ))
